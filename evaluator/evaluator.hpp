@@ -1,0 +1,96 @@
+// Candidate -> verdict. CPU stages (parse, static checks, compile, SASS
+// listing) run in this process or its compiler subprocesses; the GPU stages
+// run in a sandboxed worker subprocess (ptxbench-worker), one at a time per GPU.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "evaluator/candidate.hpp"
+#include "evaluator/verdict.hpp"
+#include "tasks/task.hpp"
+
+namespace ptxbench::evaluator {
+
+struct CompileLimits {
+  std::chrono::milliseconds ptxas_wall{30'000};   ///< ms; ptxas killed past it -> compile_error "took too long"
+  std::uint64_t ptxas_address_space_bytes = 4ull << 30;  ///< bytes (RLIMIT_AS)
+  std::chrono::milliseconds nvrtc_wall{60'000};   ///< ms; NVRTC runs in a child process too
+  std::size_t max_ptx_bytes = 8u << 20;           ///< bytes of PTX accepted
+  std::size_t max_ptx_instructions = 200'000;     ///< instruction statements accepted by the static stage
+};
+
+/// Correctness protocol (design §6.3).
+struct CorrectnessPolicy {
+  int trials = 3;                 ///< trials per workload, each with a fresh seed
+  std::uint64_t base_seed = 0;    ///< 0 = derive from time; recorded in the verdict either way
+  std::size_t guard_bytes = 4096; ///< bytes of guard region before and after every buffer
+  bool check_determinism = true;  ///< second identical launch must match bit for bit
+};
+
+/// Timing protocol (design §6.3).
+struct TimingPolicy {
+  int warmup_launches = 3;              ///< untimed launches before sampling
+  int min_samples = 10;                 ///< at least this many timed samples each
+  double target_rel_spread = 0.005;     ///< stop when (p75-p25)/median <= this (and min_seconds passed)
+  double min_seconds = 0.5;             ///< seconds of sampling at least
+  double max_seconds = 15.0;            ///< seconds of sampling at most (cap)
+  double l2_flush_factor = 2.0;         ///< bytes written between samples = factor x L2 size
+  int input_sets = 2;                   ///< input sets rotated between samples
+  bool reverify_random_launch = true;   ///< re-check the output of one random timed launch
+  double sol_slack = 0.9;               ///< time < sol_slack x speed-of-light floor -> suspicious
+  nlohmann::json to_json() const;
+};
+
+struct WorkerLimits {
+  std::chrono::milliseconds wall{120'000};  ///< ms; the worker's process group is killed past it -> timeout
+  std::chrono::milliseconds kernel_hang{10'000};  ///< ms; one launch that takes longer counts as a hang
+  std::uint64_t cpu_seconds = 300;
+};
+
+/// Everything that decides a verdict; recorded in every verdict and trace.
+struct EvaluatorSettings {
+  ParseLimits parse;
+  CompileLimits compile;
+  CorrectnessPolicy correctness;
+  TimingPolicy timing;
+  WorkerLimits worker;
+  bool run_gpu = true;                  ///< false = GPU stages skipped ("disabled by --no-gpu")
+  bool run_sanitizer = true;            ///< compute-sanitizer on runtime_error / timeout / nondeterministic
+  int device = 0;                       ///< CUDA device ordinal for the GPU stage
+  std::filesystem::path worker_path;    ///< empty = next to the ptxbench executable
+  std::filesystem::path lock_dir = "/tmp/ptxbench-locks";  ///< per-GPU lock files live here
+  nlohmann::json to_json() const;
+};
+
+/// The outcome of the CPU stages, carried to the GPU stage.
+struct CompiledCandidate {
+  Verdict verdict;                 ///< parse/static/compile filled; GPU stages skipped until run
+  ParsedResponse response;
+  Manifest manifest;
+  std::string ptx;                 ///< the PTX (as given, or emitted by NVRTC)
+  std::string cubin;               ///< bytes
+  std::string sass;                ///< SASS listing text ("" when no disassembler)
+  std::vector<LaunchPlan> plans;   ///< one per workload
+  bool ready_for_gpu() const;      ///< compiled and every plan resolved
+};
+
+CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view response,
+                                 const EvaluatorSettings &settings);
+
+/// Runs the GPU stages in a worker subprocess (holding the per-GPU lock) and
+/// fills correctness/execution/timing/sanitizer, the axes and the final status.
+/// Without a usable GPU the stages are skipped with the reason.
+void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task, const EvaluatorSettings &settings);
+
+/// Both, in order.
+Verdict evaluate(const tasks::Task &task, std::string_view response, const EvaluatorSettings &settings);
+
+/// Is there a GPU the worker can use? ("" if yes, else the reason, e.g. "no CUDA driver (libcuda.so.1 not found)").
+std::string gpu_unavailable_reason(const EvaluatorSettings &settings);
+
+}  // namespace ptxbench::evaluator

@@ -1,0 +1,59 @@
+// The result of evaluating one candidate: a closed-enum status per stage,
+// each stage's figures and messages, and the three separate axes.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "evaluator/status.hpp"
+
+namespace ptxbench::evaluator {
+
+/// One message a model (or a person) can act on.
+struct Diagnostic {
+  std::string severity = "error";  ///< "error" | "warning" | "note"
+  std::string text;
+  std::optional<int> line;         ///< 1-based line in the kernel source (PTX or CUDA), when known
+};
+
+struct StageResult {
+  Status status = Status::skipped;
+  std::string summary;                      ///< one line; for skipped: the reason
+  std::vector<Diagnostic> diagnostics;
+  nlohmann::json figures = nlohmann::json::object();  ///< stage-specific numbers (see ARCHITECTURE.md)
+  double wall_seconds = 0;                  ///< seconds spent in the stage
+};
+
+/// The three axes (design §1). nullopt = not measured.
+struct Axes {
+  std::optional<bool> correct;
+  std::optional<bool> targets_executed;
+  std::optional<double> speedup;  ///< geomean over workloads of library_time / candidate_time
+};
+
+struct Verdict {
+  Status status = Status::skipped;  ///< overall: the first stage that is not ok (skipped GPU stages leave it ok)
+  std::string task_id;
+  std::string kernel_hash;          ///< normalized kernel hash (comments/whitespace removed)
+  StageResult parse;
+  StageResult static_checks;
+  StageResult compile;
+  StageResult correctness;
+  StageResult execution;
+  StageResult timing;
+  StageResult sanitizer;            ///< compute-sanitizer rerun on runtime_error/timeout/nondeterministic
+  Axes axes;
+  nlohmann::json settings = nlohmann::json::object();     ///< every policy/limit used (recorded in traces)
+  nlohmann::json environment = nlohmann::json::object();  ///< GPU, driver, library versions, which GPU ran it
+  double wall_seconds = 0;
+
+  nlohmann::json to_json() const;
+  static Verdict from_json(const nlohmann::json &j);  ///< throws nlohmann::json::exception on malformed input
+  /// Recomputes `status` from the stages (first non-ok, non-skipped stage in pipeline order).
+  void finalize_status();
+};
+
+}  // namespace ptxbench::evaluator

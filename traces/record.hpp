@@ -1,0 +1,63 @@
+// Run directories (design §8): run.json + trajectories.jsonl, one record per
+// turn, appended and fsynced. This header is the format; exports and reports
+// read only what is written here.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "util/expected.hpp"
+
+namespace ptxbench::traces {
+
+inline constexpr int kFormatVersion = 1;
+
+/// One turn of one trajectory. Stored as one JSON line; field names are the format.
+///   format_version   int
+///   run_id           string
+///   model            string  (endpoint name)
+///   task_id          string
+///   sample           int     (0-based)
+///   turn             int     (0-based)
+///   trajectory_id    string  "<model>/<task_id>/<sample>"
+///   messages         [{role, content}]  the full request sent (system, user, assistant, ...)
+///   response         {content, reasoning, finish_reason, usage{prompt_tokens, completion_tokens,
+///                     reasoning_tokens}, attempts, latency_seconds} | null on request failure
+///   request_error    {kind, http_status, message} | null
+///   candidate        {language, kernel_source, manifest_text, kernel_hash} | null
+///   verdict          the evaluator's Verdict::to_json() | null (request failed)
+///   feedback         string: the user message fed back for the next turn ("" on the last turn)
+///   stop_reason      "" | "target_reached" | "turn_limit" | "token_budget" | "request_failed" | "run_budget"
+///   timings          {request_s, cpu_stages_s, gpu_stage_s, orchestrator_cpu_ms}
+///   started_at, finished_at   ISO-8601 UTC
+struct TurnRecord {
+  nlohmann::json data;
+};
+
+/// Appends records to <dir>/trajectories.jsonl with fsync after each.
+class TrajectoryWriter {
+ public:
+  explicit TrajectoryWriter(std::filesystem::path run_dir);
+  /// Error (e.g. disk full) leaves the file valid up to the last complete record.
+  util::Expected<void> append(const nlohmann::json &record);
+  const std::filesystem::path &path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct LoadedRun {
+  std::filesystem::path dir;
+  nlohmann::json run;                  ///< run.json (empty object if missing)
+  std::vector<nlohmann::json> turns;   ///< every complete, parseable record
+  int skipped_partial_lines = 0;       ///< truncated/unparseable lines (e.g. the tail of a killed run)
+  std::vector<std::string> warnings;   ///< mixed format versions, missing run.json, ...
+};
+
+/// Reads a run directory. Error only when the directory or trajectories.jsonl is missing.
+util::Expected<LoadedRun> load_run(const std::filesystem::path &dir);
+
+}  // namespace ptxbench::traces

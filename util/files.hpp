@@ -1,0 +1,40 @@
+// File helpers with bounded reads, atomic writes, fsynced appends and an RAII
+// temporary directory.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <string>
+
+#include "util/expected.hpp"
+
+namespace ptxbench::util {
+
+/// Reads a whole file; error if missing, unreadable or larger than max_bytes.
+Expected<std::string> read_file(const std::filesystem::path &path, std::size_t max_bytes = 64u << 20);
+
+/// Writes via a temp file + rename, fsynced.
+Expected<void> write_file_atomic(const std::filesystem::path &path, const std::string &data);
+
+/// Appends one record (data must end with '\n') and fsyncs. Returns error on short write (e.g. ENOSPC).
+Expected<void> append_fsync(const std::filesystem::path &path, const std::string &data);
+
+/// Creates a private (0700) directory under `parent` (default: $TMPDIR or /tmp), removed on destruction.
+class TempDir {
+ public:
+  explicit TempDir(const std::string &prefix = "ptxbench", std::filesystem::path parent = {});
+  ~TempDir();
+  TempDir(const TempDir &) = delete;
+  TempDir &operator=(const TempDir &) = delete;
+  const std::filesystem::path &path() const { return path_; }
+  void keep() { keep_ = true; }  ///< do not delete on destruction (debugging)
+
+ private:
+  std::filesystem::path path_;
+  bool keep_ = false;
+};
+
+/// Hex SHA-256-free content hash (FNV-1a 64) for de-duplication keys and cache names.
+std::string fnv1a64_hex(std::string_view data);
+
+}  // namespace ptxbench::util

@@ -1,0 +1,61 @@
+// Running a child process with argv only (never a shell), a wall-clock limit
+// that kills its whole process group, rlimits and a scrubbed environment.
+// Knows nothing of PTXBench: used for ptxas, cuobjdump, the GPU worker.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/expected.hpp"
+
+namespace ptxbench::util {
+
+struct ProcessLimits {
+  std::chrono::milliseconds wall_time{60'000};  ///< wall-clock limit; the process group is killed past it
+  std::uint64_t cpu_seconds = 120;              ///< RLIMIT_CPU, seconds
+  std::uint64_t address_space_bytes = 0;        ///< RLIMIT_AS, bytes; 0 = unlimited (CUDA needs a huge VA space)
+  std::uint64_t file_size_bytes = 512ull << 20;  ///< RLIMIT_FSIZE, bytes
+  std::uint64_t open_files = 256;               ///< RLIMIT_NOFILE
+  std::size_t max_output_bytes = 4u << 20;       ///< stdout/stderr each kept up to this many bytes (rest dropped, counted)
+};
+
+struct ProcessSpec {
+  std::vector<std::string> argv;               ///< argv[0] is the program (absolute path or looked up in PATH)
+  std::map<std::string, std::string> env;      ///< the complete environment (scrubbed: nothing inherited)
+  std::string working_directory;               ///< empty = current
+  std::string stdin_data;                      ///< written to the child's stdin, then closed
+  ProcessLimits limits;
+};
+
+struct ProcessResult {
+  int exit_code = -1;            ///< valid when !signaled
+  bool signaled = false;         ///< killed by a signal
+  int signal = 0;                ///< the signal number when signaled
+  bool timed_out = false;        ///< killed by us at the wall-clock limit
+  std::string stdout_text;       ///< captured, truncated at max_output_bytes
+  std::string stderr_text;       ///< captured, truncated at max_output_bytes
+  std::size_t stdout_dropped = 0;  ///< bytes dropped past the cap
+  std::size_t stderr_dropped = 0;
+  double wall_seconds = 0;       ///< measured wall time
+  bool ok() const { return !signaled && !timed_out && exit_code == 0; }
+  /// One line: "exit 1", "killed by signal 9 (SIGKILL)", "timed out after 10.0 s".
+  std::string describe() const;
+};
+
+/// Runs the process to completion (or kill). Fails (returns an error string)
+/// only when the process could not be started at all (program not found, fork failure).
+Expected<ProcessResult> run_process(const ProcessSpec &spec);
+
+/// Absolute path of a program found in PATH (or in extra_dirs first), if any.
+std::optional<std::string> find_program(const std::string &name,
+                                        const std::vector<std::string> &extra_dirs = {});
+
+/// A minimal environment for children: PATH, HOME=tmp, LANG=C, plus the CUDA
+/// variables that matter (CUDA_VISIBLE_DEVICES, LD_LIBRARY_PATH); never keys/tokens.
+std::map<std::string, std::string> scrubbed_environment(const std::string &home_dir);
+
+}  // namespace ptxbench::util
