@@ -1,0 +1,36 @@
+// Prompts from the text templates in prompts/: the system prompt (candidate
+// contract + target architecture + reference notes), the task prompt, and one
+// feedback template per outcome.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "evaluator/verdict.hpp"
+#include "tasks/task.hpp"
+#include "util/expected.hpp"
+
+namespace ptxbench::agent {
+
+class PromptBuilder {
+ public:
+  /// Loads every template under `dir` (default: the installed/source prompts/ folder).
+  static util::Expected<PromptBuilder> load(const std::filesystem::path &dir);
+  /// prompts/ next to the executable's share dir, $PTXBENCH_PROMPTS, or the source tree.
+  static std::filesystem::path default_dir();
+
+  /// System message: role, candidate contract, target architecture, reference notes for the task's targets.
+  std::string system_prompt(const tasks::Task &task) const;
+  /// First user message: the task (tensors, shapes, layouts, dtypes, tolerance, targets, what "fast" means).
+  std::string task_prompt(const tasks::Task &task) const;
+  /// User message after an evaluated attempt: the outcome-specific template filled from the verdict.
+  std::string feedback(const tasks::Task &task, const evaluator::Verdict &verdict) const;
+  /// User message after a response that could not be used (request failed, empty, cut by length).
+  std::string feedback_unusable_response(const std::string &reason) const;
+
+ private:
+  std::map<std::string, std::string> templates_;  ///< file stem -> text
+};
+
+}  // namespace ptxbench::agent
