@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what PTXBench needs to build and test on Debian 12 / Ubuntu 24.04
+# with the CUDA toolkit at /usr/local/cuda. Idempotent: installs only what is
+# missing, so it is a no-op on a prepared machine (or one without a registry).
+#   PTXBENCH_WITH_CHROMIUM=1  also install chromium (the report HTML test)
+set -euo pipefail
+
+need_pkgs=()
+have_header() { [ -e "/usr/include/$1" ] || [ -e "/usr/local/include/$1" ]; }
+command -v cmake >/dev/null || need_pkgs+=(cmake)
+command -v ninja >/dev/null || need_pkgs+=(ninja-build)
+command -v g++ >/dev/null || need_pkgs+=(g++)
+command -v python3 >/dev/null || need_pkgs+=(python3)
+command -v unzip >/dev/null || need_pkgs+=(unzip)
+have_header nlohmann/json.hpp || need_pkgs+=(nlohmann-json3-dev)
+have_header fmt/core.h || need_pkgs+=(libfmt-dev)
+have_header boost/process.hpp || need_pkgs+=(libboost-dev)
+have_header curl/curl.h || need_pkgs+=(libcurl4-openssl-dev)
+have_header doctest/doctest.h || need_pkgs+=(doctest-dev)
+have_header CLI/CLI.hpp || need_pkgs+=(libcli11-dev)
+if [ "${PTXBENCH_WITH_CHROMIUM:-0}" = 1 ] && ! command -v chromium >/dev/null; then
+  need_pkgs+=(chromium)
+fi
+
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  echo "install_deps: installing ${need_pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+fi
+
+if [ ! -x /usr/local/cuda/bin/nvcc ] || [ ! -x /usr/local/cuda/bin/ptxas ]; then
+  echo "install_deps: the CUDA toolkit (nvcc, ptxas) is expected at /usr/local/cuda" >&2
+  exit 3
+fi
+echo "install_deps: ok"
