@@ -1,0 +1,151 @@
+// The family interface of the GPU worker: what differs between GEMM and
+// attention (input generation, the fp32 reference, the library call) sits
+// behind FamilyHandler; the worker owns everything else (allocation with
+// guard regions, poisoning, candidate launch, comparison, CUPTI, timing).
+//
+// Contract for implementers (GEMM: gemm_family.cu; attention: h8):
+//  - every call works on the stream it is given and does not synchronize unless
+//    it must (the worker synchronizes with a hang deadline);
+//  - failures of CUDA / library calls throw WorkerError (the worker turns them
+//    into a stage status: runtime_error for sticky CUDA errors, skipped for a
+//    library the machine lacks);
+//  - reference outputs are float32, one buffer per output tensor, same element
+//    order (row-major over the tensor's shape, outermost first).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+#include <nlohmann/json.hpp>
+
+namespace ptxbench::worker {
+
+/// Element types the worker can allocate, fill and compare.
+enum class ElemType { bf16, f16, f32, e4m3, e5m2, i32 };
+ElemType elem_type_from_string(const std::string &name);  ///< throws WorkerError on an unknown name
+std::string to_string(ElemType);
+std::size_t size_of(ElemType);
+
+/// How fresh inputs are drawn (tasks::Distribution, by name).
+enum class InputDistribution { normal, uniform, spiky, derived };
+InputDistribution distribution_from_string(const std::string &name);
+
+/// A failure inside the worker that ends the current stage. `kind` says how
+/// the worker reports it: "runtime_error" (sticky CUDA error: context is dead),
+/// "launch_error", "library" (reference library failed: stage skipped with the
+/// reason), "internal" (a bug in the worker).
+class WorkerError : public std::runtime_error {
+ public:
+  WorkerError(std::string kind, const std::string &message)
+      : std::runtime_error(message), kind_(std::move(kind)) {}
+  const std::string &kind() const { return kind_; }
+
+ private:
+  std::string kind_;
+};
+
+/// One tensor of one workload, concrete (resolved by the orchestrator).
+struct TensorSpec {
+  std::string name;
+  ElemType type = ElemType::bf16;
+  std::vector<std::int64_t> shape;  ///< elements, outermost first
+  bool is_output = false;
+  InputDistribution distribution = InputDistribution::normal;
+  double atol = 0;  ///< outputs: |x - ref| <= atol + rtol·|ref|
+  double rtol = 0;
+  std::int64_t elements() const;
+  std::size_t bytes() const { return static_cast<std::size_t>(elements()) * size_of(type); }
+};
+
+struct ScalarSpec {
+  std::string name;
+  std::string type = "f32";  ///< "f32" | "u32" | "s32" | "u64" | "s64"
+  double value = 0;
+};
+
+/// One workload, concrete: shapes, scalars and the figures the orchestrator evaluated.
+struct WorkloadSpec {
+  std::string name;
+  std::map<std::string, std::int64_t> symbols;  ///< M, N, K / B, H, S, D
+  std::vector<TensorSpec> tensors;
+  std::vector<ScalarSpec> scalars;
+  double flops = 0;  ///< FLOPs of one launch (task formula)
+  double bytes = 0;  ///< minimum DRAM bytes of one launch (task formula)
+  bool causal = false;
+  const TensorSpec *find_tensor(const std::string &name) const;
+  const ScalarSpec *find_scalar(const std::string &name) const;
+};
+
+/// A device buffer with guard regions before and after the data.
+struct DeviceTensor {
+  const TensorSpec *spec = nullptr;
+  void *base = nullptr;         ///< start of the allocation (guard included)
+  void *data = nullptr;         ///< base + guard_bytes
+  std::size_t bytes = 0;        ///< data bytes
+  std::size_t guard_bytes = 0;  ///< bytes of guard on each side
+  template <class T>
+  T *as() const {
+    return static_cast<T *>(data);
+  }
+};
+
+/// Name -> tensor. Inputs are shared between candidate and library; each has its own outputs.
+using TensorSet = std::map<std::string, DeviceTensor>;
+/// Output name -> float32 device buffer (elements of the output tensor).
+using ReferenceSet = std::map<std::string, float *>;
+
+/// What the library run used; written into the timing figures.
+struct LibraryInfo {
+  std::string name;                                ///< "cuBLASLt", "cuDNN"
+  std::string version;                             ///< e.g. "13.0.0"
+  nlohmann::json algo = nlohmann::json::object();  ///< chosen algorithm(s), default vs best times
+};
+
+class FamilyHandler {
+ public:
+  virtual ~FamilyHandler() = default;
+
+  /// "gemm", "attention_fwd", "attention_bwd".
+  virtual std::string family() const = 0;
+
+  /// "" when this handler can run the workload (dtypes, shapes, tensor names), else why not.
+  virtual std::string check_workload(const WorkloadSpec &workload) const = 0;
+
+  /// Inputs with distribution `derived` (e.g. O and LSE for attention backward):
+  /// called after the worker filled the other inputs with fresh random values.
+  /// Default: nothing derived.
+  virtual void derive_inputs(const WorkloadSpec &, const TensorSet &, cudaStream_t) {}
+
+  /// Writes the float32 reference of every output tensor (fp32 accumulation, same
+  /// low-precision inputs the candidate reads).
+  virtual void run_reference(const WorkloadSpec &workload, const TensorSet &tensors,
+                             const ReferenceSet &reference, cudaStream_t stream) = 0;
+
+  /// Prepares the library for this workload and these buffers (handles, plans,
+  /// algorithm search timing heuristic candidates: may launch many times).
+  /// `library_outputs` holds the library's own output buffers (same specs).
+  virtual LibraryInfo prepare_library(const WorkloadSpec &workload, const TensorSet &inputs,
+                                      const TensorSet &library_outputs, cudaStream_t stream) = 0;
+
+  /// One library launch on the prepared buffers (no synchronization); used for timing.
+  virtual void run_library(cudaStream_t stream) = 0;
+
+  /// Drops library state of the current workload (handles stay cached).
+  virtual void release_library() {}
+};
+
+/// Creates the handler for a task family and reference name ("gemm" + "cublaslt",
+/// "attention_fwd"/"attention_bwd" + "cudnn_sdpa_fwd"/"cudnn_sdpa_bwd"). nullptr when unknown.
+std::unique_ptr<FamilyHandler> make_family_handler(const std::string &family, const std::string &reference);
+
+/// Per-family factories called by make_family_handler (nullptr when the reference is unknown).
+std::unique_ptr<FamilyHandler> make_gemm_handler(const std::string &reference);       // gemm_family.cu
+std::unique_ptr<FamilyHandler> make_attention_handler(const std::string &family,      // attention_family.cpp
+                                                      const std::string &reference);  // (h8 owns that file)
+
+}  // namespace ptxbench::worker
