@@ -62,11 +62,13 @@ struct TargetInstruction {
   std::string name;                        ///< short, e.g. "wgmma", "tma_load", "tcgen05_mma"
   std::string ptx_mnemonic;                ///< prefix matched on PTX instructions, e.g. "wgmma.mma_async"
   std::vector<std::string> sass_families;  ///< opcode families, e.g. {"HGMMA","QGMMA"}; {"UTMALDG"}
+  std::string description;                 ///< one line for the prompt (and any doubt about the SASS mapping)
 };
 
 struct Tolerance {
   double atol = 0;  ///< absolute tolerance
   double rtol = 0;  ///< relative tolerance: |x - ref| <= atol + rtol·|ref|
+  std::string reason;  ///< why these numbers (error sources of a correct kernel)
 };
 
 struct Task {
