@@ -37,11 +37,14 @@ struct TurnRecord {
   nlohmann::json data;
 };
 
-/// Appends records to <dir>/trajectories.jsonl with fsync after each.
+/// Appends records to <dir>/trajectories.jsonl with fsync after each. Not thread-safe: callers
+/// serialize appends (the agent holds one lock around it). Invalid UTF-8 in model output is
+/// replaced (U+FFFD) rather than rejected, so a record is never lost to an encoding error.
 class TrajectoryWriter {
  public:
   explicit TrajectoryWriter(std::filesystem::path run_dir);
-  /// Error (e.g. disk full) leaves the file valid up to the last complete record.
+  /// Error (e.g. disk full: ENOSPC, or EFBIG under RLIMIT_FSIZE with SIGXFSZ ignored) leaves the file
+  /// valid up to the last complete record: a partial write is truncated away.
   util::Expected<void> append(const nlohmann::json &record);
   const std::filesystem::path &path() const { return path_; }
 
@@ -56,6 +59,11 @@ struct LoadedRun {
   int skipped_partial_lines = 0;       ///< truncated/unparseable lines (e.g. the tail of a killed run)
   std::vector<std::string> warnings;   ///< mixed format versions, missing run.json, ...
 };
+
+/// Cuts a trailing incomplete line (the tail of a write cut short by SIGKILL or a full disk) so that
+/// the next append starts on a fresh line. Returns the number of bytes removed (0 if none; the file
+/// may be missing). Call before appending to an existing run (resume).
+util::Expected<std::size_t> truncate_partial_tail(const std::filesystem::path &jsonl_path);
 
 /// Reads a run directory. Error only when the directory or trajectories.jsonl is missing.
 util::Expected<LoadedRun> load_run(const std::filesystem::path &dir);
