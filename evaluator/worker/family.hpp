@@ -126,14 +126,15 @@ class FamilyHandler {
   virtual void run_reference(const WorkloadSpec &workload, const TensorSet &tensors,
                              const ReferenceSet &reference, cudaStream_t stream) = 0;
 
-  /// Prepares the library for this workload and these buffers (handles, plans,
-  /// algorithm search timing heuristic candidates: may launch many times).
-  /// `library_outputs` holds the library's own output buffers (same specs).
+  /// Prepares the library for this workload's shapes (handles, plans, algorithm
+  /// search timing heuristic candidates: may launch many times on these buffers).
+  /// `outputs` are the library's own output buffers (same specs as the task's outputs).
   virtual LibraryInfo prepare_library(const WorkloadSpec &workload, const TensorSet &inputs,
-                                      const TensorSet &library_outputs, cudaStream_t stream) = 0;
+                                      const TensorSet &outputs, cudaStream_t stream) = 0;
 
-  /// One library launch on the prepared buffers (no synchronization); used for timing.
-  virtual void run_library(cudaStream_t stream) = 0;
+  /// One library launch (no synchronization) on buffers of the prepared shapes;
+  /// the worker rotates input sets between calls, so pointers change.
+  virtual void run_library(const TensorSet &inputs, const TensorSet &outputs, cudaStream_t stream) = 0;
 
   /// Drops library state of the current workload (handles stay cached).
   virtual void release_library() {}
