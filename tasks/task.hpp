@@ -37,24 +37,24 @@ enum class Distribution {
 std::string to_string(Distribution);
 
 struct Tensor {
-  std::string name;                ///< e.g. "A", "Q", "LSE"
+  std::string name;  ///< e.g. "A", "Q", "LSE"
   DType dtype = DType::bf16;
   std::vector<std::string> shape;  ///< outermost first, as symbol expressions, e.g. {"M","K"}
   TensorRole role = TensorRole::input;
   Distribution distribution = Distribution::normal;
-  std::string description;         ///< one line for the prompt, e.g. "row-major, K contiguous"
+  std::string description;  ///< one line for the prompt, e.g. "row-major, K contiguous"
 };
 
 struct Scalar {
-  std::string name;                ///< e.g. "softmax_scale", "scale_a"
-  std::string type = "f32";        ///< PTX-ish: "f32", "u32", "s32", "u64", "s64"
-  double value = 0;                ///< the value passed (same on every workload)
+  std::string name;          ///< e.g. "softmax_scale", "scale_a"
+  std::string type = "f32";  ///< PTX-ish: "f32", "u32", "s32", "u64", "s64"
+  double value = 0;          ///< the value passed (same on every workload)
   std::string description;
 };
 
 struct Workload {
-  std::string name;                ///< e.g. "core", "M=8191"
-  util::SymbolTable symbols;       ///< concrete values of M, N, K / B, H, S, D
+  std::string name;           ///< e.g. "core", "M=8191"
+  util::SymbolTable symbols;  ///< concrete values of M, N, K / B, H, S, D
 };
 
 /// An instruction the task targets, with the SASS opcode families proving it ran.
@@ -66,32 +66,34 @@ struct TargetInstruction {
 };
 
 struct Tolerance {
-  double atol = 0;  ///< absolute tolerance
-  double rtol = 0;  ///< relative tolerance: |x - ref| <= atol + rtol·|ref|
+  double atol = 0;     ///< absolute tolerance
+  double rtol = 0;     ///< relative tolerance: |x - ref| <= atol + rtol·|ref|
   std::string reason;  ///< why these numbers (error sources of a correct kernel)
 };
 
 struct Task {
-  std::string id;                 ///< file stem, e.g. "gemm_n7168_k5120"
+  std::string id;  ///< file stem, e.g. "gemm_n7168_k5120"
   Family family = Family::gemm;
-  std::string arch;               ///< "sm_90a" or "sm_100a"
-  std::string title;              ///< one line
-  std::string description;        ///< prose for the prompt: the math, layouts, conventions
+  std::string arch;         ///< "sm_90a" or "sm_100a"
+  std::string title;        ///< one line
+  std::string description;  ///< prose for the prompt: the math, layouts, conventions
   std::vector<Tensor> tensors;
   std::vector<Scalar> scalars;
   std::vector<std::string> symbols;  ///< symbol names usable in expressions, e.g. {"M","N","K"}
   std::vector<Workload> workloads;   ///< first one is the headline shape
   std::vector<TargetInstruction> targets;
-  std::string reference;          ///< "cublaslt" | "cudnn_sdpa_fwd" | "cudnn_sdpa_bwd"
-  bool causal = false;            ///< attention: causal mask
+  std::string reference;                        ///< "cublaslt" | "cudnn_sdpa_fwd" | "cudnn_sdpa_bwd"
+  bool causal = false;                          ///< attention: causal mask
   std::map<std::string, Tolerance> tolerances;  ///< per output tensor name
-  std::string flops;              ///< integer expression: FLOPs of one launch
-  std::string bytes;              ///< integer expression: minimum DRAM bytes of one launch
-  std::map<std::string, std::string> tags;  ///< free-form ("suite": "core"|"secondary", "layout": "TN")
-  std::filesystem::path source;   ///< the JSON file it was loaded from
+  std::string flops;                            ///< integer expression: FLOPs of one launch
+  std::string bytes;                            ///< integer expression: minimum DRAM bytes of one launch
+  std::map<std::string, std::string> tags;      ///< free-form ("suite": "core"|"secondary", "layout": "TN")
+  std::filesystem::path source;                 ///< the JSON file it was loaded from
 
   const Tensor *find_tensor(std::string_view name) const;
   const Scalar *find_scalar(std::string_view name) const;
+  const Workload *find_workload(std::string_view name) const;
+  const TargetInstruction *find_target(std::string_view name) const;
   /// Shape of a tensor at a workload (outermost first); throws on a bug (task validated on load).
   std::vector<std::int64_t> shape_of(const Tensor &t, const Workload &w) const;
   nlohmann::json to_json() const;
@@ -102,6 +104,14 @@ util::Expected<Task> load_task_file(const std::filesystem::path &path);
 
 /// Loads every tasks/*.json in a directory (sorted by id). Errors for all bad files joined by newlines.
 util::Expected<std::vector<Task>> load_task_dir(const std::filesystem::path &dir);
+
+/// Finds a task by id in a loaded list (nullptr if absent).
+const Task *find_task(const std::vector<Task> &tasks, std::string_view id);
+
+/// Ids close to `id` (edit distance or substring), closest first, at most `max_results`:
+/// for "unknown task" messages.
+std::vector<std::string> similar_task_ids(const std::vector<Task> &tasks, std::string_view id,
+                                          std::size_t max_results = 5);
 
 /// Finds the tasks directory: $PTXBENCH_TASKS, then <exe>/../share/ptxbench/tasks, then the source tree.
 std::filesystem::path default_task_dir();
