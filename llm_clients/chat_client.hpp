@@ -1,8 +1,20 @@
 // OpenAI-compatible chat completions. Expected failures (HTTP 429 after the
-// retry budget, 401, timeouts, malformed bodies, a `length` finish) are values.
+// retry budget, 401, timeouts, malformed bodies) are values.
+//
+// A `length` finish is NOT an error: complete() returns the response with
+// finish_reason == "length" (content and reasoning as far as the model got),
+// and the caller decides whether that is its own outcome (the agent records it
+// and may still parse a kernel from the truncated content). ChatErrorKind::length
+// is kept for callers that want to report it as a failure; these clients never
+// produce it.
+//
+// Thread safety: one client object may be used from many threads at once; each
+// request uses its own curl handle. The clients do not limit concurrency: the
+// caller enforces EndpointConfig::max_in_flight.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,7 +27,7 @@
 namespace ptxbench::llm {
 
 struct ChatMessage {
-  std::string role;     ///< "system" | "user" | "assistant"
+  std::string role;  ///< "system" | "user" | "assistant"
   std::string content;
 };
 
@@ -25,25 +37,39 @@ struct SamplingParams {
   std::optional<int> max_tokens;
   std::optional<std::int64_t> seed;
   std::vector<std::string> stop;
-  int n = 1;
+  int n = 1;  ///< choices requested; the response's first choice is the answer
 };
 
 struct EndpointConfig {
-  std::string name;                   ///< label used in runs and reports, e.g. "qwen3-coder"
-  std::string base_url;               ///< e.g. "http://127.0.0.1:8000/v1" (".../chat/completions" appended)
-  std::string model;                  ///< model id sent in the request
-  std::string api_key_env;            ///< name of the environment variable holding the key ("" = none)
-  bool stream = false;                ///< use server-sent events
-  nlohmann::json extra_body = nlohmann::json::object();  ///< merged into the request (e.g. chat_template_kwargs)
-  std::chrono::milliseconds request_timeout{600'000};    ///< ms per HTTP attempt
-  int max_retries = 6;                ///< retries after the first attempt
-  std::chrono::milliseconds backoff_initial{1000};       ///< ms, doubled each retry, with full jitter
-  std::chrono::milliseconds backoff_max{60'000};         ///< ms cap per wait (Retry-After honoured up to this)
-  int max_in_flight = 16;             ///< concurrent requests to this endpoint
-  std::string scripted_file;          ///< for the scripted client: the responses file
-  std::string kind = "openai";        ///< "openai" | "scripted"
-  nlohmann::json to_json_redacted() const;  ///< never contains the key
+  std::string name;         ///< label used in runs and reports, e.g. "qwen3-coder"
+  std::string base_url;     ///< e.g. "http://127.0.0.1:8000/v1" (".../chat/completions" appended)
+  std::string model;        ///< model id sent in the request
+  std::string api_key_env;  ///< name of the environment variable holding the key ("" = none)
+  bool stream = false;      ///< use server-sent events
+  nlohmann::json extra_body =
+      nlohmann::json::object();  ///< merged into the request (e.g. chat_template_kwargs)
+  std::chrono::milliseconds request_timeout{600'000};  ///< ms per HTTP attempt
+  int max_retries = 6;                                 ///< retries after the first attempt
+  std::chrono::milliseconds backoff_initial{1000};     ///< ms, doubled each retry, with full jitter
+  std::chrono::milliseconds backoff_max{60'000};       ///< ms cap per wait (Retry-After honoured up to this)
+  int max_in_flight = 16;       ///< concurrent requests to this endpoint (enforced by the caller)
+  std::string scripted_file;    ///< for the scripted client: the responses file
+  std::string kind = "openai";  ///< "openai" | "scripted"
+  // Added by llm_clients (h5):
+  std::chrono::milliseconds connect_timeout{10'000};       ///< ms to establish the TCP/TLS connection
+  std::chrono::milliseconds stream_idle_timeout{120'000};  ///< ms without any byte on a stream = timeout
+  std::chrono::milliseconds retry_budget{1'800'000};       ///< ms of wall time one complete() may spend in
+                                                           ///< all attempts + waits; a wait past it = budget
+  std::size_t max_response_bytes = 8u << 20;  ///< bytes of response body accepted (larger = error)
+  nlohmann::json to_json_redacted() const;    ///< never contains the key
 };
+
+/// Parses one endpoint object (keys as the EndpointConfig field names; durations in
+/// milliseconds with an `_ms` suffix: request_timeout_ms, backoff_initial_ms, backoff_max_ms,
+/// connect_timeout_ms, stream_idle_timeout_ms, retry_budget_ms). Unknown keys and bad types
+/// are errors naming `json_path` + the key. The inverse of to_json_redacted().
+util::Expected<EndpointConfig> endpoint_config_from_json(const nlohmann::json &object,
+                                                         const std::string &json_path = "endpoint");
 
 struct ChatRequest {
   std::vector<ChatMessage> messages;
@@ -56,47 +82,65 @@ struct ChatRequest {
 
 struct Usage {
   std::int64_t prompt_tokens = 0;
-  std::int64_t completion_tokens = 0;
-  std::int64_t reasoning_tokens = 0;
+  std::int64_t completion_tokens = 0;  ///< includes reasoning tokens (OpenAI convention)
+  std::int64_t reasoning_tokens = 0;   ///< completion_tokens_details.reasoning_tokens, 0 if not reported
+};
+
+/// One extra choice when SamplingParams::n > 1.
+struct ChatChoice {
+  std::string content;
+  std::string reasoning;
+  std::string finish_reason;
 };
 
 struct ChatResponse {
-  std::string content;            ///< with <think>...</think> removed
-  std::string reasoning;          ///< reasoning_content / reasoning / <think> text
-  std::string finish_reason;      ///< "stop", "length", ...
+  std::string content;        ///< with <think>...</think> removed
+  std::string reasoning;      ///< reasoning_content / reasoning / <think> text
+  std::string finish_reason;  ///< "stop", "length", ... ("" if the server sent none)
   Usage usage;
-  int attempts = 1;               ///< HTTP attempts made (retries + 1)
-  double latency_seconds = 0;
-  nlohmann::json raw_excerpt;     ///< id, model, created (no content duplication)
+  int attempts = 1;            ///< HTTP attempts made (retries + 1)
+  double latency_seconds = 0;  ///< wall time of complete(), retries and waits included
+  nlohmann::json raw_excerpt;  ///< id, model, created (no content duplication)
+  // Added by llm_clients (h5):
+  double first_byte_seconds = 0;          ///< from the start of the successful attempt to its first body byte
+  std::vector<ChatChoice> extra_choices;  ///< choices 1..n-1 when n > 1
 };
 
 enum class ChatErrorKind {
-  network,         ///< connection refused/reset, DNS, TLS
-  timeout,         ///< request timeout
-  http_status,     ///< non-retryable status or retries exhausted
-  bad_response,    ///< malformed JSON / SSE / missing fields
-  length,          ///< finish_reason == length with no usable content (content may still be kept)
-  cancelled,       ///< stop requested
-  budget,          ///< retry budget exhausted
+  network,       ///< connection refused/reset, DNS, TLS
+  timeout,       ///< request timeout
+  http_status,   ///< non-retryable status or retries exhausted
+  bad_response,  ///< malformed JSON / SSE / missing fields / stream cut short / body too large
+  length,        ///< finish_reason == length with no usable content (never produced: see top of file)
+  cancelled,     ///< stop requested
+  budget,        ///< retry budget exhausted
+  config,        ///< bad endpoint config or scripted file (added by h5)
 };
 std::string to_string(ChatErrorKind);
 
 struct ChatError {
   ChatErrorKind kind = ChatErrorKind::network;
   int http_status = 0;
-  std::string message;            ///< status + body excerpt (<= 500 chars); never the key
+  std::string message;  ///< status + body excerpt (<= 500 chars) + hint; never the key
   int attempts = 1;
+  std::string partial_content;  ///< text received before a stream broke off (added by h5)
 };
 
 class ChatClient {
  public:
   virtual ~ChatClient() = default;
   virtual util::Expected<ChatResponse, ChatError> complete(const ChatRequest &request) = 0;
-  /// Asks in-flight and future requests to stop early (Ctrl-C).
+  /// Asks in-flight and future requests to stop early (Ctrl-C): waits and transfers end within
+  /// ~0.1 s with ChatErrorKind::cancelled.
   virtual void cancel() {}
 };
 
+/// Builds the client an endpoint config names; an error message (unknown kind, key variable
+/// named but unset, unreadable or invalid scripted file with path and field) instead of a client.
+util::Expected<std::unique_ptr<ChatClient>> create_client(const EndpointConfig &config);
+
 /// Builds the client an endpoint config names ("openai" over libcurl, or "scripted").
+/// Throws std::invalid_argument with create_client's message when the config is unusable.
 std::unique_ptr<ChatClient> make_client(const EndpointConfig &config);
 
 }  // namespace ptxbench::llm

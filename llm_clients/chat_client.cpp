@@ -1,0 +1,178 @@
+#include "llm_clients/chat_client.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "llm_clients/detail/openai_client.hpp"
+#include "llm_clients/detail/scripted_client.hpp"
+
+namespace ptxbench::llm {
+
+std::string to_string(ChatErrorKind kind) {
+  switch (kind) {
+    case ChatErrorKind::network:
+      return "network";
+    case ChatErrorKind::timeout:
+      return "timeout";
+    case ChatErrorKind::http_status:
+      return "http_status";
+    case ChatErrorKind::bad_response:
+      return "bad_response";
+    case ChatErrorKind::length:
+      return "length";
+    case ChatErrorKind::cancelled:
+      return "cancelled";
+    case ChatErrorKind::budget:
+      return "budget";
+    case ChatErrorKind::config:
+      return "config";
+  }
+  return "unknown";
+}
+
+nlohmann::json EndpointConfig::to_json_redacted() const {
+  // Only the NAME of the key's variable is stored; the key itself never enters this struct.
+  return {{"name", name},
+          {"kind", kind},
+          {"base_url", base_url},
+          {"model", model},
+          {"api_key_env", api_key_env},
+          {"stream", stream},
+          {"extra_body", extra_body},
+          {"request_timeout_ms", request_timeout.count()},
+          {"connect_timeout_ms", connect_timeout.count()},
+          {"stream_idle_timeout_ms", stream_idle_timeout.count()},
+          {"max_retries", max_retries},
+          {"backoff_initial_ms", backoff_initial.count()},
+          {"backoff_max_ms", backoff_max.count()},
+          {"retry_budget_ms", retry_budget.count()},
+          {"max_response_bytes", max_response_bytes},
+          {"max_in_flight", max_in_flight},
+          {"scripted_file", scripted_file}};
+}
+
+util::Expected<EndpointConfig> endpoint_config_from_json(const nlohmann::json &object,
+                                                         const std::string &json_path) {
+  auto fail = [&](const std::string &key, const std::string &what) {
+    return util::unexpected(fmt::format("{}{}: {}", json_path, key.empty() ? "" : "." + key, what));
+  };
+  if (!object.is_object()) return fail("", std::string("must be an object, got ") + object.type_name());
+  EndpointConfig c;
+  for (const auto &[key, value] : object.items()) {
+    auto want_string = [&](std::string &out) -> bool {
+      if (!value.is_string()) return false;
+      out = value.get<std::string>();
+      return true;
+    };
+    auto want_ms = [&](std::chrono::milliseconds &out) -> bool {
+      if (!value.is_number_integer() || value.get<std::int64_t>() < 0) return false;
+      out = std::chrono::milliseconds(value.get<std::int64_t>());
+      return true;
+    };
+    bool ok = true;
+    std::string expected = "a string";
+    if (key == "name")
+      ok = want_string(c.name);
+    else if (key == "kind")
+      ok = want_string(c.kind);
+    else if (key == "base_url")
+      ok = want_string(c.base_url);
+    else if (key == "model")
+      ok = want_string(c.model);
+    else if (key == "api_key_env")
+      ok = want_string(c.api_key_env);
+    else if (key == "scripted_file")
+      ok = want_string(c.scripted_file);
+    else if (key == "stream") {
+      expected = "true or false";
+      ok = value.is_boolean();
+      if (ok) c.stream = value.get<bool>();
+    } else if (key == "extra_body") {
+      expected = "an object";
+      ok = value.is_object();
+      if (ok) c.extra_body = value;
+    } else if (key == "max_retries" || key == "max_in_flight") {
+      expected = key == "max_in_flight" ? "an integer >= 1" : "an integer >= 0";
+      const int minimum = key == "max_in_flight" ? 1 : 0;
+      ok = value.is_number_integer() && value.get<std::int64_t>() >= minimum &&
+           value.get<std::int64_t>() <= 100000;
+      if (ok) (key == "max_retries" ? c.max_retries : c.max_in_flight) = value.get<int>();
+    } else if (key == "max_response_bytes") {
+      expected = "an integer >= 1024 (bytes)";
+      ok = value.is_number_integer() && value.get<std::int64_t>() >= 1024;
+      if (ok) c.max_response_bytes = value.get<std::size_t>();
+    } else if (key == "request_timeout_ms" || key == "connect_timeout_ms" ||
+               key == "stream_idle_timeout_ms" || key == "backoff_initial_ms" || key == "backoff_max_ms" ||
+               key == "retry_budget_ms") {
+      expected = "an integer >= 0 (milliseconds)";
+      auto &field = key == "request_timeout_ms"       ? c.request_timeout
+                    : key == "connect_timeout_ms"     ? c.connect_timeout
+                    : key == "stream_idle_timeout_ms" ? c.stream_idle_timeout
+                    : key == "backoff_initial_ms"     ? c.backoff_initial
+                    : key == "backoff_max_ms"         ? c.backoff_max
+                                                      : c.retry_budget;
+      ok = want_ms(field);
+    } else if (key == "api_key" || key == "key") {
+      // Never echo the value: it is a secret that was put in the wrong place.
+      return fail(key,
+                  "keys are not accepted in config files; export the key in an environment variable "
+                  "and give its name in \"api_key_env\"");
+    } else {
+      return fail(key,
+                  "unknown field (expected name, kind, base_url, model, api_key_env, stream, extra_body, "
+                  "request_timeout_ms, connect_timeout_ms, stream_idle_timeout_ms, max_retries, "
+                  "backoff_initial_ms, backoff_max_ms, retry_budget_ms, max_response_bytes, max_in_flight, "
+                  "scripted_file)");
+    }
+    if (!ok) return fail(key, std::string("must be ") + expected + ", got " + value.dump().substr(0, 80));
+  }
+  if (c.kind != "openai" && c.kind != "scripted")
+    return fail("kind", "must be \"openai\" or \"scripted\", got \"" + c.kind + "\"");
+  if (c.kind == "openai" && c.base_url.empty()) return fail("base_url", "is required for kind \"openai\"");
+  if (c.kind == "openai" && c.model.empty()) return fail("model", "is required for kind \"openai\"");
+  if (c.kind == "scripted" && c.scripted_file.empty())
+    return fail("scripted_file", "is required for kind \"scripted\"");
+  if (c.name.empty()) c.name = c.kind == "scripted" ? "scripted" : c.model;
+  return c;
+}
+
+util::Expected<std::unique_ptr<ChatClient>> create_client(const EndpointConfig &config) {
+  const std::string label = config.name.empty() ? config.model : config.name;
+  if (config.kind == "scripted") {
+    if (config.scripted_file.empty())
+      return util::unexpected(fmt::format("endpoint '{}': kind \"scripted\" needs scripted_file", label));
+    auto client = detail::ScriptedClient::load(config.scripted_file);
+    if (!client) return util::unexpected(fmt::format("endpoint '{}': {}", label, client.error()));
+    return std::unique_ptr<ChatClient>(std::move(client.value()));
+  }
+  if (config.kind != "openai")
+    return util::unexpected(fmt::format(
+        "endpoint '{}': unknown kind \"{}\" (expected \"openai\" or \"scripted\")", label, config.kind));
+  if (config.base_url.empty())
+    return util::unexpected(fmt::format("endpoint '{}': base_url is empty", label));
+  if (config.base_url.rfind("http://", 0) != 0 && config.base_url.rfind("https://", 0) != 0)
+    return util::unexpected(fmt::format("endpoint '{}': base_url \"{}\" must start with http:// or https://",
+                                        label, config.base_url));
+  if (config.model.empty()) return util::unexpected(fmt::format("endpoint '{}': model is empty", label));
+  std::string key;
+  if (!config.api_key_env.empty()) {
+    const char *value = std::getenv(config.api_key_env.c_str());
+    if (!value || !*value)
+      return util::unexpected(fmt::format(
+          "endpoint '{}': environment variable {} (api_key_env) is not set or empty; export it, or set "
+          "api_key_env to \"\" for a server without keys",
+          label, config.api_key_env));
+    key = value;
+  }
+  return std::unique_ptr<ChatClient>(std::make_unique<detail::OpenAiClient>(config, std::move(key)));
+}
+
+std::unique_ptr<ChatClient> make_client(const EndpointConfig &config) {
+  auto client = create_client(config);
+  if (!client) throw std::invalid_argument(client.error());
+  return std::move(client.value());
+}
+
+}  // namespace ptxbench::llm
