@@ -1,0 +1,256 @@
+// Reports over hand-written fixture runs (tests/data/runs/make_fixtures.py holds the outcome table;
+// every expected number below is worked out by hand from that table, as the comments show).
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "traces/record.hpp"
+#include "traces/report.hpp"
+#include "util/files.hpp"
+
+using namespace ptxbench::traces;
+
+namespace {
+
+const std::filesystem::path kRuns = std::filesystem::path(PTXBENCH_TEST_DATA) / "runs";
+
+Report load_report(const std::vector<std::string> &names) {
+  std::vector<LoadedRun> runs;
+  for (const auto &n : names) {
+    auto run = load_run(kRuns / n);
+    REQUIRE_MESSAGE(run.has_value(), (run ? "" : run.error()));
+    runs.push_back(std::move(*run));
+  }
+  auto report = build_report(runs);
+  REQUIRE_MESSAGE(report.has_value(), (report ? "" : report.error()));
+  return std::move(*report);
+}
+
+const GroupReport &group(const Report &r, const std::string &model, const std::string &task) {
+  const GroupReport *g = r.find(model, task);
+  REQUIRE_MESSAGE(g != nullptr, model << " × " << task);
+  return *g;
+}
+
+// Index of p in the default fast thresholds {0.5, 0.8, 1.0, 1.2}.
+constexpr int kF05 = 0, kF08 = 1, kF10 = 2, kF12 = 3;
+
+}  // namespace
+
+TEST_CASE("pass@k: the unbiased estimator, computed stably") {
+  // n=3, c=2: pass@1 = c/n; pass@2 = 1 - C(1,2)/C(3,2) = 1 (fewer failures than k).
+  CHECK(pass_at_k(3, 2, 1) == doctest::Approx(2.0 / 3));
+  CHECK(pass_at_k(3, 2, 2) == doctest::Approx(1.0));
+  // n=3, c=1, k=2: 1 - C(2,2)/C(3,2) = 1 - 1/3.
+  CHECK(pass_at_k(3, 1, 2) == doctest::Approx(2.0 / 3));
+  // n=10, c=3, k=5: 1 - C(7,5)/C(10,5) = 1 - 21/252 = 0.916666...
+  CHECK(pass_at_k(10, 3, 5) == doctest::Approx(1.0 - 21.0 / 252));
+  CHECK(pass_at_k(5, 0, 3) == 0.0);
+  // Large n where C(n, k) overflows doubles: n=2000, c=1000, k=1 is exactly c/n.
+  CHECK(pass_at_k(2000, 1000, 1) == doctest::Approx(0.5));
+  // n=2000, c=1, k=1000: the one success is in half of all 1000-subsets.
+  CHECK(pass_at_k(2000, 1, 1000) == doctest::Approx(0.5));
+  CHECK_THROWS(pass_at_k(3, 4, 1));
+  CHECK_THROWS(pass_at_k(3, 1, 4));
+}
+
+TEST_CASE("report: per model × task rates, pass@k and speedups match the hand-computed values") {
+  Report r = load_report({"two_models"});
+  CHECK(r.models == std::vector<std::string>{"alpha", "beta"});
+  CHECK(r.tasks == std::vector<std::string>{"gemm_a", "mha_b"});
+  CHECK(r.turns == 3);
+  CHECK(r.skipped_partial_lines == 0);
+  // 4 pairs + 2 per-model + 2 per-task + overall.
+  CHECK(r.groups.size() == 9);
+
+  SUBCASE("alpha × gemm_a") {
+    // s0: CE, incorrect, ok(1.5); s1: ok(0.6, not executed), ok(0.9), ok(1.25); s2: no_kernel, CE, request
+    // failed.
+    const GroupReport &g = group(r, "alpha", "gemm_a");
+    CHECK(g.trajectories == 3);
+    CHECK(g.attempts == 9);
+    // cumulative by turn: compile [1,2,2], correct [1,1,2], executed [0,1,2], fast_1.0 [0,0,2], fast_0.8
+    // [0,1,2]
+    CHECK(g.by_turn[0].cumulative.compiled == 1);
+    CHECK(g.by_turn[1].cumulative.compiled == 2);
+    CHECK(g.by_turn[0].cumulative.correct == 1);
+    CHECK(g.by_turn[1].cumulative.correct == 1);
+    CHECK(g.by_turn[2].cumulative.correct == 2);
+    CHECK(g.by_turn[0].cumulative.executed == 0);
+    CHECK(g.by_turn[1].cumulative.executed == 1);
+    CHECK(g.by_turn[1].cumulative.fast[kF08] == 1);
+    CHECK(g.by_turn[1].cumulative.fast[kF10] == 0);
+    CHECK(g.end.fast[kF10] == 2);
+    CHECK(g.end.fast[kF12] == 2);
+    // per attempt at turn 1: incorrect, ok(0.9), compile_error -> 2 of 3 compiled, 1 correct.
+    CHECK(g.by_turn[1].attempts == 3);
+    CHECK(g.by_turn[1].per_attempt.compiled == 2);
+    CHECK(g.by_turn[1].per_attempt.correct == 1);
+    // pass@k, n=3 c=2 for both correctness and fast_1.0; k=5,10 exceed n and are left out.
+    CHECK(g.pass_correct.at(1) == doctest::Approx(2.0 / 3));
+    CHECK(g.pass_correct.at(2) == doctest::Approx(1.0));
+    CHECK(g.pass_correct.count(5) == 0);
+    CHECK(g.pass_fast1.at(1) == doctest::Approx(2.0 / 3));
+    // speedups of correct attempts: 1.5, 0.6, 0.9, 1.25 -> geomean 1.0125^(1/4) = 1.0031105
+    CHECK(g.speedup_samples == 4);
+    CHECK(*g.geomean_speedup == doctest::Approx(1.0031105).epsilon(1e-6));
+    CHECK(*g.best_speedup == doctest::Approx(1.5));
+    // taxonomy: turn 0 = compile_error, ok, no_kernel; turn 2 = ok ×2, request_failed
+    CHECK(g.failures_by_turn[0].at("compile_error") == 1);
+    CHECK(g.failures_by_turn[0].at("no_kernel") == 1);
+    CHECK(g.failures_by_turn[0].at("ok") == 1);
+    CHECK(g.failures_by_turn[2].at("ok") == 2);
+    CHECK(g.failures_by_turn[2].at("request_failed") == 1);
+    // 8 answered attempts × (1000 + 500) tokens over 2 successes; wall 8 × 15 s + 30 s over 2.
+    CHECK(g.prompt_tokens == 8000);
+    CHECK(g.reasoning_tokens == 1600);
+    CHECK(*g.tokens_per_success == doctest::Approx(6000));
+    CHECK(*g.wall_seconds_per_success == doctest::Approx(75));
+  }
+
+  SUBCASE("alpha × mha_b: stopped trajectories carry their success forward; fast_p is strict") {
+    // s0: ok(1.1) at turn 0 only; s1: runtime_error, timeout, incorrect; s2: static_error, ok(0.5, not
+    // executed).
+    const GroupReport &g = group(r, "alpha", "mha_b");
+    CHECK(g.attempts == 6);
+    CHECK(g.by_turn[2].cumulative.correct == 2);   // s0's turn-0 success still counts at turn 2
+    CHECK(g.by_turn[0].cumulative.compiled == 2);  // ok + runtime_error compiled; static_error did not
+    CHECK(g.end.compiled == 3);
+    CHECK(g.end.executed == 1);
+    CHECK(g.end.fast[kF05] == 1);  // 0.5 is not > 0.5
+    CHECK(g.end.fast[kF12] == 0);
+    CHECK(g.pass_fast1.at(1) == doctest::Approx(1.0 / 3));
+    CHECK(g.pass_fast1.at(2) == doctest::Approx(2.0 / 3));
+    CHECK(*g.geomean_speedup == doctest::Approx(std::sqrt(1.1 * 0.5)));
+    CHECK(g.by_turn[1].attempts == 2);
+    CHECK(g.by_turn[2].attempts == 1);
+  }
+
+  SUBCASE("beta × gemm_a: a suspicious verdict counts as correct but never as fast") {
+    const GroupReport &g = group(r, "beta", "gemm_a");
+    CHECK(g.end.correct == 1);
+    CHECK(g.end.fast[kF05] == 1);  // 0.8 at turn 1
+    CHECK(g.end.fast[kF08] == 0);  // 0.8 is not > 0.8; 5.0 at turn 2 is suspicious
+    CHECK(g.speedup_samples == 1);
+    CHECK(*g.best_speedup == doctest::Approx(0.8));
+    CHECK(g.pass_correct.at(1) == doctest::Approx(0.5));
+    CHECK(g.pass_fast1.at(2) == doctest::Approx(0.0));
+    CHECK(g.failures_by_turn[2].at("suspicious") == 1);
+  }
+
+  SUBCASE("per model and overall: pass@k averages the pairs; rates pool trajectories") {
+    const GroupReport &alpha = group(r, "alpha", "all");
+    CHECK(alpha.trajectories == 6);
+    CHECK(alpha.end.correct == 4);
+    CHECK(alpha.pass_correct.at(1) == doctest::Approx(2.0 / 3));
+    CHECK(alpha.pass_fast1.at(1) == doctest::Approx(0.5));      // mean(2/3, 1/3)
+    CHECK(alpha.pass_fast1.at(2) == doctest::Approx(5.0 / 6));  // mean(1, 2/3)
+    // 1.5 · 0.6 · 0.9 · 1.25 · 1.1 · 0.5 = 0.556875; ^(1/6)
+    CHECK(*alpha.geomean_speedup == doctest::Approx(std::pow(0.556875, 1.0 / 6)));
+    const GroupReport &beta = group(r, "beta", "all");
+    CHECK(beta.pass_correct.at(1) == doctest::Approx(0.75));  // mean(1/2, 1)
+    CHECK(beta.pass_fast1.at(1) == doctest::Approx(0.25));    // mean(0, 1/2)
+    CHECK(*beta.geomean_speedup == doctest::Approx(std::cbrt(0.8 * 2.0 * 1.0)));
+    CHECK(*beta.best_speedup == doctest::Approx(2.0));
+    const GroupReport &all = group(r, "all", "all");
+    CHECK(all.trajectories == 10);
+    CHECK(all.attempts == 25);
+    CHECK(all.end.correct == 7);
+    CHECK(all.pass_correct.at(1) == doctest::Approx((2.0 / 3 + 2.0 / 3 + 0.5 + 1.0) / 4));
+    CHECK(all.pass_correct.at(2) == doctest::Approx(1.0));
+    CHECK(all.pass_correct.count(5) == 0);
+    const GroupReport &mha = group(r, "all", "mha_b");
+    CHECK(mha.trajectories == 5);
+    CHECK(mha.end.correct == 4);
+  }
+}
+
+TEST_CASE("report: outputs are written; CSV rows match the numbers; HTML is self-contained") {
+  Report r = load_report({"two_models"});
+  ptxbench::util::TempDir dir("h7-report");
+  auto written = write_report(r, dir.path());
+  REQUIRE(written.has_value());
+  CHECK(written->size() == 7);
+  auto read = [&](const std::string &name) {
+    auto text = ptxbench::util::read_file(dir.path() / name);
+    REQUIRE(text.has_value());
+    return *text;
+  };
+  const std::string md = read("report.md");
+  CHECK(md.find("| alpha | gemm_a | 3 | 66.7% | 66.7% | 66.7% |") != std::string::npos);
+  CHECK(md.find("| all | all | 10 |") != std::string::npos);
+  const std::string summary = read("summary.csv");
+  CHECK(summary.find("beta,mha_b,2,4,1,1,0.5,1,1,0.5,0.5,") != std::string::npos);
+  const std::string pass = read("pass_at_k.csv");
+  CHECK(pass.find("alpha,all,fast_1.0,2,0.833333") != std::string::npos);
+  const std::string speedups = read("speedups.csv");
+  CHECK(std::count(speedups.begin(), speedups.end(), '\n') ==
+        1 + 4 + 2 + 1 + 2);  // header + correct ok attempts
+  const std::string html = read("report.html");
+  CHECK(html.find("<svg") != std::string::npos);
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(html.find("http://") == html.find("http://www.w3.org/2000/svg"));  // only the SVG namespace
+  CHECK(html.find("https://") == std::string::npos);
+  CHECK(html.find("src=") == std::string::npos);
+  // One line chart per axis (compile, correct, executed, 4 fast_p), one speedup chart, one taxonomy per
+  // model.
+  std::size_t charts = 0;
+  for (std::size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++charts;
+  CHECK(charts == 7 + 1 + 2);
+}
+
+TEST_CASE("report: bad input gives clear messages; partial lines are counted, not fatal") {
+  SUBCASE("a killed run: garbage and a partial last line are skipped and counted") {
+    Report r = load_report({"truncated"});
+    CHECK(r.skipped_partial_lines == 2);
+    CHECK(group(r, "all", "all").attempts == 2);
+    CHECK(render_markdown(r).find("Warnings") != std::string::npos);
+  }
+  SUBCASE("mixed format versions: the other version is skipped with a warning") {
+    Report r = load_report({"mixed_versions"});
+    CHECK(group(r, "all", "all").attempts == 1);
+    bool warned = false;
+    for (const auto &w : r.warnings) warned |= w.find("format_version other than 1") != std::string::npos;
+    CHECK(warned);
+  }
+  SUBCASE("an empty run is an error naming the run and the reason") {
+    auto run = load_run(kRuns / "empty");
+    REQUIRE(run.has_value());
+    auto report = build_report({*run});
+    REQUIRE_FALSE(report.has_value());
+    CHECK(report.error().find("empty") != std::string::npos);
+    CHECK(report.error().find("runs/empty") != std::string::npos);
+  }
+  SUBCASE("a run with only another format version says so") {
+    auto run = load_run(kRuns / "future_only");
+    REQUIRE(run.has_value());
+    auto report = build_report({*run});
+    REQUIRE_FALSE(report.has_value());
+    CHECK(report.error().find("another format version") != std::string::npos);
+  }
+  SUBCASE("two runs: trajectories of both are pooled") {
+    Report r = load_report({"two_models", "truncated"});
+    CHECK(group(r, "alpha", "mha_b").trajectories == 3 + 2);  // truncated holds s0 and s1 of alpha × mha_b
+  }
+  SUBCASE("records with wrong field types do not crash the report") {
+    ptxbench::util::TempDir dir("h7-bad");
+    std::ofstream(dir.path() / "trajectories.jsonl")
+        << R"({"format_version":1,"model":"m","task_id":"t","sample":0,"turn":0,"verdict":{"status":7,"axes":"x"},"response":{"usage":[1]}})"
+        << "\n"
+        << R"({"format_version":1,"model":"m","task_id":"t","sample":"zero","turn":0})"
+        << "\n";
+    auto run = load_run(dir.path());
+    REQUIRE(run.has_value());
+    auto report = build_report({*run});
+    REQUIRE(report.has_value());
+    CHECK(report->find("m", "t")->attempts == 1);
+    CHECK(report->find("m", "t")->end.correct == 0);
+    bool warned = false;
+    for (const auto &w : report->warnings)
+      warned |= w.find("lack model, task_id, sample or turn") != std::string::npos;
+    CHECK(warned);
+  }
+}

@@ -1,0 +1,318 @@
+#include "traces/detail/html_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+#include <fmt/core.h>
+
+#include "traces/detail/run_view.hpp"
+
+namespace ptxbench::traces::detail {
+
+std::string_view series_color(std::size_t index) {
+  static constexpr std::string_view kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+                                                  "#ff7f0e", "#17becf", "#8c564b", "#e377c2"};
+  return kPalette[index % std::size(kPalette)];
+}
+
+std::string_view status_color(std::string_view status) {
+  static const std::map<std::string_view, std::string_view> kColors = {{"ok", "#2ca02c"},
+                                                                       {"no_kernel", "#7f7f7f"},
+                                                                       {"bad_manifest", "#bcbd22"},
+                                                                       {"static_error", "#ffbb78"},
+                                                                       {"compile_error", "#ff7f0e"},
+                                                                       {"launch_error", "#c49c94"},
+                                                                       {"runtime_error", "#d62728"},
+                                                                       {"timeout", "#8c564b"},
+                                                                       {"incorrect", "#9467bd"},
+                                                                       {"nondeterministic", "#e377c2"},
+                                                                       {"suspicious", "#17becf"},
+                                                                       {"skipped", "#c7c7c7"},
+                                                                       {"request_failed", "#393b79"}};
+  auto it = kColors.find(status);
+  return it == kColors.end() ? "#000000" : it->second;
+}
+
+namespace {
+
+constexpr double kW = 380, kH = 250;                                // chart size, px
+constexpr double kLeft = 48, kRight = 12, kTop = 34, kBottom = 36;  // plot margins, px
+
+std::string fmt_px(double v) {
+  return fmt::format("{:.1f}", v);
+}
+
+struct Series {
+  std::string name;
+  std::string_view color;
+  std::vector<double> values;  ///< per turn, 0..1
+};
+
+std::string legend(const std::vector<std::pair<std::string, std::string_view>> &items, double y) {
+  std::string s;
+  double x = kLeft;
+  for (const auto &[name, color] : items) {
+    s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>", fmt_px(x),
+                     fmt_px(y - 10), color);
+    s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"lg\">{}</text>", fmt_px(x + 16), fmt_px(y),
+                     html_escape(name));
+    x += 26 + 6.5 * static_cast<double>(name.size());
+  }
+  return s;
+}
+
+std::string line_chart(const std::string &title, int turns, const std::vector<Series> &series) {
+  const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
+  auto xpos = [&](int t) { return kLeft + (turns > 1 ? pw * t / (turns - 1) : pw / 2); };
+  auto ypos = [&](double v) { return kTop + ph * (1.0 - v); };
+  std::string s = fmt::format(
+      "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 "
+      "{0} {1}\" "
+      "role=\"img\" aria-label=\"{2}\"><title>{2}</title>",
+      kW, kH, html_escape(title));
+  s += fmt::format("<text x=\"{}\" y=\"14\" class=\"tt\">{}</text>", fmt_px(kLeft), html_escape(title));
+  for (int i = 0; i <= 4; ++i) {
+    double v = i / 4.0;
+    s += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\" class=\"grid\"/>", fmt_px(kLeft),
+                     fmt_px(kLeft + pw), fmt_px(ypos(v)));
+    s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"end\">{}%</text>", fmt_px(kLeft - 4),
+                     fmt_px(ypos(v) + 4), i * 25);
+  }
+  for (int t = 0; t < turns; ++t) {
+    s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"middle\">{}</text>", fmt_px(xpos(t)),
+                     fmt_px(kTop + ph + 16), t);
+  }
+  s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"middle\">turn</text>",
+                   fmt_px(kLeft + pw / 2), fmt_px(kH - 4));
+  for (const auto &ser : series) {
+    std::string points;
+    for (int t = 0; t < turns && t < static_cast<int>(ser.values.size()); ++t) {
+      points += fmt::format("{},{} ", fmt_px(xpos(t)), fmt_px(ypos(ser.values[t])));
+    }
+    s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"3\"/>", points,
+                     ser.color);
+    for (int t = 0; t < turns && t < static_cast<int>(ser.values.size()); ++t) {
+      s += fmt::format(
+          "<circle cx=\"{}\" cy=\"{}\" r=\"4.5\" fill=\"{}\"><title>{} turn {}: {:.1f}%</title></circle>",
+          fmt_px(xpos(t)), fmt_px(ypos(ser.values[t])), ser.color, html_escape(ser.name), t,
+          100 * ser.values[t]);
+    }
+  }
+  std::vector<std::pair<std::string, std::string_view>> items;
+  for (const auto &ser : series) items.emplace_back(ser.name, ser.color);
+  s += legend(items, 30);
+  return s + "</svg>";
+}
+
+std::string speedup_chart(const Report &r) {
+  std::vector<const SpeedupPoint *> points;
+  for (const auto &p : r.speedups) points.push_back(&p);
+  const double row_h = 34;
+  const double h = kTop + row_h * static_cast<double>(r.models.size()) + kBottom;
+  const double w = 2 * kW, left = 150, pw = w - left - kRight;
+  double lo = 0.25, hi = 4.0;  // at least 1/4x .. 4x on a log scale
+  for (const auto *p : points) {
+    lo = std::min(lo, p->speedup);
+    hi = std::max(hi, p->speedup);
+  }
+  const double llo = std::log2(lo), lhi = std::log2(hi);
+  auto xpos = [&](double v) { return left + pw * (std::log2(v) - llo) / (lhi - llo); };
+  std::string s = fmt::format(
+      "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 "
+      "{0} {1}\" "
+      "role=\"img\" aria-label=\"speedup distribution\"><title>Speedup over the library, correct "
+      "attempts</title>",
+      w, fmt_px(h));
+  s += fmt::format(
+      "<text x=\"{}\" y=\"14\" class=\"tt\">Speedup over the library (correct attempts, log scale; "
+      "black bar = geomean)</text>",
+      fmt_px(left));
+  const double axis_y = kTop + row_h * static_cast<double>(r.models.size());
+  for (int e = static_cast<int>(std::ceil(llo)); e <= static_cast<int>(std::floor(lhi)); ++e) {
+    double v = std::pow(2.0, e);
+    s += fmt::format("<line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" class=\"{3}\"/>", fmt_px(xpos(v)),
+                     fmt_px(kTop), fmt_px(axis_y), e == 0 ? "one" : "grid");
+    s +=
+        fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"middle\">{}x</text>", fmt_px(xpos(v)),
+                    fmt_px(axis_y + 16), v >= 1 ? fmt::format("{:g}", v) : fmt::format("{:.3g}", v));
+  }
+  for (std::size_t m = 0; m < r.models.size(); ++m) {
+    const double y = kTop + row_h * (static_cast<double>(m) + 0.5);
+    s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"lg\" text-anchor=\"end\">{}</text>", fmt_px(left - 8),
+                     fmt_px(y + 4), html_escape(r.models[m]));
+    int i = 0;
+    for (const auto *p : points) {
+      if (p->model != r.models[m]) continue;
+      const double jitter =
+          ((i++ * 7) % 11 - 5) * 2.0;  // deterministic spread so equal speedups stay visible
+      s += fmt::format(
+          "<circle cx=\"{}\" cy=\"{}\" r=\"4.5\" fill=\"{}\" fill-opacity=\"0.8\"><title>{} {} turn {}: "
+          "{:.3f}x</title></circle>",
+          fmt_px(xpos(p->speedup)), fmt_px(y + jitter), series_color(m), html_escape(p->task),
+          html_escape(p->trajectory_id), p->turn, p->speedup);
+    }
+    if (const GroupReport *g = r.find(r.models[m], "all"); g && g->geomean_speedup) {
+      s += fmt::format(
+          "<rect x=\"{}\" y=\"{}\" width=\"3\" height=\"{}\" fill=\"#000000\"><title>geomean "
+          "{:.3f}x</title></rect>",
+          fmt_px(xpos(*g->geomean_speedup) - 1.5), fmt_px(y - row_h / 2 + 3), fmt_px(row_h - 6),
+          *g->geomean_speedup);
+    } else {
+      s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\">no correct timed attempt</text>",
+                       fmt_px(left + 4), fmt_px(y + 4));
+    }
+  }
+  return s + "</svg>";
+}
+
+std::string taxonomy_chart(const std::string &model, const GroupReport &g,
+                           const std::vector<std::string> &statuses) {
+  const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom - 26;
+  const int turns = static_cast<int>(g.failures_by_turn.size());
+  const double slot = turns ? pw / turns : pw;
+  std::string s = fmt::format(
+      "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 "
+      "{0} {1}\" "
+      "role=\"img\" aria-label=\"failure taxonomy {2}\"><title>Failure taxonomy: {2}</title>",
+      kW, kH, html_escape(model));
+  s += fmt::format("<text x=\"{}\" y=\"14\" class=\"tt\">Outcomes by turn: {}</text>", fmt_px(kLeft),
+                   html_escape(model));
+  const double top = kTop + 26;
+  for (int i = 0; i <= 4; ++i) {
+    double y = top + ph * (1 - i / 4.0);
+    s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"end\">{}%</text>", fmt_px(kLeft - 4),
+                     fmt_px(y + 4), i * 25);
+  }
+  for (int t = 0; t < turns; ++t) {
+    int total = 0;
+    for (const auto &[st, n] : g.failures_by_turn[t]) total += n;
+    const double x = kLeft + slot * t + slot * 0.15;
+    double y = top + ph;
+    for (const auto &st : statuses) {
+      auto it = g.failures_by_turn[t].find(st);
+      if (it == g.failures_by_turn[t].end() || total == 0) continue;
+      const double bar = ph * it->second / total;
+      y -= bar;
+      s += fmt::format(
+          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"><title>turn {}: {} {} of "
+          "{}</title></rect>",
+          fmt_px(x), fmt_px(y), fmt_px(slot * 0.7), fmt_px(bar), status_color(st), t, html_escape(st),
+          it->second, total);
+    }
+    s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"middle\">{} (n={})</text>",
+                     fmt_px(x + slot * 0.35), fmt_px(top + ph + 16), t, total);
+  }
+  std::vector<std::pair<std::string, std::string_view>> items;
+  for (const auto &st : statuses) items.emplace_back(st, status_color(st));
+  // Two legend rows: status names are long.
+  std::size_t half = (items.size() + 1) / 2;
+  s += legend({items.begin(), items.begin() + static_cast<long>(half)}, 32);
+  s += legend({items.begin() + static_cast<long>(half), items.end()}, 50);
+  return s + "</svg>";
+}
+
+std::string pct(int num, int den) {
+  return den ? fmt::format("{:.1f}%", 100.0 * num / den) : "—";
+}
+
+}  // namespace
+
+std::string render_html_report(const Report &r) {
+  const auto &ps = r.options.fast_thresholds;
+  std::string h =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+      "<title>PTXBench report</title><style>"
+      "body{font-family:sans-serif;margin:16px;color:#222;background:#ffffff}"
+      "h1{font-size:22px}h2{font-size:18px;margin-top:28px}"
+      "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px "
+      "7px;text-align:right}"
+      "td:first-child,td:nth-child(2),th{text-align:left}th{background:#f0f0f0}"
+      ".charts{display:flex;flex-wrap:wrap;gap:12px}.chart{border:1px solid #ddd;background:#fff}"
+      ".tt{font-size:13px;font-weight:bold}.ax{font-size:11px;fill:#555}.lg{font-size:11px;fill:#222}"
+      ".grid{stroke:#e4e4e4;stroke-width:1}.one{stroke:#444;stroke-width:1.5;stroke-dasharray:4 3}"
+      ".warn{color:#a40}</style></head><body>\n<h1>PTXBench report</h1>\n<p>Runs: ";
+  for (std::size_t i = 0; i < r.sources.size(); ++i)
+    h += (i ? ", " : "") + ("<code>" + html_escape(r.sources[i]) + "</code>");
+  h += fmt::format(
+      "</p><p>{} model(s), {} task(s), {} turn(s). Rates are over trajectories and cumulative: an axis "
+      "counts once the trajectory reached it at any turn so far. fast_p = status ok, correct and speedup "
+      "&gt; p.</p>\n",
+      r.models.size(), r.tasks.size(), r.turns);
+
+  h += "<h2>Summary (end of "
+       "trajectory)</h2>\n<table><tr><th>model</th><th>task</th><th>trajectories</th><th>compile</th>"
+       "<th>correct</th><th>executed</th>";
+  for (double p : ps) h += fmt::format("<th>fast_{}</th>", p);
+  h += "<th>pass@1</th><th>geomean speedup</th><th>best</th><th>tokens/success</th></tr>\n";
+  for (const auto &g : r.groups) {
+    h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+                     html_escape(g.model), html_escape(g.task), g.trajectories,
+                     pct(g.end.compiled, g.trajectories), pct(g.end.correct, g.trajectories),
+                     pct(g.end.executed, g.trajectories));
+    for (std::size_t i = 0; i < ps.size(); ++i) h += "<td>" + pct(g.end.fast[i], g.trajectories) + "</td>";
+    auto it = g.pass_correct.find(1);
+    h += fmt::format("<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                     it == g.pass_correct.end() ? "—" : fmt::format("{:.3f}", it->second),
+                     g.geomean_speedup ? fmt::format("{:.3f}x", *g.geomean_speedup) : "—",
+                     g.best_speedup ? fmt::format("{:.3f}x", *g.best_speedup) : "—",
+                     g.tokens_per_success ? fmt::format("{:.0f}", *g.tokens_per_success) : "—");
+  }
+  h += "</table>\n";
+
+  // Per-turn curves: one chart per axis, one line per model (over all tasks).
+  h += "<h2>Per-turn curves (all tasks, cumulative over trajectories)</h2>\n<div class=\"charts\">\n";
+  std::vector<std::pair<std::string, std::function<int(const AxisCounts &)>>> axes = {
+      {"compile", [](const AxisCounts &c) { return c.compiled; }},
+      {"correct", [](const AxisCounts &c) { return c.correct; }},
+      {"targets executed", [](const AxisCounts &c) { return c.executed; }}};
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    axes.emplace_back(fmt::format("fast_{}", ps[i]), [i](const AxisCounts &c) { return c.fast[i]; });
+  }
+  for (const auto &[name, get] : axes) {
+    std::vector<Series> series;
+    for (std::size_t m = 0; m < r.models.size(); ++m) {
+      const GroupReport *g = r.find(r.models[m], "all");
+      if (!g) continue;
+      Series s{r.models[m], series_color(m), {}};
+      for (const auto &row : g->by_turn) {
+        s.values.push_back(g->trajectories ? static_cast<double>(get(row.cumulative)) / g->trajectories
+                                           : 0.0);
+      }
+      series.push_back(std::move(s));
+    }
+    h += line_chart(name, r.turns, series) + "\n";
+  }
+  h += "</div>\n<h2>Speedup distribution per model</h2>\n<div class=\"charts\">" + speedup_chart(r) +
+       "</div>\n";
+
+  std::set<std::string> seen;
+  for (const auto &g : r.groups)
+    for (const auto &m : g.failures_by_turn)
+      for (const auto &[st, n] : m) seen.insert(st);
+  std::vector<std::string> statuses;  // pipeline order, so stacks read the same in every chart
+  for (const char *st :
+       {"ok", "suspicious", "nondeterministic", "incorrect", "timeout", "runtime_error", "launch_error",
+        "compile_error", "static_error", "bad_manifest", "no_kernel", "skipped", "request_failed"}) {
+    if (seen.erase(st)) statuses.push_back(st);
+  }
+  statuses.insert(statuses.end(), seen.begin(), seen.end());
+  h += "<h2>Failure taxonomy (verdict status of each attempt)</h2>\n<div class=\"charts\">\n";
+  for (const auto &m : r.models) {
+    if (const GroupReport *g = r.find(m, "all")) h += taxonomy_chart(m, *g, statuses) + "\n";
+  }
+  h += "</div>\n";
+  if (!r.warnings.empty()) {
+    h += "<h2>Warnings</h2><ul class=\"warn\">";
+    for (const auto &w : r.warnings) h += "<li>" + html_escape(w) + "</li>";
+    h += "</ul>\n";
+  }
+  h += "<p>Tables in report.md; data in summary.csv, by_turn.csv, pass_at_k.csv, failures.csv, "
+       "speedups.csv.</p>\n";
+  return h + "</body></html>\n";
+}
+
+}  // namespace ptxbench::traces::detail

@@ -1,0 +1,272 @@
+#include "traces/detail/run_view.hpp"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include <fmt/core.h>
+
+#include "util/files.hpp"
+
+namespace ptxbench::traces::detail {
+
+const Json *field(const Json &j, std::string_view key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
+}
+
+const Json *object_field(const Json &j, std::string_view key) {
+  const Json *f = field(j, key);
+  return f && f->is_object() ? f : nullptr;
+}
+
+std::optional<std::string> string_field(const Json &j, std::string_view key) {
+  const Json *f = field(j, key);
+  if (!f || !f->is_string()) return std::nullopt;
+  return f->get<std::string>();
+}
+
+std::optional<double> number_field(const Json &j, std::string_view key) {
+  const Json *f = field(j, key);
+  if (!f || !f->is_number()) return std::nullopt;
+  return f->get<double>();
+}
+
+std::optional<bool> bool_field(const Json &j, std::string_view key) {
+  const Json *f = field(j, key);
+  if (!f || !f->is_boolean()) return std::nullopt;
+  return f->get<bool>();
+}
+
+std::optional<long long> int_field(const Json &j, std::string_view key) {
+  const Json *f = field(j, key);
+  if (!f || !f->is_number_integer()) return std::nullopt;
+  return f->get<long long>();
+}
+
+RunIndex index_runs(const std::vector<LoadedRun> &runs) {
+  RunIndex index;
+  // (run, model, task, sample) -> turn -> record; std::map gives the documented order.
+  std::map<std::tuple<std::size_t, std::string, std::string, int>, std::map<int, const Json *>> grouped;
+  std::map<std::tuple<std::size_t, std::string, std::string, int>, std::string> ids;
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    const LoadedRun &run = runs[r];
+    index.skipped_partial_lines += run.skipped_partial_lines;
+    for (const auto &w : run.warnings) index.warnings.push_back(fmt::format("{}: {}", run.dir.string(), w));
+    const std::string run_id_default = string_field(run.run, "run_id").value_or(run.dir.filename().string());
+    int run_malformed = 0, run_other_version = 0;
+    for (const Json &record : run.turns) {
+      auto version = int_field(record, "format_version");
+      if (!version || *version != kFormatVersion) {
+        ++run_other_version;
+        continue;
+      }
+      auto model = string_field(record, "model");
+      auto task = string_field(record, "task_id");
+      auto sample = int_field(record, "sample");
+      auto turn = int_field(record, "turn");
+      if (!model || !task || !sample || !turn || *sample < 0 || *turn < 0 || *turn > 100000) {
+        ++run_malformed;
+        continue;
+      }
+      auto key = std::make_tuple(r, *model, *task, static_cast<int>(*sample));
+      auto &turns = grouped[key];
+      if (turns.count(static_cast<int>(*turn))) ++index.duplicate_turn_records;
+      turns[static_cast<int>(*turn)] = &record;
+      if (!ids.count(key)) {
+        ids[key] =
+            string_field(record, "trajectory_id").value_or(fmt::format("{}/{}/{}", *model, *task, *sample));
+      }
+      ++index.usable_records;
+    }
+    if (run_malformed) {
+      index.warnings.push_back(fmt::format("{}: {} record(s) lack model, task_id, sample or turn; skipped",
+                                           run.dir.string(), run_malformed));
+    }
+    if (run_other_version) {
+      index.warnings.push_back(
+          fmt::format("{}: {} record(s) have a format_version other than {} (written by another ptxbench "
+                      "version); skipped",
+                      run.dir.string(), run_other_version, kFormatVersion));
+    }
+    index.malformed_records += run_malformed;
+    index.other_version_records += run_other_version;
+  }
+  if (index.duplicate_turn_records) {
+    index.warnings.push_back(
+        fmt::format("{} turn record(s) repeated a trajectory's turn; the later record was kept",
+                    index.duplicate_turn_records));
+  }
+  for (auto &[key, turns] : grouped) {
+    TrajectoryView t;
+    t.run_index = std::get<0>(key);
+    t.model = std::get<1>(key);
+    t.task_id = std::get<2>(key);
+    t.sample = std::get<3>(key);
+    t.trajectory_id = ids[key];
+    const Json &first = *turns.begin()->second;
+    t.run_id =
+        string_field(first, "run_id")
+            .value_or(string_field(runs[t.run_index].run, "run_id").value_or(runs[t.run_index].dir.string()));
+    for (auto &[turn, record] : turns) t.turns.push_back(record);
+    index.trajectories.push_back(std::move(t));
+  }
+  return index;
+}
+
+const Json *verdict_of(const Json &record) {
+  return object_field(record, "verdict");
+}
+
+std::string status_of(const Json &record) {
+  const Json *v = verdict_of(record);
+  if (!v) return "request_failed";
+  return string_field(*v, "status").value_or("unknown");
+}
+
+namespace {
+const Json *axes_of(const Json &record) {
+  const Json *v = verdict_of(record);
+  return v ? object_field(*v, "axes") : nullptr;
+}
+}  // namespace
+
+std::optional<bool> correct_of(const Json &record) {
+  const Json *a = axes_of(record);
+  return a ? bool_field(*a, "correct") : std::nullopt;
+}
+
+std::optional<bool> targets_executed_of(const Json &record) {
+  const Json *a = axes_of(record);
+  return a ? bool_field(*a, "targets_executed") : std::nullopt;
+}
+
+std::optional<double> speedup_of(const Json &record) {
+  const Json *a = axes_of(record);
+  auto s = a ? number_field(*a, "speedup") : std::nullopt;
+  if (s && !(*s > 0)) return std::nullopt;  // a non-positive speedup is not a measurement
+  return s;
+}
+
+bool compiled_of(const Json &record) {
+  const Json *v = verdict_of(record);
+  if (!v) return false;
+  if (const Json *stages = object_field(*v, "stages")) {
+    if (const Json *compile = object_field(*stages, "compile")) {
+      return string_field(*compile, "status").value_or("") == "ok";
+    }
+  }
+  static const char *kBeforeCubin[] = {"no_kernel",     "bad_manifest", "static_error",
+                                       "compile_error", "skipped",      "unknown"};
+  const std::string status = status_of(record);
+  return std::none_of(std::begin(kBeforeCubin), std::end(kBeforeCubin),
+                      [&](const char *s) { return status == s; });
+}
+
+std::string failure_category_of(const Json &record) {
+  std::string status = status_of(record);
+  if (status != "ok") return status;
+  if (targets_executed_of(record) == false) return "targets_not_executed";
+  return "ok";
+}
+
+std::string normalize_kernel_source(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    char c = s[i];
+    if (c == '/' && i + 1 < s.size() && s[i + 1] == '/') {
+      while (i < s.size() && s[i] != '\n') ++i;
+    } else if (c == '/' && i + 1 < s.size() && s[i + 1] == '*') {
+      auto end = s.find("*/", i + 2);
+      i = end == std::string_view::npos ? s.size() : end + 2;
+    } else if (c == '"' || c == '\'') {
+      // A literal: copied verbatim up to the unescaped closing quote (or the line end).
+      out += c;
+      ++i;
+      while (i < s.size() && s[i] != c && s[i] != '\n') {
+        if (s[i] == '\\' && i + 1 < s.size()) out += s[i++];
+        out += s[i++];
+      }
+      if (i < s.size() && s[i] == c) out += s[i++];
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
+      ++i;
+    } else {
+      out += c;
+      ++i;
+    }
+  }
+  return out;
+}
+
+std::string normalized_kernel_hash(std::string_view source) {
+  return util::fnv1a64_hex(normalize_kernel_source(source));
+}
+
+std::string kernel_hash_of(const Json &record) {
+  if (const Json *v = verdict_of(record)) {
+    auto h = string_field(*v, "kernel_hash");
+    if (h && !h->empty()) return *h;
+  }
+  if (const Json *c = object_field(record, "candidate")) {
+    auto h = string_field(*c, "kernel_hash");
+    if (h && !h->empty()) return *h;
+    auto src = string_field(*c, "kernel_source");
+    if (src && !src->empty()) return normalized_kernel_hash(*src);
+  }
+  return "";
+}
+
+std::size_t utf8_length(std::string_view text) {
+  return static_cast<std::size_t>(std::count_if(
+      text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+std::string html_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace ptxbench::traces::detail
+
+namespace ptxbench::traces::detail {
+std::string no_usable_records_message(const std::vector<LoadedRun> &runs, const RunIndex &index) {
+  std::string why = runs.empty() ? "no run directories given" : "no usable turn records in";
+  for (const auto &r : runs) why += " " + r.dir.string();
+  if (index.other_version_records) {
+    why += fmt::format(" ({} record(s) of another format version; this ptxbench reads version {})",
+                       index.other_version_records, kFormatVersion);
+  } else if (index.malformed_records) {
+    why += fmt::format(" ({} record(s) lack model, task_id, sample or turn)", index.malformed_records);
+  } else if (index.skipped_partial_lines) {
+    why += fmt::format(" (only {} unreadable or partial line(s))", index.skipped_partial_lines);
+  } else if (!runs.empty()) {
+    why += " (trajectories.jsonl is empty: the run recorded no turn yet)";
+  }
+  return why;
+}
+}  // namespace ptxbench::traces::detail
