@@ -1,0 +1,76 @@
+// SASS listings: parsing `cuobjdump -sass` / `nvdisasm` output into
+// per-function instructions, finding a disassembler, and running it on a cubin.
+// The GPU stage joins these instructions (by function and byte offset) with the
+// per-PC counts CUPTI reports, so the offsets must be exact.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tasks/task.hpp"
+#include "util/expected.hpp"
+#include "util/subprocess.hpp"
+
+namespace ptxbench::evaluator {
+
+struct SassInstruction {
+  std::string function;      ///< mangled or extern "C" name, e.g. "gemm_tma_wgmma"
+  std::uint32_t offset = 0;  ///< byte offset (PC) inside the function; 16-byte steps on sm_90
+  std::string opcode;        ///< full opcode with modifiers, e.g. "HGMMA.64x128x16.F32.BF16"
+  std::string family;        ///< opcode up to the first '.', e.g. "HGMMA"
+  std::string predicate;     ///< guard predicate as written: "@P0", "@!PT", or "" when unguarded
+};
+
+struct SassListing {
+  std::string arch;  ///< e.g. "sm_90a" (from "code for ..." or ".target"); "" when absent
+  std::vector<SassInstruction> instructions;  ///< in listing order (function by function, ascending offset)
+
+  /// Function names in listing order, each once.
+  std::vector<std::string> functions() const;
+  /// Static count of instructions per opcode family (all functions).
+  std::map<std::string, int> family_counts() const;
+  /// The instruction of `function` at byte `offset`, if any.
+  const SassInstruction *find(std::string_view function, std::uint32_t offset) const;
+};
+
+/// The opcode family: text up to the first '.', e.g. "UTMALDG.2D" -> "UTMALDG".
+std::string sass_family(std::string_view opcode);
+
+/// Parses either disassembler's text format. Lines that are not instructions
+/// (headers, encodings, labels, directives) are skipped.
+SassListing parse_sass_listing(std::string_view text);
+
+/// For each task target: is any of its SASS families present in the listing?
+/// {"wgmma": true, "tma_load": false}
+nlohmann::json targets_in_sass(const SassListing &listing,
+                               const std::vector<tasks::TargetInstruction> &targets);
+
+enum class DisassemblerKind { cuobjdump, nvdisasm };
+
+struct Disassembler {
+  DisassemblerKind kind = DisassemblerKind::nvdisasm;
+  std::filesystem::path path;  ///< absolute path of the executable
+  /// cuobjdump -sass calls nvdisasm; this is the folder holding it ("" = cuobjdump's own folder).
+  std::filesystem::path nvdisasm_dir;
+};
+
+/// Finds a disassembler, in order: `explicit_path` (if not empty), $PTXBENCH_CUOBJDUMP,
+/// PATH, /usr/local/cuda/bin, and the `nvidia-cuda-nvdisasm` / `nvidia-cuda-cuobjdump`
+/// pip wheels (site-packages/nvidia/cu13/bin). nvdisasm is preferred where a
+/// folder has both (cuobjdump -sass needs nvdisasm anyway). nullopt = none usable.
+std::optional<Disassembler> find_disassembler(const std::filesystem::path &explicit_path = {});
+
+/// Runs the disassembler on a cubin file and returns the listing text. Error
+/// (a sentence) when it cannot start, fails, or passes the limits.
+util::Expected<std::string> disassemble_cubin(const Disassembler &disassembler,
+                                              const std::filesystem::path &cubin,
+                                              const util::ProcessLimits &limits);
+
+}  // namespace ptxbench::evaluator

@@ -1,0 +1,286 @@
+#include "util/subprocess.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+// Boost.Process v1 (the only API in Boost 1.81-1.83, without the v1/ folder).
+#include <boost/process/args.hpp>
+#include <boost/process/child.hpp>
+#include <boost/process/env.hpp>
+#include <boost/process/environment.hpp>
+#include <boost/process/exe.hpp>
+#include <boost/process/extend.hpp>
+#include <boost/process/handles.hpp>
+#include <boost/process/io.hpp>
+#include <boost/process/pipe.hpp>
+#include <boost/process/start_dir.hpp>
+
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include <fmt/core.h>
+
+namespace ptxbench::util {
+namespace bp = boost::process;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Runs in the child between fork and exec: only async-signal-safe calls.
+struct ChildSetup : bp::extend::handler {
+  ProcessLimits limits;
+  template <class Executor>
+  void on_exec_setup(Executor &) const {
+    ::setsid();  // own session and process group: the wall-clock kill reaches every descendant
+    auto set = [](int resource, std::uint64_t value) {
+      rlimit rl{static_cast<rlim_t>(value), static_cast<rlim_t>(value)};
+      ::setrlimit(resource, &rl);
+    };
+    if (limits.cpu_seconds > 0) set(RLIMIT_CPU, limits.cpu_seconds);
+    if (limits.address_space_bytes > 0) set(RLIMIT_AS, limits.address_space_bytes);
+    if (limits.file_size_bytes > 0) set(RLIMIT_FSIZE, limits.file_size_bytes);
+    if (limits.open_files > 0) set(RLIMIT_NOFILE, limits.open_files);
+    set(RLIMIT_CORE, 0);
+    ::signal(SIGPIPE, SIG_DFL);  // we ignore SIGPIPE; ignored dispositions survive exec
+  }
+};
+
+// Writing to a child's stdin after it exited must be an EPIPE, not a signal.
+void ignore_sigpipe_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { ::signal(SIGPIPE, SIG_IGN); });
+}
+
+void set_nonblocking(int fd) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+struct Capture {
+  int fd = -1;
+  std::string *text = nullptr;
+  std::size_t *dropped = nullptr;
+  std::size_t cap = 0;
+  bool open() const { return fd >= 0; }
+  // Reads what is available; false at EOF or error.
+  bool drain() {
+    std::array<char, 65536> buf;
+    for (;;) {
+      ssize_t n = ::read(fd, buf.data(), buf.size());
+      if (n > 0) {
+        std::size_t keep =
+            std::min<std::size_t>(static_cast<std::size_t>(n), cap - std::min(cap, text->size()));
+        text->append(buf.data(), keep);
+        *dropped += static_cast<std::size_t>(n) - keep;
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (n < 0 && errno == EINTR) continue;
+      ::close(fd);
+      fd = -1;
+      return false;
+    }
+  }
+};
+
+const char *signal_name(int sig) {
+  switch (sig) {
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGABRT:
+      return "SIGABRT";
+    case SIGXCPU:
+      return "SIGXCPU";
+    case SIGXFSZ:
+      return "SIGXFSZ";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGILL:
+      return "SIGILL";
+    case SIGPIPE:
+      return "SIGPIPE";
+    case SIGINT:
+      return "SIGINT";
+    default:
+      return "signal";
+  }
+}
+
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> dirs;
+  while (!path.empty()) {
+    std::size_t colon = path.find(':');
+    if (colon != 0) dirs.emplace_back(path.substr(0, colon));
+    if (colon == std::string_view::npos) break;
+    path.remove_prefix(colon + 1);
+  }
+  return dirs;
+}
+
+bool executable_file(const fs::path &p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+std::string ProcessResult::describe() const {
+  if (timed_out) return fmt::format("timed out after {:.1f} s", wall_seconds);
+  if (signaled) return fmt::format("killed by signal {} ({})", signal, signal_name(signal));
+  return fmt::format("exit {}", exit_code);
+}
+
+std::optional<std::string> find_program(const std::string &name, const std::vector<std::string> &extra_dirs) {
+  if (name.empty()) return std::nullopt;
+  if (name.find('/') != std::string::npos) {
+    if (executable_file(name)) return fs::absolute(name).string();
+    return std::nullopt;
+  }
+  std::vector<std::string> dirs = extra_dirs;
+  if (const char *path = std::getenv("PATH")) {
+    auto more = split_path(path);
+    dirs.insert(dirs.end(), more.begin(), more.end());
+  }
+  for (const auto &dir : dirs)
+    if (executable_file(fs::path(dir) / name)) return (fs::absolute(fs::path(dir) / name)).string();
+  return std::nullopt;
+}
+
+std::map<std::string, std::string> scrubbed_environment(const std::string &home_dir) {
+  std::map<std::string, std::string> env;
+  const char *path = std::getenv("PATH");
+  env["PATH"] = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
+  env["HOME"] = home_dir;
+  env["TMPDIR"] = home_dir;
+  env["LANG"] = "C";
+  env["LC_ALL"] = "C";
+  // Only what CUDA tools need to find devices and libraries; never credentials.
+  for (const char *name : {"CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"})
+    if (const char *v = std::getenv(name)) env[name] = v;
+  return env;
+}
+
+Expected<ProcessResult> run_process(const ProcessSpec &spec) {
+  if (spec.argv.empty()) return unexpected(std::string("empty argv"));
+  std::vector<std::string> path_dirs;
+  if (auto it = spec.env.find("PATH"); it != spec.env.end()) path_dirs = split_path(it->second);
+  auto program = find_program(spec.argv[0], path_dirs);
+  if (!program) return unexpected("program not found: " + spec.argv[0]);
+  ignore_sigpipe_once();
+
+  bp::environment env;  // empty: nothing inherited
+  for (const auto &[k, v] : spec.env) env[k] = v;
+  std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
+  ChildSetup setup;
+  setup.limits = spec.limits;
+  bp::pipe out_pipe, err_pipe, in_pipe;
+  // Our ends must not leak into children started concurrently by other threads.
+  for (int fd : {out_pipe.native_source(), err_pipe.native_source(), in_pipe.native_sink()})
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  fs::path start = spec.working_directory.empty() ? fs::current_path() : fs::path(spec.working_directory);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::error_code ec;
+  bp::child child(bp::exe = *program, bp::args = args, bp::env = env, bp::start_dir = start.string(),
+                  bp::std_out > out_pipe, bp::std_err > err_pipe, bp::std_in < in_pipe, setup, ec);
+  if (ec) return unexpected("could not start " + *program + ": " + ec.message());
+  const pid_t pid = child.id();
+
+  ProcessResult result;
+  std::array<Capture, 2> captures{Capture{out_pipe.native_source(), &result.stdout_text,
+                                          &result.stdout_dropped, spec.limits.max_output_bytes},
+                                  Capture{err_pipe.native_source(), &result.stderr_text,
+                                          &result.stderr_dropped, spec.limits.max_output_bytes}};
+  // The capture fds are ours now; the pipe objects must not close them again.
+  for (auto &c : captures) set_nonblocking(c.fd);
+  out_pipe.assign_source(-1);
+  err_pipe.assign_source(-1);
+  int in_fd = in_pipe.native_sink();
+  in_pipe.assign_sink(-1);
+  std::size_t in_written = 0;
+  if (spec.stdin_data.empty()) {
+    ::close(in_fd);
+    in_fd = -1;
+  } else {
+    set_nonblocking(in_fd);
+  }
+
+  const auto deadline = t0 + spec.limits.wall_time;
+  bool exited = false;
+  int status = 0;
+  std::chrono::steady_clock::time_point exited_at{};
+  for (;;) {
+    auto now = std::chrono::steady_clock::now();
+    if (!exited) {
+      pid_t w = ::waitpid(pid, &status, WNOHANG);
+      if (w == pid) {
+        exited = true;
+        exited_at = now;
+        // Stragglers in the group would hold our pipes open: end them too.
+        ::kill(-pid, SIGKILL);
+      }
+    }
+    bool outputs_open = captures[0].open() || captures[1].open();
+    if (exited && (!outputs_open || now - exited_at > std::chrono::milliseconds(500))) break;
+    if (!exited && now >= deadline) {
+      result.timed_out = true;
+      ::kill(-pid, SIGKILL);
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      exited = true;
+      break;
+    }
+    std::vector<pollfd> fds;
+    for (auto &c : captures)
+      if (c.open()) fds.push_back({c.fd, POLLIN, 0});
+    if (in_fd >= 0) fds.push_back({in_fd, POLLOUT, 0});
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+    int wait_ms = static_cast<int>(std::clamp<long long>(left, 1, 20));  // short: we also poll waitpid
+    if (fds.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+      continue;
+    }
+    ::poll(fds.data(), fds.size(), wait_ms);
+    for (auto &c : captures)
+      if (c.open()) c.drain();
+    if (in_fd >= 0) {
+      ssize_t n = ::write(in_fd, spec.stdin_data.data() + in_written, spec.stdin_data.size() - in_written);
+      if (n > 0) in_written += static_cast<std::size_t>(n);
+      if ((n < 0 && errno != EAGAIN && errno != EINTR) || in_written == spec.stdin_data.size()) {
+        ::close(in_fd);
+        in_fd = -1;
+      }
+    }
+  }
+  for (auto &c : captures)
+    if (c.open()) {
+      c.drain();
+      if (c.open()) ::close(c.fd);
+    }
+  if (in_fd >= 0) ::close(in_fd);
+  child.detach();  // reaped above with waitpid; keep boost from waiting again
+
+  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (WIFSIGNALED(status)) {
+    result.signaled = true;
+    result.signal = WTERMSIG(status);
+  } else if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  }
+  return result;
+}
+
+}  // namespace ptxbench::util
