@@ -443,7 +443,8 @@ std::string failing_filter(const Example &e, const ExportFilter &f) {
   if (f.targets_executed && detail::targets_executed_of(*e.target) != *f.targets_executed) return "executed";
   if (f.min_speedup) {
     auto s = detail::speedup_of(*e.target);
-    if (!s || *s < *f.min_speedup) return "min_speedup";
+    // A suspicious timing (faster than the speed-of-light floor) is never a fast example.
+    if (!s || *s < *f.min_speedup || detail::status_of(*e.target) != "ok") return "min_speedup";
   }
   return "";
 }

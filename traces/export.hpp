@@ -44,7 +44,7 @@ struct ExportFilter {
   std::vector<std::string> statuses;  ///< verdict status in this set ("request_failed" for none); empty = any
   std::optional<bool> correct;        ///< axes.correct must equal this (null never matches)
   std::optional<bool> targets_executed;  ///< axes.targets_executed must equal this (null never matches)
-  std::optional<double> min_speedup;     ///< axes.speedup ≥ this (ratio library/candidate time)
+  std::optional<double> min_speedup;     ///< axes.speedup ≥ this (ratio library/candidate time), status ok
   std::vector<std::string> tasks;        ///< task ids; empty = all
   std::vector<std::string> models;       ///< model (endpoint) names; empty = all
   std::vector<int> turns;                ///< target turn indices (0-based); empty = all

@@ -35,7 +35,7 @@ def kernel(model, task, sample, turn):
             return "// attention v1\n.version 8.5\n.target sm_90a\n.visible .entry attn(.param .u64 q)\n{\n  ret;\n}\n"
         return ".version 8.5 /* same kernel */\n.target   sm_90a\n.visible .entry attn(.param .u64 q) { ret; }"
     return (f"// {model} {task} sample {sample} turn {turn}\n.version 8.5\n.target sm_90a\n"
-            f".visible .entry k_{sample}_{turn}(.param .u64 a)\n{{\n  mov.u32 %r1, {turn};\n  ret;\n}}\n")
+            f".visible .entry k_{model}_{task}_{sample}_{turn}(.param .u64 a)\n{{\n  mov.u32 %r1, {turn};\n  ret;\n}}\n")
 
 
 def response_text(model, task, sample, turn, status):
