@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""A fake OpenAI-compatible server for the llm_clients tests (standard library only).
+
+Usage: fake_openai_server.py --log FILE [--api-key KEY]
+Binds 127.0.0.1 on a free port and prints the port on stdout's first line.
+
+The behaviour of POST /v1/chat/completions is chosen by the request's model name,
+"<behaviour>" or "<behaviour>#<tag>"; attempt counters are kept per full model name, so each
+test uses its own tag. Every request is appended to the log file as one JSON line:
+{"t": unix seconds, "model", "path", "authorization", "body"}.
+
+Behaviours:
+  normal            answer "Hello from <model>" with usage (also the default for unknown names)
+  stream            SSE answer split across odd chunk boundaries, reasoning_content deltas, usage last
+  stream-nodone     SSE with finish_reason but no [DONE]
+  ratelimit         first attempt 429 with Retry-After: 1 (seconds), then normal
+  ratelimit-date    first attempt 429 with Retry-After as an HTTP date 2 s ahead, then normal
+  always429         429 with Retry-After: 30 every time
+  burst500          attempts 1-3 answer 500/502/503, then normal
+  always500         500 every time (the body echoes the Authorization header)
+  hang              sleeps 5 s before answering
+  stream-stall      SSE: one chunk, then silence for 5 s
+  malformed         200 with a body that is not JSON
+  stream-malformed  SSE event that is not JSON
+  stream-cut        SSE: two chunks, then the connection closes (no finish_reason, no [DONE])
+  reasoning-content message.reasoning_content
+  reasoning-field   message.reasoning
+  think             <think>...</think> in content
+  think-open        content starts after a bare </think> (template opened the tag)
+  length            finish_reason "length", reasoning_tokens in completion_tokens_details
+  n2                two choices
+  error-200         200 with {"error": {...}}
+  auth              401 (echoing the Authorization header it got) unless the bearer matches --api-key
+  missing           404 model not found
+  bad-request       400 with a 2000-character body
+  big               a 10 MB content
+"""
+import argparse
+import email.utils
+import http.server
+import json
+import socketserver
+import sys
+import threading
+import time
+
+LOCK = threading.Lock()
+COUNTS = {}
+ARGS = None
+
+
+def completion(model, content, reasoning_key=None, reasoning=None, finish="stop", usage=None, choices=None):
+    message = {"role": "assistant", "content": content}
+    if reasoning_key:
+        message[reasoning_key] = reasoning
+    body = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 1700000000,
+        "model": model,
+        "choices": choices or [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": usage or {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+    }
+    return body
+
+
+def chunk(model, delta=None, finish=None, usage=None, index=0):
+    c = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1700000000, "model": model}
+    c["choices"] = [] if delta is None and finish is None else [
+        {"index": index, "delta": delta or {}, "finish_reason": finish}]
+    if usage is not None:
+        c["usage"] = usage
+    return "data: " + json.dumps(c) + "\n\n"
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"  # bodies end at close, so a cut stream is a clean EOF
+
+    def log_message(self, fmt, *args):  # keep the test output quiet
+        pass
+
+    def send_json(self, status, obj, headers=None):
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def start_sse(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+
+    def write(self, text):
+        self.wfile.write(text.encode())
+        self.wfile.flush()
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length", "0"))
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self.send_json(400, {"error": {"message": "request is not JSON"}})
+            return
+        model = body.get("model", "")
+        auth = self.headers.get("Authorization", "")
+        with LOCK:
+            COUNTS[model] = COUNTS.get(model, 0) + 1
+            attempt = COUNTS[model]
+            with open(ARGS.log, "a") as log:
+                log.write(json.dumps({"t": time.time(), "model": model, "path": self.path,
+                                      "authorization": auth, "body": body}) + "\n")
+        if self.path != "/v1/chat/completions":
+            self.send_json(404, {"error": {"message": "no route " + self.path}})
+            return
+        behaviour = model.split("#")[0]
+        try:
+            self.respond(behaviour, model, attempt, auth)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout / cancel tests)
+
+    def respond(self, b, model, attempt, auth):
+        if b == "stream":
+            self.start_sse()
+            # Events split mid-line and mid-JSON across writes; a comment keep-alive; CRLF line ends.
+            events = [chunk(model, {"role": "assistant", "reasoning_content": "Let me "}),
+                      chunk(model, {"reasoning_content": "think."}),
+                      ": keep-alive\n\n",
+                      chunk(model, {"content": "Hello"}).replace("\n\n", "\r\n\r\n"),
+                      chunk(model, {"content": ", stream"}),
+                      chunk(model, {"content": "ed world"}, finish="stop"),
+                      chunk(model, usage={"prompt_tokens": 20, "completion_tokens": 9,
+                                          "completion_tokens_details": {"reasoning_tokens": 3}}),
+                      "data: [DONE]\n\n"]
+            text = "".join(events)
+            for i in range(0, len(text), 37):
+                self.write(text[i:i + 37])
+                time.sleep(0.002)
+        elif b == "stream-nodone":
+            self.start_sse()
+            self.write(chunk(model, {"content": "no done marker"}) + chunk(model, finish="stop"))
+        elif b in ("ratelimit", "ratelimit-date"):
+            if attempt == 1:
+                if b == "ratelimit":
+                    retry_after = "1"
+                else:
+                    retry_after = email.utils.formatdate(time.time() + 2, usegmt=True)
+                self.send_json(429, {"error": {"message": "slow down"}}, {"Retry-After": retry_after})
+            else:
+                self.send_json(200, completion(model, "after rate limit"))
+        elif b == "always429":
+            self.send_json(429, {"error": {"message": "slow down"}}, {"Retry-After": "30"})
+        elif b == "burst500":
+            if attempt <= 3:
+                self.send_json([500, 502, 503][attempt - 1], {"error": {"message": "overloaded"}})
+            else:
+                self.send_json(200, completion(model, "after 500s"))
+        elif b == "always500":
+            # Echoes the Authorization header it got, as some proxies do: the client must redact it.
+            self.send_json(500, {"error": {"message": "internal error; request had Authorization: " + auth}})
+        elif b == "hang":
+            time.sleep(5)
+            self.send_json(200, completion(model, "too late"))
+        elif b == "stream-stall":
+            self.start_sse()
+            self.write(chunk(model, {"content": "first words"}))
+            time.sleep(5)
+        elif b == "malformed":
+            data = b'{"choices": [{"message": {"content": "unterminated'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        elif b == "stream-malformed":
+            self.start_sse()
+            self.write(chunk(model, {"content": "ok so far"}) + "data: {not json\n\n")
+        elif b == "stream-cut":
+            self.start_sse()
+            self.write(chunk(model, {"content": "partial answer "}) + chunk(model, {"content": "cut he"}))
+            # returning closes the connection: no finish_reason, no [DONE]
+        elif b == "reasoning-content":
+            self.send_json(200, completion(model, "answer A", "reasoning_content", "thought A"))
+        elif b == "reasoning-field":
+            self.send_json(200, completion(model, "answer B", "reasoning", "thought B"))
+        elif b == "think":
+            self.send_json(200, completion(model, "<think>\nthought C\n</think>\n\nanswer C"))
+        elif b == "think-open":
+            self.send_json(200, completion(model, "thought D</think>answer D"))
+        elif b == "length":
+            self.send_json(200, completion(model, "truncated answ", finish="length",
+                                           usage={"prompt_tokens": 5, "completion_tokens": 100,
+                                                  "completion_tokens_details": {"reasoning_tokens": 60}}))
+        elif b == "n2":
+            choices = [{"index": i, "message": {"role": "assistant", "content": "choice %d" % i},
+                        "finish_reason": "stop"} for i in range(2)]
+            self.send_json(200, completion(model, "", choices=choices))
+        elif b == "error-200":
+            self.send_json(200, {"error": {"message": "backend exploded", "type": "server_error"}})
+        elif b == "auth":
+            if ARGS.api_key and auth == "Bearer " + ARGS.api_key:
+                self.send_json(200, completion(model, "authorized"))
+            else:
+                # Like some real servers, echo what was received: the client must redact it.
+                self.send_json(401, {"error": {"message": "Incorrect API key provided: " + auth[7:],
+                                               "type": "invalid_request_error"}})
+        elif b == "missing":
+            self.send_json(404, {"error": {"message": "The model `%s` does not exist." % model}})
+        elif b == "bad-request":
+            self.send_json(400, {"error": {"message": "bad request " + "x" * 2000}})
+        elif b == "big":
+            self.send_json(200, completion(model, "y" * (10 * 1000 * 1000)))
+        else:
+            self.send_json(200, completion(model, "Hello from " + model))
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--api-key", default="")
+    ARGS = parser.parse_args()
+    server = Server(("127.0.0.1", 0), Handler)
+    sys.stdout.write("%d\n" % server.server_address[1])
+    sys.stdout.flush()
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,775 @@
+// llm_clients: protocol pieces byte by byte, then the libcurl client against a real HTTP
+// server on 127.0.0.1 (tests/fake_openai_server.py), then the scripted client and configs.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "llm_clients/chat_client.hpp"
+#include "llm_clients/detail/protocol.hpp"
+
+using namespace ptxbench::llm;
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char *kKeyVar = "PTXBENCH_TEST_KEY";
+constexpr const char *kKey = "sk-test-5ecret-0123456789abcdef";
+constexpr const char *kWrongKeyVar = "PTXBENCH_TEST_WRONG_KEY";
+constexpr const char *kWrongKey = "sk-wrong-key-987654321";
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// The fake server as a child process for the whole test binary; killed at exit.
+class FakeServer {
+ public:
+  FakeServer() {
+    for (const char *proxy :
+         {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"})
+      unsetenv(proxy);
+    char dir_template[] = "/tmp/ptxbench-llm-test-XXXXXX";
+    if (!mkdtemp(dir_template)) throw std::runtime_error("mkdtemp failed");
+    dir_ = dir_template;
+    log_ = dir_ / "requests.jsonl";
+    const std::string script = std::string(PTXBENCH_TEST_DATA) + "/../fake_openai_server.py";
+    int pipe_fds[2];
+    if (pipe(pipe_fds) != 0) throw std::runtime_error("pipe failed");
+    pid_ = fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      dup2(pipe_fds[1], STDOUT_FILENO);
+      close(pipe_fds[0]);
+      close(pipe_fds[1]);
+      execlp("python3", "python3", script.c_str(), "--log", log_.c_str(), "--api-key", kKey, nullptr);
+      _exit(127);
+    }
+    close(pipe_fds[1]);
+    std::string line;
+    const auto start = Clock::now();
+    while (line.find('\n') == std::string::npos && seconds_since(start) < 20) {
+      pollfd p{pipe_fds[0], POLLIN, 0};
+      if (poll(&p, 1, 200) <= 0) continue;
+      char buffer[64];
+      ssize_t n = read(pipe_fds[0], buffer, sizeof buffer);
+      if (n <= 0) break;
+      line.append(buffer, static_cast<std::size_t>(n));
+    }
+    close(pipe_fds[0]);
+    port_ = std::atoi(line.c_str());
+    if (port_ <= 0) throw std::runtime_error("fake server did not print its port (python3 missing?)");
+  }
+  ~FakeServer() {
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  int port() const { return port_; }
+  const fs::path &dir() const { return dir_; }
+
+  /// The requests the server logged for one model name, in arrival order.
+  std::vector<nlohmann::json> requests(const std::string &model) const {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(log_);
+    for (std::string line; std::getline(in, line);) {
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (!j.is_discarded() && j["model"] == model) out.push_back(j);
+    }
+    return out;
+  }
+  /// Seconds between consecutive requests for a model (server clock).
+  std::vector<double> gaps(const std::string &model) const {
+    auto r = requests(model);
+    std::vector<double> out;
+    for (std::size_t i = 1; i < r.size(); ++i)
+      out.push_back(r[i]["t"].get<double>() - r[i - 1]["t"].get<double>());
+    return out;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  fs::path dir_, log_;
+};
+
+FakeServer &server() {
+  static FakeServer instance;
+  return instance;
+}
+
+EndpointConfig config_for(const std::string &model) {
+  setenv(kKeyVar, kKey, 1);
+  EndpointConfig c;
+  c.name = "fake";
+  c.base_url = "http://127.0.0.1:" + std::to_string(server().port()) + "/v1/";
+  c.model = model;
+  c.api_key_env = kKeyVar;
+  c.request_timeout = milliseconds(10'000);
+  c.max_retries = 3;
+  c.backoff_initial = milliseconds(20);
+  c.backoff_max = milliseconds(2'000);
+  return c;
+}
+
+ChatRequest simple_request() {
+  ChatRequest r;
+  r.messages = {{"system", "You write PTX."}, {"user", "Write a GEMM."}};
+  return r;
+}
+
+/// Every string a client hands back must be free of the key.
+void check_no_key(const std::string &text) {
+  CHECK(text.find(kKey) == std::string::npos);
+  CHECK(text.find(kWrongKey) == std::string::npos);
+}
+void check_no_key(const ChatError &e) {
+  check_no_key(e.message);
+  check_no_key(e.partial_content);
+}
+void check_no_key(const ChatResponse &r) {
+  check_no_key(r.content + r.reasoning + r.raw_excerpt.dump());
+}
+
+using Result = ptxbench::util::Expected<ChatResponse, ChatError>;
+
+Result run(const EndpointConfig &config, const ChatRequest &request = simple_request()) {
+  auto client = make_client(config);
+  auto result = client->complete(request);
+  if (result)
+    check_no_key(result.value());
+  else
+    check_no_key(result.error());
+  return result;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ protocol pieces
+
+TEST_CASE("SSE parser gives the same events for every way of splitting the bytes") {
+  const std::string stream =
+      "data: {\"a\":1}\n\n"
+      ": keep-alive comment\n\n"
+      "event: message\r\ndata: {\"b\":2}\r\n\r\n"
+      "data:first line\ndata: second line\nid: 7\n\n"
+      "data: [DONE]\n\n";
+  const std::vector<std::string> expected = {"{\"a\":1}", "{\"b\":2}", "first line\nsecond line", "[DONE]"};
+  for (std::size_t split = 0; split <= stream.size(); ++split) {
+    std::vector<std::string> events;
+    ptxbench::llm::detail::SseParser parser([&](std::string d) { events.push_back(std::move(d)); });
+    parser.feed(std::string_view(stream).substr(0, split));
+    parser.feed(std::string_view(stream).substr(split));
+    parser.finish();
+    REQUIRE(events == expected);
+    CHECK(parser.bytes_seen() == stream.size());
+  }
+  std::vector<std::string> events;  // byte by byte, and a last event without its blank line
+  ptxbench::llm::detail::SseParser parser([&](std::string d) { events.push_back(std::move(d)); });
+  for (char c : std::string("data: x\n\ndata: tail")) parser.feed(std::string_view(&c, 1));
+  CHECK(events == std::vector<std::string>{"x"});
+  parser.finish();
+  CHECK(events == std::vector<std::string>{"x", "tail"});
+}
+
+TEST_CASE("think tags are split out of content") {
+  using ptxbench::llm::detail::split_think_tags;
+  auto a = split_think_tags("<think>\nplan it\n</think>\n\nthe answer");
+  CHECK(a.reasoning == "plan it");
+  CHECK(a.content == "the answer");
+  auto b = split_think_tags("opened by the template</think>answer");
+  CHECK(b.reasoning == "opened by the template");
+  CHECK(b.content == "answer");
+  auto c = split_think_tags("<think>cut off while thinking");
+  CHECK(c.reasoning == "cut off while thinking");
+  CHECK(c.content.empty());
+  auto d = split_think_tags("no tags at all");
+  CHECK(d.reasoning.empty());
+  CHECK(d.content == "no tags at all");
+  auto e = split_think_tags("<think>one</think>mid<think>two</think>end");
+  CHECK(e.reasoning == "one\ntwo");
+  CHECK(e.content == "midend");
+}
+
+TEST_CASE("Retry-After as seconds and as HTTP dates") {
+  using ptxbench::llm::detail::parse_retry_after;
+  const auto now = std::chrono::system_clock::from_time_t(1'700'000'000);  // Tue, 14 Nov 2023 22:13:20 GMT
+  CHECK(parse_retry_after("3", now) == milliseconds(3000));
+  CHECK(parse_retry_after(" 0 ", now) == milliseconds(0));
+  CHECK(parse_retry_after("Tue, 14 Nov 2023 22:13:25 GMT", now) == milliseconds(5000));
+  CHECK(parse_retry_after("Tuesday, 14-Nov-23 22:13:30 GMT", now) == milliseconds(10000));
+  CHECK(parse_retry_after("Tue Nov 14 22:13:22 2023", now) == milliseconds(2000));
+  CHECK(parse_retry_after("Tue, 14 Nov 2023 22:00:00 GMT", now) == milliseconds(0));  // past
+  CHECK_FALSE(parse_retry_after("soon", now).has_value());
+  CHECK_FALSE(parse_retry_after("", now).has_value());
+  CHECK_FALSE(parse_retry_after("-5", now).has_value());
+}
+
+TEST_CASE("full-jitter backoff stays within the doubled, capped ceiling") {
+  using ptxbench::llm::detail::backoff_delay;
+  std::mt19937_64 rng(42);
+  for (int retry = 0; retry < 8; ++retry) {
+    const double ceiling = std::min(100.0 * (1 << retry), 2000.0);
+    double sum = 0, largest = 0;
+    for (int i = 0; i < 2000; ++i) {
+      auto d = backoff_delay(retry, milliseconds(100), milliseconds(2000), rng).count();
+      REQUIRE(d >= 0);
+      REQUIRE(d <= ceiling);
+      sum += static_cast<double>(d);
+      largest = std::max(largest, static_cast<double>(d));
+    }
+    CHECK(sum / 2000 == doctest::Approx(ceiling / 2).epsilon(0.1));  // uniform: mean = ceiling / 2
+    CHECK(largest > 0.9 * ceiling);
+  }
+}
+
+TEST_CASE("request body: sampling fields, stream options, extra_body merged") {
+  EndpointConfig c;
+  c.model = "m";
+  c.stream = true;
+  c.extra_body = {
+      {"chat_template_kwargs", {{"enable_thinking", true}}}, {"top_k", 20}, {"stream_options", nullptr}};
+  ChatRequest r = simple_request();
+  r.sampling.temperature = 0.6;
+  r.sampling.top_p = 0.95;
+  r.sampling.max_tokens = 4096;
+  r.sampling.seed = 7;
+  r.sampling.stop = {"</answer>"};
+  r.sampling.n = 3;
+  auto body = ptxbench::llm::detail::build_request_body(c, r);
+  CHECK(body["model"] == "m");
+  CHECK(body["messages"].size() == 2);
+  CHECK(body["messages"][1]["content"] == "Write a GEMM.");
+  CHECK(body["temperature"] == 0.6);
+  CHECK(body["top_p"] == 0.95);
+  CHECK(body["max_tokens"] == 4096);
+  CHECK(body["seed"] == 7);
+  CHECK(body["stop"] == nlohmann::json::array({"</answer>"}));
+  CHECK(body["n"] == 3);
+  CHECK(body["stream"] == true);
+  CHECK(body["chat_template_kwargs"]["enable_thinking"] == true);
+  CHECK(body["top_k"] == 20);
+  CHECK_FALSE(body.contains("stream_options"));  // a null in extra_body removes a key
+}
+
+TEST_CASE("excerpts are bounded and redact the key even across the cut") {
+  using ptxbench::llm::detail::redacted_excerpt;
+  const std::string key = kKey;
+  std::string body = std::string(490, 'a') + key + std::string(3000, 'b');
+  auto excerpt = redacted_excerpt(body, key);
+  CHECK(excerpt.size() <= 500);
+  CHECK(excerpt.find(key.substr(0, 6)) == std::string::npos);
+  auto early = redacted_excerpt(std::string(100, 'a') + key + std::string(3000, 'b'), key);
+  CHECK(early.find("[REDACTED]") == 100);
+  CHECK(early.size() == 500);
+  CHECK(early.substr(497) == "...");
+  CHECK(redacted_excerpt("line1\nline2", key) == "line1 line2");
+}
+
+// ------------------------------------------------------------------ the libcurl client
+
+TEST_CASE("normal answer: content, usage, request fields and the bearer key") {
+  auto c = config_for("normal#fields");
+  c.extra_body = {{"chat_template_kwargs", {{"enable_thinking", false}}}};
+  ChatRequest r = simple_request();
+  r.sampling.temperature = 0.25;
+  r.sampling.max_tokens = 123;
+  r.sampling.seed = 99;
+  r.sampling.stop = {"STOP"};
+  auto result = run(c, r);
+  REQUIRE(result.has_value());
+  CHECK(result->content == "Hello from normal#fields");
+  CHECK(result->reasoning.empty());
+  CHECK(result->finish_reason == "stop");
+  CHECK(result->usage.prompt_tokens == 11);
+  CHECK(result->usage.completion_tokens == 7);
+  CHECK(result->attempts == 1);
+  CHECK(result->raw_excerpt["id"] == "chatcmpl-fake");
+  CHECK(result->latency_seconds > 0);
+  auto logged = server().requests("normal#fields");
+  REQUIRE(logged.size() == 1);
+  CHECK(logged[0]["path"] == "/v1/chat/completions");
+  CHECK(logged[0]["authorization"] == std::string("Bearer ") + kKey);
+  const auto &body = logged[0]["body"];
+  CHECK(body["temperature"] == 0.25);
+  CHECK(body["max_tokens"] == 123);
+  CHECK(body["seed"] == 99);
+  CHECK(body["stop"][0] == "STOP");
+  CHECK(body["stream"] == false);
+  CHECK(body["chat_template_kwargs"]["enable_thinking"] == false);
+  CHECK(body["messages"][0]["role"] == "system");
+}
+
+TEST_CASE("streaming: events split across chunks, reasoning deltas, usage in the last chunk") {
+  auto c = config_for("stream#1");
+  c.stream = true;
+  auto result = run(c);
+  REQUIRE(result.has_value());
+  CHECK(result->content == "Hello, streamed world");
+  CHECK(result->reasoning == "Let me think.");
+  CHECK(result->finish_reason == "stop");
+  CHECK(result->usage.prompt_tokens == 20);
+  CHECK(result->usage.completion_tokens == 9);
+  CHECK(result->usage.reasoning_tokens == 3);
+  CHECK(result->raw_excerpt["model"] == "stream#1");
+  auto logged = server().requests("stream#1");
+  REQUIRE(logged.size() == 1);
+  CHECK(logged[0]["body"]["stream"] == true);
+  CHECK(logged[0]["body"]["stream_options"]["include_usage"] == true);
+
+  auto nodone = config_for("stream-nodone#1");
+  nodone.stream = true;
+  auto finished = run(nodone);  // a finish_reason without [DONE] is a complete answer
+  REQUIRE(finished.has_value());
+  CHECK(finished->content == "no done marker");
+}
+
+TEST_CASE("429 with Retry-After in seconds: waits at least that long, then succeeds") {
+  auto start = Clock::now();
+  auto result = run(config_for("ratelimit#s"));
+  REQUIRE(result.has_value());
+  CHECK(result->content == "after rate limit");
+  CHECK(result->attempts == 2);
+  auto gaps = server().gaps("ratelimit#s");
+  REQUIRE(gaps.size() == 1);
+  CHECK(gaps[0] >= 0.99);  // Retry-After: 1 honoured although the jittered backoff is <= 20 ms
+  CHECK(seconds_since(start) >= 1.0);
+  CHECK(result->latency_seconds >= 1.0);
+}
+
+TEST_CASE("429 with Retry-After as an HTTP date") {
+  auto result = run(config_for("ratelimit-date#d"));
+  REQUIRE(result.has_value());
+  CHECK(result->attempts == 2);
+  auto gaps = server().gaps("ratelimit-date#d");
+  REQUIRE(gaps.size() == 1);
+  // The date is 2 s ahead, truncated to whole seconds by the HTTP date format: 1..2 s.
+  CHECK(gaps[0] >= 0.95);
+  CHECK(gaps[0] < 2.6);
+}
+
+TEST_CASE("Retry-After is capped by backoff_max; retries exhausted give the status") {
+  auto c = config_for("always429#cap");
+  c.backoff_max = milliseconds(200);
+  c.max_retries = 2;
+  auto start = Clock::now();
+  auto result = run(c);
+  REQUIRE_FALSE(result.has_value());
+  CHECK(result.error().kind == ChatErrorKind::http_status);
+  CHECK(result.error().http_status == 429);
+  CHECK(result.error().attempts == 3);
+  CHECK(result.error().message.find("gave up after 3 attempts") != std::string::npos);
+  CHECK(result.error().message.find("slow down") != std::string::npos);
+  for (double gap : server().gaps("always429#cap")) {
+    CHECK(gap >= 0.19);  // max(jitter, Retry-After 30 s) capped to 200 ms
+    CHECK(gap < 0.6);
+  }
+  CHECK(server().requests("always429#cap").size() == 3);
+  CHECK(seconds_since(start) < 2.0);
+}
+
+TEST_CASE("a wait past the retry budget ends the request with kind budget") {
+  auto c = config_for("always429#budget");
+  c.backoff_max = milliseconds(60'000);
+  c.retry_budget = milliseconds(500);
+  auto start = Clock::now();
+  auto result = run(c);
+  REQUIRE_FALSE(result.has_value());
+  CHECK(result.error().kind == ChatErrorKind::budget);
+  CHECK(result.error().http_status == 429);
+  CHECK(result.error().attempts == 1);
+  CHECK(result.error().message.find("retry budget of 500 ms") != std::string::npos);
+  CHECK(seconds_since(start) < 1.0);  // did not sit out the 30 s Retry-After
+}
+
+TEST_CASE("a burst of 5xx is retried with exponential backoff") {
+  auto c = config_for("burst500#b");
+  c.backoff_initial = milliseconds(50);
+  auto result = run(c);
+  REQUIRE(result.has_value());
+  CHECK(result->content == "after 500s");
+  CHECK(result->attempts == 4);
+  auto gaps = server().gaps("burst500#b");
+  REQUIRE(gaps.size() == 3);
+  // Full jitter: wait i is uniform in [0, 50 * 2^i] ms; allow 150 ms for the round trip.
+  CHECK(gaps[0] < 0.05 + 0.15);
+  CHECK(gaps[1] < 0.10 + 0.15);
+  CHECK(gaps[2] < 0.20 + 0.15);
+}
+
+TEST_CASE("persistent 500: status, body excerpt, and the echoed key redacted") {
+  auto c = config_for("always500#x");
+  c.max_retries = 1;
+  auto result = run(c);
+  REQUIRE_FALSE(result.has_value());
+  CHECK(result.error().kind == ChatErrorKind::http_status);
+  CHECK(result.error().http_status == 500);
+  CHECK(result.error().attempts == 2);
+  CHECK(result.error().message.find("internal error") != std::string::npos);
+  CHECK(result.error().message.find("Bearer [REDACTED]") != std::string::npos);
+}
+
+TEST_CASE("a server that hangs past the timeout: kind timeout after the retries") {
+  auto c = config_for("hang#t");
+  c.request_timeout = milliseconds(300);
+  c.max_retries = 1;
+  auto start = Clock::now();
+  auto result = run(c);
+  REQUIRE_FALSE(result.has_value());
+  CHECK(result.error().kind == ChatErrorKind::timeout);
+  CHECK(result.error().attempts == 2);
+  CHECK(result.error().message.find("request_timeout (300 ms)") != std::string::npos);
+  const double elapsed = seconds_since(start);
+  CHECK(elapsed >= 0.6);
+  CHECK(elapsed < 2.5);
+}
+
+TEST_CASE("a stalled stream times out on stream_idle_timeout and keeps the partial text") {
+  auto c = config_for("stream-stall#s");
+  c.stream = true;
+  c.stream_idle_timeout = milliseconds(300);
+  c.max_retries = 0;
+  auto start = Clock::now();
+  auto result = run(c);
+  REQUIRE_FALSE(result.has_value());
+  CHECK(result.error().kind == ChatErrorKind::timeout);
+  CHECK(result.error().message.find("stream stalled") != std::string::npos);
+  CHECK(result.error().partial_content == "first words");
+  CHECK(seconds_since(start) < 2.0);
+}
+
+TEST_CASE("malformed bodies are bad_response and are not retried") {
+  auto plain = run(config_for("malformed#m"));
+  REQUIRE_FALSE(plain.has_value());
+  CHECK(plain.error().kind == ChatErrorKind::bad_response);
+  CHECK(plain.error().attempts == 1);
+  CHECK(plain.error().message.find("not valid JSON") != std::string::npos);
+  CHECK(plain.error().message.find("unterminated") != std::string::npos);  // the body excerpt
+  CHECK(server().requests("malformed#m").size() == 1);
+
+  auto c = config_for("stream-malformed#m");
+  c.stream = true;
+  auto streamed = run(c);
+  REQUIRE_FALSE(streamed.has_value());
+  CHECK(streamed.error().kind == ChatErrorKind::bad_response);
+  CHECK(streamed.error().message.find("not a JSON object") != std::string::npos);
+  CHECK(streamed.error().partial_content == "ok so far");
+
+  auto error200 = run(config_for("error-200#m"));
+  REQUIRE_FALSE(error200.has_value());
+  CHECK(error200.error().kind == ChatErrorKind::bad_response);
+  CHECK(error200.error().message.find("backend exploded") != std::string::npos);
+}
+
+TEST_CASE("a stream cut short is bad_response with its byte count and partial text") {
+  auto c = config_for("stream-cut#c");
+  c.stream = true;
+  c.max_retries = 1;
+  auto result = run(c);
+  REQUIRE_FALSE(result.has_value());
+  CHECK(result.error().kind == ChatErrorKind::bad_response);
+  CHECK(result.error().attempts == 2);  // a broken transport is worth one more try
+  CHECK(result.error().message.find("stream ended early after ") != std::string::npos);
+  CHECK(result.error().message.find(" bytes") != std::string::npos);
+  CHECK(result.error().message.find("partial answer cut he") != std::string::npos);
+  CHECK(result.error().partial_content == "partial answer cut he");
+}
+
+TEST_CASE("reasoning from reasoning_content, reasoning, <think> and a bare </think>") {
+  struct Case {
+    const char *model, *content, *reasoning;
+  };
+  for (Case k :
+       {Case{"reasoning-content", "answer A", "thought A"}, Case{"reasoning-field", "answer B", "thought B"},
+        Case{"think", "answer C", "thought C"}, Case{"think-open", "answer D", "thought D"}}) {
+    CAPTURE(k.model);
+    auto result = run(config_for(k.model));
+    REQUIRE(result.has_value());
+    CHECK(result->content == k.content);
+    CHECK(result->reasoning == k.reasoning);
+  }
+}
+
+TEST_CASE("a length finish is a value with its usage, not an error") {
+  auto result = run(config_for("length"));
+  REQUIRE(result.has_value());
+  CHECK(result->finish_reason == "length");
+  CHECK(result->content == "truncated answ");
+  CHECK(result->usage.completion_tokens == 100);
+  CHECK(result->usage.reasoning_tokens == 60);
+}
+
+TEST_CASE("n = 2 returns the first choice and the rest as extra_choices") {
+  ChatRequest r = simple_request();
+  r.sampling.n = 2;
+  auto result = run(config_for("n2#n"), r);
+  REQUIRE(result.has_value());
+  CHECK(result->content == "choice 0");
+  REQUIRE(result->extra_choices.size() == 1);
+  CHECK(result->extra_choices[0].content == "choice 1");
+  CHECK(server().requests("n2#n")[0]["body"]["n"] == 2);
+}
+
+TEST_CASE("401 surfaces at once with a hint naming the variable; the echoed key is redacted") {
+  setenv(kWrongKeyVar, kWrongKey, 1);
+  auto c = config_for("auth#bad");
+  c.api_key_env = kWrongKeyVar;
+  auto result = run(c);
+  REQUIRE_FALSE(result.has_value());
+  CHECK(result.error().kind == ChatErrorKind::http_status);
+  CHECK(result.error().http_status == 401);
+  CHECK(result.error().attempts == 1);
+  CHECK(result.error().message.find("check the key in $PTXBENCH_TEST_WRONG_KEY") != std::string::npos);
+  CHECK(result.error().message.find("Incorrect API key provided: [REDACTED]") != std::string::npos);
+  CHECK(server().requests("auth#bad").size() == 1);
+
+  auto good = run(config_for("auth#good"));
+  REQUIRE(good.has_value());
+  CHECK(good->content == "authorized");
+}
+
+TEST_CASE("404 and 400 surface at once with status, bounded excerpt and hint") {
+  auto missing = run(config_for("missing#404"));
+  REQUIRE_FALSE(missing.has_value());
+  CHECK(missing.error().http_status == 404);
+  CHECK(missing.error().attempts == 1);
+  CHECK(missing.error().message.find("model 'missing#404' not found at http://127.0.0.1:") !=
+        std::string::npos);
+
+  auto bad = run(config_for("bad-request#400"));
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.error().http_status == 400);
+  CHECK(bad.error().attempts == 1);
+  const auto &m = bad.error().message;
+  CHECK(m.find("bad request xxx") != std::string::npos);
+  CHECK(std::count(m.begin(), m.end(), 'x') <= 500);  // the 2000 x's were cut to the excerpt
+  CHECK(m.find("check sampling parameters") != std::string::npos);
+}
+
+TEST_CASE("a 10 MB response: refused past max_response_bytes, accepted under a larger limit") {
+  auto small = run(config_for("big#1"));
+  REQUIRE_FALSE(small.has_value());
+  CHECK(small.error().kind == ChatErrorKind::bad_response);
+  CHECK(small.error().attempts == 1);
+  CHECK(small.error().message.find("exceeded max_response_bytes (8388608 bytes)") != std::string::npos);
+
+  auto c = config_for("big#2");
+  c.max_response_bytes = 16u << 20;
+  auto large = run(c);
+  REQUIRE(large.has_value());
+  CHECK(large->content.size() == 10'000'000);
+}
+
+TEST_CASE("an unreachable endpoint is a network error after the retries") {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);  // a port nobody listens on: bind, read it, close
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
+  close(fd);
+  auto c = config_for("normal");
+  c.base_url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) + "/v1";
+  c.max_retries = 2;
+  auto result = run(c);
+  REQUIRE_FALSE(result.has_value());
+  CHECK(result.error().kind == ChatErrorKind::network);
+  CHECK(result.error().attempts == 3);
+  CHECK(result.error().message.find("cannot reach http://127.0.0.1:") != std::string::npos);
+}
+
+TEST_CASE("cancel interrupts a backoff wait and a transfer within a fraction of a second") {
+  for (const char *model : {"always500#cancel", "hang#cancel"}) {
+    CAPTURE(model);
+    auto c = config_for(model);
+    c.backoff_initial = c.backoff_max = milliseconds(20'000);
+    c.request_timeout = milliseconds(20'000);
+    auto client = make_client(c);
+    std::atomic<bool> done{false};
+    std::optional<Result> result;
+    std::thread worker([&] {
+      result.emplace(client->complete(simple_request()));
+      done = true;
+    });
+    std::this_thread::sleep_for(milliseconds(300));
+    CHECK_FALSE(done.load());
+    const auto cancelled_at = Clock::now();
+    client->cancel();
+    worker.join();
+    CHECK(seconds_since(cancelled_at) < 0.5);
+    REQUIRE_FALSE(result->has_value());
+    CHECK(result->error().kind == ChatErrorKind::cancelled);
+    auto after = client->complete(simple_request());  // cancel is sticky: nothing new is sent
+    REQUIRE_FALSE(after.has_value());
+    CHECK(after.error().kind == ChatErrorKind::cancelled);
+    CHECK(after.error().attempts == 0);
+  }
+}
+
+TEST_CASE("one client used from 16 threads at once") {
+  auto client = make_client(config_for("normal#threads"));
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 4; ++i) {
+        auto r = client->complete(simple_request());
+        if (r && r->content == "Hello from normal#threads") ++ok;
+      }
+    });
+  for (auto &t : threads) t.join();
+  CHECK(ok.load() == 64);
+  CHECK(server().requests("normal#threads").size() == 64);
+}
+
+// ------------------------------------------------------------------ configs and factories
+
+TEST_CASE("endpoint config: parse, round trip, unknown field, bad type, no inline keys") {
+  nlohmann::json j = {
+      {"name", "q"},    {"base_url", "http://h/v1"},  {"model", "qwen"},  {"api_key_env", "K"},
+      {"stream", true}, {"request_timeout_ms", 1500}, {"max_retries", 2}, {"extra_body", {{"top_k", 20}}}};
+  auto c = endpoint_config_from_json(j, "endpoints[0]");
+  REQUIRE(c.has_value());
+  CHECK(c->request_timeout == milliseconds(1500));
+  CHECK(c->max_retries == 2);
+  CHECK(c->stream);
+  auto again = endpoint_config_from_json(c->to_json_redacted());
+  REQUIRE(again.has_value());
+  CHECK(again->to_json_redacted() == c->to_json_redacted());
+
+  j["temprature"] = 1;
+  auto unknown = endpoint_config_from_json(j, "endpoints[0]");
+  REQUIRE_FALSE(unknown.has_value());
+  CHECK(unknown.error().find("endpoints[0].temprature: unknown field") == 0);
+  j.erase("temprature");
+  j["max_retries"] = "three";
+  auto bad_type = endpoint_config_from_json(j, "endpoints[0]");
+  REQUIRE_FALSE(bad_type.has_value());
+  CHECK(bad_type.error().find("endpoints[0].max_retries: must be an integer >= 0") == 0);
+  j["max_retries"] = 2;
+  j["api_key"] = kKey;
+  auto inline_key = endpoint_config_from_json(j, "endpoints[0]");
+  REQUIRE_FALSE(inline_key.has_value());
+  CHECK(inline_key.error().find("api_key_env") != std::string::npos);
+  check_no_key(inline_key.error());
+}
+
+TEST_CASE("create_client: unset key variable, unknown kind, bad URL are messages; make_client throws") {
+  EndpointConfig c;
+  c.name = "e";
+  c.base_url = "http://127.0.0.1:1/v1";
+  c.model = "m";
+  c.api_key_env = "PTXBENCH_TEST_UNSET_VARIABLE";
+  unsetenv("PTXBENCH_TEST_UNSET_VARIABLE");
+  auto unset = create_client(c);
+  REQUIRE_FALSE(unset.has_value());
+  CHECK(unset.error().find("PTXBENCH_TEST_UNSET_VARIABLE (api_key_env) is not set") != std::string::npos);
+  CHECK_THROWS_AS(make_client(c), std::invalid_argument);
+  c.api_key_env = "";
+  c.kind = "anthropic";
+  CHECK(create_client(c).error().find("unknown kind \"anthropic\"") != std::string::npos);
+  c.kind = "openai";
+  c.base_url = "127.0.0.1:8000/v1";
+  CHECK(create_client(c).error().find("must start with http://") != std::string::npos);
+
+  setenv(kKeyVar, kKey, 1);
+  auto good = config_for("normal");
+  check_no_key(good.to_json_redacted().dump());
+  CHECK(good.to_json_redacted()["api_key_env"] == kKeyVar);
+}
+
+// ------------------------------------------------------------------ the scripted client
+
+TEST_CASE("scripted client: default, per task, per sample, files, repeats, usage, scripted errors") {
+  EndpointConfig c;
+  c.kind = "scripted";
+  c.scripted_file = std::string(PTXBENCH_TEST_DATA) + "/llm/scripted/scripted.json";
+  auto client = make_client(c);
+  auto ask = [&](const std::string &task, int sample, int turn) {
+    ChatRequest r;
+    r.messages = {{"user", std::string(40, 'p')}};
+    r.task_id = task;
+    r.sample_index = sample;
+    r.turn_index = turn;
+    return client->complete(r);
+  };
+  auto t0 = ask("other_task", 0, 0);
+  REQUIRE(t0.has_value());
+  CHECK(t0->content == "default turn 0");
+  CHECK(t0->finish_reason == "stop");
+  CHECK(t0->usage.prompt_tokens == 10);     // 40 bytes / 4
+  CHECK(t0->usage.completion_tokens == 4);  // "default turn 0" = 14 bytes -> 4
+  auto t1 = ask("other_task", 0, 1);
+  CHECK(t1->content == "default turn 1");
+  CHECK(t1->reasoning == "thinking about turn 1");
+  CHECK(t1->usage.reasoning_tokens == 6);  // 21 bytes -> 6
+  CHECK(t1->usage.completion_tokens == 4 + 6);
+  CHECK(ask("other_task", 0, 7)->content == "default turn 1");  // past the end repeats the last
+  auto gemm0 = ask("gemm_bf16", 0, 0);
+  CHECK(gemm0->content == "Here is my kernel:\n```ptx\n.version 8.5\n```\n");
+  CHECK(ask("gemm_bf16", 1, 1)->finish_reason == "length");
+  CHECK(ask("gemm_bf16", 2, 0)->content == "sample 2 turn 0");
+  CHECK(ask("gemm_bf16", 2, 5)->content == "sample 2 turn 0");
+  auto failure = ask("broken_endpoint", 0, 0);
+  REQUIRE_FALSE(failure.has_value());
+  CHECK(failure.error().kind == ChatErrorKind::http_status);
+  CHECK(failure.error().http_status == 401);
+  CHECK(failure.error().message == "scripted 401");
+  // Deterministic: the same question gives the same answer.
+  CHECK(ask("gemm_bf16", 0, 0)->content == gemm0->content);
+  client->cancel();
+  CHECK(ask("gemm_bf16", 0, 0).error().kind == ChatErrorKind::cancelled);
+}
+
+TEST_CASE("scripted file errors name the file and the field") {
+  const fs::path dir = server().dir();
+  auto try_load = [&](const std::string &name, const std::string &text) {
+    std::ofstream(dir / name) << text;
+    EndpointConfig c;
+    c.kind = "scripted";
+    c.name = "s";
+    c.scripted_file = (dir / name).string();
+    auto client = create_client(c);
+    REQUIRE_FALSE(client.has_value());
+    CHECK(client.error().find((dir / name).string()) != std::string::npos);
+    return client.error();
+  };
+  CHECK(try_load("a.json", "{\"default\": [\"x\",]}").find("not valid JSON") != std::string::npos);
+  CHECK(try_load("b.json", R"({"defualt": ["x"]})").find("defualt: unknown field") != std::string::npos);
+  CHECK(try_load("c.json", R"({"default": []})").find("default: must be a non-empty array") !=
+        std::string::npos);
+  CHECK(try_load("d.json", R"({"tasks": {"t": ["ok", {"content": 5}]}})")
+            .find("tasks.t[1].content: must be a string") != std::string::npos);
+  CHECK(try_load("e.json", R"({"default": [{"file": "nope.md"}]})").find("default[0].file: cannot read") !=
+        std::string::npos);
+  CHECK(try_load("f.json", R"({"samples": {"t": {"first": ["x"]}}})")
+            .find("samples.t.first: sample key must be a non-negative integer") != std::string::npos);
+  CHECK(try_load("g.json", R"({"default": [{"error": {"kind": "oops"}}]})")
+            .find("default[0].error.kind: must be one of") != std::string::npos);
+  EndpointConfig missing;
+  missing.kind = "scripted";
+  missing.scripted_file = (dir / "absent.json").string();
+  CHECK(create_client(missing).error().find("absent.json") != std::string::npos);
+}
