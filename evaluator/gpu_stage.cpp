@@ -1,17 +1,533 @@
-// Placeholder until the GPU worker lands: GPU stages are reported skipped.
+// The orchestrator side of the GPU stage (design §6.3, §7): writes the job
+// file, runs ptxbench-worker in a sandboxed subprocess while holding the
+// per-GPU lock, and maps its result file (or its crash) into the verdict.
+// This process never loads the candidate: only the worker touches the GPU.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <regex>
+#include <sstream>
+
 #include "evaluator/evaluator.hpp"
+#include "evaluator/sass.hpp"
+#include "util/files.hpp"
+#include "util/int_expr.hpp"
+#include "util/subprocess.hpp"
 
 namespace ptxbench::evaluator {
+namespace {
 
-std::string gpu_unavailable_reason(const EvaluatorSettings &) { return "the GPU worker is not built yet"; }
+namespace fs = std::filesystem;
+using nlohmann::json;
 
-void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &, const EvaluatorSettings &settings) {
-  const std::string reason = gpu_unavailable_reason(settings);
-  for (StageResult *s : {&candidate.verdict.correctness, &candidate.verdict.execution, &candidate.verdict.timing}) {
-    s->status = Status::skipped;
-    s->summary = reason;
+constexpr const char *kGpuStages[] = {"correctness", "execution", "timing"};
+
+StageResult &stage_of(Verdict &v, const std::string &name) {
+  if (name == "correctness") return v.correctness;
+  if (name == "execution") return v.execution;
+  return v.timing;
+}
+
+void skip_gpu_stages(Verdict &v, const std::string &reason) {
+  for (const char *s : kGpuStages) {
+    stage_of(v, s).status = Status::skipped;
+    stage_of(v, s).summary = reason;
   }
-  candidate.verdict.finalize_status();
+}
+
+std::string tail(const std::string &text, std::size_t max_chars = 2000) {
+  return text.size() <= max_chars ? text : "..." + text.substr(text.size() - max_chars);
+}
+
+fs::path self_executable_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::current_path() : exe.parent_path();
+}
+
+/// The worker: the setting, $PTXBENCH_WORKER, next to this executable, or in the build tree layout.
+std::optional<fs::path> find_worker(const EvaluatorSettings &settings) {
+  std::vector<fs::path> candidates;
+  if (!settings.worker_path.empty()) {
+    candidates.push_back(settings.worker_path);
+  } else {
+    if (const char *env = std::getenv("PTXBENCH_WORKER")) candidates.emplace_back(env);
+    const fs::path dir = self_executable_dir();
+    candidates.push_back(dir / "ptxbench-worker");
+    candidates.push_back(dir / ".." / "evaluator" / "worker" / "ptxbench-worker");
+    candidates.push_back(dir / ".." / ".." / "evaluator" / "worker" / "ptxbench-worker");
+  }
+  for (const auto &c : candidates)
+    if (::access(c.c_str(), X_OK) == 0) return fs::weakly_canonical(c);
+  return std::nullopt;
+}
+
+/// Asks the driver (loaded with dlopen: this process never links libcuda) how many GPUs there are.
+std::string probe_driver(int device) {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return "no CUDA driver (libcuda.so.1 not found): this machine has no NVIDIA GPU driver";
+  using Init = int (*)(unsigned);
+  using Count = int (*)(int *);
+  auto init = reinterpret_cast<Init>(dlsym(lib, "cuInit"));
+  auto count = reinterpret_cast<Count>(dlsym(lib, "cuDeviceGetCount"));
+  if (!init || !count) return "the CUDA driver library lacks cuInit/cuDeviceGetCount";
+  if (int r = init(0); r != 0)
+    return "the CUDA driver is installed but cuInit failed (CUresult " + std::to_string(r) +
+           "): no usable GPU (check nvidia-smi)";
+  int n = 0;
+  if (count(&n) != 0 || n == 0) return "the CUDA driver sees no GPU";
+  if (device < 0 || device >= n)
+    return "GPU " + std::to_string(device) + " does not exist (" + std::to_string(n) + " visible)";
+  return "";
+}
+
+/// Holds flock(<lock_dir>/gpu<N>.lock) so two ptxbench processes never time on one GPU at once.
+class GpuLock {
+ public:
+  GpuLock(const fs::path &dir, int device) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    const fs::path path = dir / ("gpu" + std::to_string(device) + ".lock");
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd_ >= 0) {
+      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    } else {
+      error_ = "cannot open the GPU lock file " + path.string() + ": " + std::strerror(errno);
+    }
+  }
+  ~GpuLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+  }
+  GpuLock(const GpuLock &) = delete;
+  GpuLock &operator=(const GpuLock &) = delete;
+  const std::string &error() const { return error_; }
+
+ private:
+  int fd_ = -1;
+  std::string error_;
+};
+
+std::string param_kind(ParamKind k) {
+  switch (k) {
+    case ParamKind::tensor:
+      return "tensor";
+    case ParamKind::scalar:
+      return "scalar";
+    case ParamKind::tensor_map:
+      return "tensor_map";
+  }
+  return "tensor";
+}
+
+std::string scalar_type_for(const tasks::Scalar &s) {
+  return s.type;
+}
+
+/// One workload of the job: concrete shapes, tolerances, flops/bytes and the resolved launch.
+json job_workload(const tasks::Task &task, const LaunchPlan &plan) {
+  tasks::Workload workload;
+  workload.name = plan.workload;
+  workload.symbols = plan.symbols;
+  json tensors = json::array();
+  for (const auto &t : task.tensors) {
+    json jt = {{"name", t.name},
+               {"dtype", tasks::to_string(t.dtype)},
+               {"shape", task.shape_of(t, workload)},
+               {"role", t.role == tasks::TensorRole::output ? "output" : "input"},
+               {"distribution", tasks::to_string(t.distribution)}};
+    if (auto it = task.tolerances.find(t.name); it != task.tolerances.end()) {
+      jt["atol"] = it->second.atol;
+      jt["rtol"] = it->second.rtol;
+    }
+    tensors.push_back(jt);
+  }
+  json scalars = json::array();
+  for (const auto &s : task.scalars)
+    scalars.push_back({{"name", s.name}, {"type", scalar_type_for(s)}, {"value", s.value}});
+  auto figure = [&](const std::string &expr) -> double {
+    if (expr.empty()) return 0;
+    auto v = util::evaluate_int_expression(expr, plan.symbols);
+    return v ? static_cast<double>(*v) : 0.0;
+  };
+  json params = json::array();
+  for (const auto &p : plan.params)
+    params.push_back({{"kind", param_kind(p.kind)},
+                      {"name", p.name},
+                      {"ptx_type", p.ptx_type},
+                      {"dims", p.dims},
+                      {"strides_bytes", p.strides_bytes},
+                      {"box", p.box},
+                      {"swizzle", to_string(p.swizzle)},
+                      {"l2_promotion", p.l2_promotion},
+                      {"oob_fill", p.oob_fill},
+                      {"interleave", p.interleave}});
+  json symbols = json::object();
+  for (const auto &[k, v] : plan.symbols) symbols[k] = v;
+  return json{{"name", plan.workload},
+              {"symbols", symbols},
+              {"flops", figure(task.flops)},
+              {"bytes", figure(task.bytes)},
+              {"causal", task.causal},
+              {"tensors", tensors},
+              {"scalars", scalars},
+              {"launch",
+               {{"grid", plan.grid},
+                {"block", plan.block},
+                {"cluster", plan.cluster},
+                {"shared_bytes", plan.shared_bytes},
+                {"params", params}}}};
+}
+
+json build_job(const CompiledCandidate &c, const tasks::Task &task, const EvaluatorSettings &settings,
+               const fs::path &cubin_path, const SassListing &listing) {
+  json workloads = json::array();
+  for (const auto &plan : c.plans) workloads.push_back(job_workload(task, plan));
+  json targets = json::array();
+  for (const auto &t : task.targets)
+    targets.push_back({{"name", t.name}, {"sass_families", t.sass_families}});
+  json sass = json::array();
+  for (const auto &i : listing.instructions)
+    sass.push_back(
+        {{"function", i.function}, {"offset", i.offset}, {"opcode", i.opcode}, {"family", i.family}});
+  const auto &cp = settings.correctness;
+  return json{{"version", 1},
+              {"task_id", task.id},
+              {"family", tasks::to_string(task.family)},
+              {"reference", task.reference},
+              {"mode", "full"},
+              {"device", 0},  // CUDA_VISIBLE_DEVICES pins the chosen GPU as ordinal 0
+              {"cubin_path", cubin_path.string()},
+              {"entry", c.manifest.entry},
+              {"stages", {"correctness", "execution", "timing"}},
+              {"workloads", workloads},
+              {"targets", targets},
+              {"sass", sass},
+              {"correctness",
+               {{"trials", cp.trials},
+                {"base_seed", cp.base_seed},
+                {"guard_bytes", cp.guard_bytes},
+                {"check_determinism", cp.check_determinism}}},
+              {"timing", settings.timing.to_json()},
+              {"kernel_hang_ms", static_cast<double>(settings.worker.kernel_hang.count())},
+              {"task", task.to_json()}};
+}
+
+StageResult stage_from_result(const json &j) {
+  StageResult s;
+  const auto status = status_from_string(j.value("status", "skipped"));
+  s.status = status.value_or(Status::runtime_error);
+  s.summary = j.value("summary", "");
+  for (const auto &d : j.value("diagnostics", json::array())) {
+    Diagnostic diag;
+    diag.severity = d.value("severity", "error");
+    diag.text = d.value("text", "");
+    if (d.contains("line") && d["line"].is_number_integer()) diag.line = d["line"].get<int>();
+    s.diagnostics.push_back(diag);
+  }
+  s.figures = j.value("figures", json::object());
+  s.wall_seconds = j.value("wall_seconds", 0.0);
+  return s;
+}
+
+std::string signal_name(int sig) {
+  const char *d = strsignal(sig);
+  return "signal " + std::to_string(sig) + (d ? std::string(" (") + d + ")" : "");
+}
+
+struct WorkerRun {
+  bool started = false;
+  std::string start_error;
+  util::ProcessResult process;
+  json result;  ///< parsed result.json, or null
+};
+
+WorkerRun run_worker(const std::vector<std::string> &argv, const fs::path &job_dir,
+                     const fs::path &result_path, int device, std::chrono::milliseconds wall,
+                     std::uint64_t cpu_seconds) {
+  WorkerRun run;
+  util::ProcessSpec spec;
+  spec.argv = argv;
+  spec.env = util::scrubbed_environment(job_dir.string());
+  spec.env["CUDA_VISIBLE_DEVICES"] = std::to_string(device);
+  spec.env["TMPDIR"] = job_dir.string();
+  spec.working_directory = job_dir.string();
+  spec.limits.wall_time = wall;
+  spec.limits.cpu_seconds = cpu_seconds;
+  spec.limits.address_space_bytes = 0;  // CUDA reserves a huge virtual address space
+  spec.limits.file_size_bytes = 256ull << 20;
+  spec.limits.open_files = 1024;
+  auto r = util::run_process(spec);
+  if (!r) {
+    run.start_error = r.error();
+    return run;
+  }
+  run.started = true;
+  run.process = std::move(*r);
+  if (auto text = util::read_file(result_path, 64u << 20)) {
+    try {
+      run.result = json::parse(*text);
+    } catch (const json::exception &) {
+      run.result = nullptr;
+    }
+  }
+  return run;
+}
+
+/// First compute-sanitizer reports, each with the SASS instruction it names (function+offset).
+std::vector<Diagnostic> sanitizer_reports(const std::string &output, const SassListing &listing,
+                                          int max_reports) {
+  std::vector<Diagnostic> out;
+  std::istringstream in(output);
+  std::string line, current;
+  const std::regex where(R"(at (?:0x[0-9a-f]+ in )?([A-Za-z_$.][\w$.]*)\+0x([0-9a-f]+))");
+  auto flush = [&] {
+    if (!current.empty() && static_cast<int>(out.size()) < max_reports)
+      out.push_back({"error", current, std::nullopt});
+    current.clear();
+  };
+  while (std::getline(in, line)) {
+    if (line.rfind("========= ", 0) != 0) continue;
+    std::string body = line.substr(10);
+    if (body.empty()) continue;
+    const bool continuation = body[0] == ' ';
+    const std::size_t first = body.find_first_not_of(' ');
+    if (first == std::string::npos) continue;
+    body = body.substr(first);
+    if (!continuation) {
+      flush();
+      if (body.rfind("ERROR SUMMARY", 0) == 0 || body.rfind("COMPUTE-SANITIZER", 0) == 0 ||
+          body.rfind("RACECHECK SUMMARY", 0) == 0 || body.rfind("Program hit", 0) == 0 ||
+          body.rfind("Saved host backtrace", 0) == 0 || body.rfind("Target application returned", 0) == 0)
+        continue;
+      current = body;
+      continue;
+    }
+    if (current.empty() || body.rfind("Host Frame", 0) == 0 || body.rfind("in /", 0) == 0) continue;
+    std::smatch m;
+    if (std::regex_search(body, m, where)) {
+      const std::uint32_t offset = static_cast<std::uint32_t>(std::stoul(m[2].str(), nullptr, 16));
+      current += "; at " + m[1].str() + "+0x" + m[2].str();
+      if (const SassInstruction *i = listing.find(m[1].str(), offset)) current += " (SASS " + i->opcode + ")";
+    } else if (body.rfind("by thread", 0) == 0 || body.rfind("Address", 0) == 0 ||
+               body.rfind("Access", 0) == 0 || body.rfind("Read", 0) == 0 || body.rfind("Write", 0) == 0) {
+      current += "; " + body;
+    }
+  }
+  flush();
+  return out;
+}
+
+void run_sanitizer(Verdict &v, const json &job, const fs::path &job_dir, const fs::path &worker,
+                   const SassListing &listing, const EvaluatorSettings &settings) {
+  StageResult &s = v.sanitizer;
+  const auto tool_path = util::find_program("compute-sanitizer", {"/usr/local/cuda/bin"});
+  if (!tool_path) {
+    s.status = Status::skipped;
+    s.summary = "compute-sanitizer is not installed";
+    return;
+  }
+  const bool race = v.correctness.status == Status::nondeterministic;
+  const std::string tool = race ? "racecheck" : "memcheck";
+  // Reduced job: one trial of the smallest workload, correctness only, a short hang limit.
+  json small = job;
+  small["mode"] = "sanitize";
+  small["stages"] = {"correctness"};
+  small["kernel_hang_ms"] = 20'000.0;
+  auto &w = small["workloads"];
+  std::size_t pick = 0;
+  for (std::size_t i = 1; i < w.size(); ++i)
+    if (w[i].value("flops", 0.0) < w[pick].value("flops", 0.0)) pick = i;
+  small["workloads"] = json::array({w[pick]});
+  const fs::path job_path = job_dir / "sanitize_job.json";
+  const fs::path result_path = job_dir / "sanitize_result.json";
+  if (!util::write_file_atomic(job_path, small.dump())) {
+    s.status = Status::skipped;
+    s.summary = "could not write the sanitizer job file";
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const WorkerRun run =
+      run_worker({*tool_path, "--tool", tool, "--print-limit", "20", "--show-backtrace", "device",
+                  worker.string(), "--job", job_path.string(), "--result", result_path.string()},
+                 job_dir, result_path, settings.device, std::chrono::milliseconds(90'000), 300);
+  s.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!run.started) {
+    s.status = Status::skipped;
+    s.summary = "compute-sanitizer could not start: " + run.start_error;
+    return;
+  }
+  const std::string output = run.process.stdout_text + "\n" + run.process.stderr_text;
+  s.diagnostics = sanitizer_reports(output, listing, 8);
+  s.figures = {{"tool", tool},
+               {"exit", run.process.describe()},
+               {"reports", s.diagnostics.size()},
+               {"workload", small["workloads"][0].value("name", "")}};
+  if (s.diagnostics.empty()) {
+    s.status = Status::ok;
+    s.summary = "compute-sanitizer " + tool + " found nothing on one trial of the smallest workload (" +
+                run.process.describe() + ")";
+  } else {
+    s.status = race ? Status::nondeterministic : Status::runtime_error;
+    s.summary = "compute-sanitizer " + tool + ": " + s.diagnostics.front().text;
+  }
+}
+
+}  // namespace
+
+std::string gpu_unavailable_reason(const EvaluatorSettings &settings) {
+  if (!settings.run_gpu) return "GPU stages disabled (--no-gpu)";
+  // The driver answer does not change within a process; the worker binary may.
+  static std::once_flag once;
+  static std::string driver_reason;
+  static int probed_device = -1;
+  std::call_once(once, [&] {
+    probed_device = settings.device;
+    driver_reason = probe_driver(settings.device);
+  });
+  std::string reason = probed_device == settings.device ? driver_reason : probe_driver(settings.device);
+  if (!reason.empty()) return reason;
+  if (!find_worker(settings))
+    return "the GPU worker (ptxbench-worker) was not found next to ptxbench, in the build tree or at "
+           "$PTXBENCH_WORKER; build the target ptxbench-worker";
+  return "";
+}
+
+void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
+                    const EvaluatorSettings &settings) {
+  Verdict &v = candidate.verdict;
+  const std::string reason = gpu_unavailable_reason(settings);
+  if (!reason.empty()) {
+    skip_gpu_stages(v, reason);
+    v.finalize_status();
+    return;
+  }
+  if (!candidate.ready_for_gpu()) {
+    skip_gpu_stages(v, "not run: an earlier stage did not pass");
+    v.finalize_status();
+    return;
+  }
+  const fs::path worker = *find_worker(settings);
+  util::TempDir dir("ptxbench-gpu");
+  const fs::path cubin_path = dir.path() / "kernel.cubin";
+  const fs::path job_path = dir.path() / "job.json";
+  const fs::path result_path = dir.path() / "result.json";
+  const SassListing listing = parse_sass_listing(candidate.sass);
+  const json job = build_job(candidate, task, settings, cubin_path, listing);
+  if (auto w1 = util::write_file_atomic(cubin_path, candidate.cubin); !w1)
+    throw std::runtime_error(w1.error());
+  if (auto w2 = util::write_file_atomic(job_path, job.dump()); !w2) throw std::runtime_error(w2.error());
+
+  // Held until the end, sanitizer rerun included: one GPU stage at a time per GPU.
+  GpuLock lock(settings.lock_dir, settings.device);
+  if (!lock.error().empty()) {
+    skip_gpu_stages(v, lock.error());
+    v.finalize_status();
+    return;
+  }
+  const WorkerRun run =
+      run_worker({worker.string(), "--job", job_path.string(), "--result", result_path.string()}, dir.path(),
+                 result_path, settings.device, settings.worker.wall, settings.worker.cpu_seconds);
+  if (!run.started) {
+    skip_gpu_stages(v, "the GPU worker could not start: " + run.start_error);
+    v.finalize_status();
+    return;
+  }
+
+  // Stages the worker finished, in its words.
+  const json stages = run.result.is_object() ? run.result.value("stages", json::object()) : json::object();
+  for (const char *name : kGpuStages)
+    if (stages.contains(name)) stage_of(v, name) = stage_from_result(stages[name]);
+
+  // The first stage it did not finish ran into the crash, the kill or the wall limit.
+  const util::ProcessResult &p = run.process;
+  const bool clean = !p.signaled && !p.timed_out && (p.exit_code == 0 || p.exit_code == 3);
+  if (!clean) {
+    std::string stage_name;
+    for (const char *name : {"correctness", "timing", "execution"})  // the worker's running order
+      if (!stages.contains(name)) {
+        stage_name = name;
+        break;
+      }
+    if (stage_name.empty()) stage_name = "execution";
+    StageResult &s = stage_of(v, stage_name);
+    const std::string err_tail = tail(p.stderr_text);
+    if (p.exit_code == 4) {
+      s.status = Status::skipped;
+      s.summary = "the worker found no usable GPU: " + tail(p.stderr_text, 300);
+    } else if (p.timed_out) {
+      s.status = Status::timeout;
+      s.summary = "the GPU worker exceeded its wall-clock limit of " +
+                  std::to_string(settings.worker.wall.count() / 1000) +
+                  " s and was killed (a kernel that never " + "finishes, or far too slow)";
+    } else if (p.signaled) {
+      s.status = Status::runtime_error;
+      s.summary = "the GPU worker was killed by " + signal_name(p.signal);
+    } else {
+      s.status = Status::runtime_error;
+      s.summary = "the GPU worker failed (" + p.describe() + ")";
+    }
+    if (!err_tail.empty()) s.diagnostics.push_back({"error", "worker stderr: " + err_tail, std::nullopt});
+    s.diagnostics.insert(s.diagnostics.begin(), Diagnostic{"error", s.summary, std::nullopt});
+  }
+  for (const char *name : kGpuStages) {
+    StageResult &s = stage_of(v, name);
+    if (!stages.contains(name) && s.summary.empty()) {
+      s.status = Status::skipped;
+      s.summary = "not run: an earlier GPU stage ended the worker";
+    }
+  }
+
+  // Environment: what ran it.
+  if (run.result.is_object() && run.result.contains("environment"))
+    for (auto &[k, val] : run.result["environment"].items()) v.environment[k] = val;
+  v.environment["gpu_index"] = settings.device;
+  v.environment["worker"] = worker.string();
+  if (run.result.is_object() && run.result.contains("base_seed"))
+    v.settings["correctness_base_seed"] = run.result["base_seed"];
+
+  // The three axes.
+  switch (v.correctness.status) {
+    case Status::skipped:
+      v.axes.correct.reset();
+      break;
+    case Status::ok:
+      v.axes.correct = true;
+      break;
+    default:
+      v.axes.correct = false;
+  }
+  if (v.execution.status == Status::ok && v.execution.figures.contains("targets") && !task.targets.empty()) {
+    bool all = true;
+    for (const auto &t : v.execution.figures["targets"]) all = all && t.value("executed", false);
+    v.axes.targets_executed = all;
+  } else {
+    v.axes.targets_executed.reset();
+  }
+  if (v.timing.status == Status::ok && v.timing.figures.contains("geomean_speedup"))
+    v.axes.speedup = v.timing.figures["geomean_speedup"].get<double>();
+  else
+    v.axes.speedup.reset();
+
+  // Diagnostics for the model on faults, hangs and races.
+  const Status c = v.correctness.status;
+  const bool wants_sanitizer =
+      c == Status::runtime_error || c == Status::timeout || c == Status::nondeterministic;
+  if (settings.run_sanitizer && wants_sanitizer) {
+    run_sanitizer(v, job, dir.path(), worker, listing, settings);
+  } else {
+    v.sanitizer.status = Status::skipped;
+    v.sanitizer.summary = wants_sanitizer ? "sanitizer disabled" : "not needed (no fault, hang or race)";
+  }
+  v.finalize_status();
 }
 
 }  // namespace ptxbench::evaluator

@@ -1,0 +1,958 @@
+// The worker's stages: correctness, timing, execution counts (in that order
+// of running, so that no timed launch ever runs patched by CUPTI).
+#include "evaluator/worker/worker.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <sstream>
+
+#include <cublasLt.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include "evaluator/worker/detail/candidate_kernel.hpp"
+#include "evaluator/worker/detail/cuda_check.hpp"
+#include "evaluator/worker/detail/device_ops.hpp"
+#include "evaluator/worker/detail/nvml_clock.hpp"
+#include "evaluator/worker/detail/probe_kernel.hpp"
+#include "evaluator/worker/detail/sass_counts.hpp"
+#include "evaluator/worker/family.hpp"
+#include "evaluator/worker/gemm_reference.hpp"
+#include "evaluator/worker/job.hpp"
+
+namespace ptxbench::worker {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t name_hash(const std::string &s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+/// Atomic write (temp file + rename, fsynced): a reader never sees half a result.
+void write_atomic(const std::string &path, const std::string &data) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) throw WorkerError("internal", "cannot write " + tmp);
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n <= 0) {
+      ::close(fd);
+      throw WorkerError("internal", "short write to " + tmp);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  ::fsync(fd);
+  ::close(fd);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw WorkerError("internal", "cannot rename " + tmp);
+}
+
+std::string read_all(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw WorkerError("internal", "cannot read " + path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+json stage_json(const std::string &status, const std::string &summary, json diagnostics = json::array(),
+                json figures = json::object(), double wall = 0) {
+  return json{{"status", status},
+              {"summary", summary},
+              {"diagnostics", std::move(diagnostics)},
+              {"figures", std::move(figures)},
+              {"wall_seconds", wall}};
+}
+
+json diag(const std::string &text, const std::string &severity = "error") {
+  return json{{"severity", severity}, {"text", text}, {"line", nullptr}};
+}
+
+std::string fmt_num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string dims_text(const std::array<std::int64_t, 3> &d) {
+  std::string s = "(";  // appended piecewise: GCC 12 warns falsely on "(" + std::string
+  s += std::to_string(d[0]);
+  s += ",";
+  s += std::to_string(d[1]);
+  s += ",";
+  s += std::to_string(d[2]);
+  s += ")";
+  return s;
+}
+
+/// Flat row-major index -> coordinates of `shape`.
+std::vector<std::int64_t> unflatten(std::int64_t index, const std::vector<std::int64_t> &shape) {
+  std::vector<std::int64_t> coord(shape.size(), 0);
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    coord[d] = shape[d] ? index % shape[d] : 0;
+    index = shape[d] ? index / shape[d] : 0;
+  }
+  return coord;
+}
+
+std::string coord_text(const std::vector<std::int64_t> &c) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < c.size(); ++i) s += (i ? ", " : "") + std::to_string(c[i]);
+  return s + "]";
+}
+
+/// Device allocations of one scope, with guard regions; freed on destruction
+/// (skipped after a fatal error: the process exits with _Exit instead).
+class BufferPool {
+ public:
+  explicit BufferPool(std::size_t guard) : guard_((guard + 255) / 256 * 256) {}
+  ~BufferPool() {
+    for (void *p : allocations_) cudaFree(p);
+  }
+  BufferPool(const BufferPool &) = delete;
+  BufferPool &operator=(const BufferPool &) = delete;
+
+  DeviceTensor tensor(const TensorSpec &spec) {
+    DeviceTensor t;
+    t.spec = &spec;
+    t.bytes = spec.bytes();
+    t.guard_bytes = guard_;
+    PTXB_CUDA(cudaMalloc(&t.base, t.bytes + 2 * guard_));
+    allocations_.push_back(t.base);
+    t.data = static_cast<unsigned char *>(t.base) + guard_;
+    PTXB_CUDA(cudaMemset(t.base, detail::kGuardByte, t.bytes + 2 * guard_));
+    return t;
+  }
+
+  float *floats(std::int64_t count) {
+    void *p = nullptr;
+    PTXB_CUDA(cudaMalloc(&p, static_cast<std::size_t>(count) * sizeof(float)));
+    allocations_.push_back(p);
+    return static_cast<float *>(p);
+  }
+
+  void *raw(std::size_t bytes) {
+    void *p = nullptr;
+    PTXB_CUDA(cudaMalloc(&p, bytes));
+    allocations_.push_back(p);
+    return p;
+  }
+
+ private:
+  std::size_t guard_;
+  std::vector<void *> allocations_;
+};
+
+std::uint64_t guard_damage(const DeviceTensor &t, cudaStream_t s) {
+  const auto *base = static_cast<const unsigned char *>(t.base);
+  std::uint64_t n = detail::count_guard_damage(base, t.guard_bytes, s);
+  n += detail::count_guard_damage(base + t.guard_bytes + t.bytes, t.guard_bytes, s);
+  if (n) {  // restore the pattern so later trials report their own damage
+    PTXB_CUDA(cudaMemsetAsync(t.base, detail::kGuardByte, t.guard_bytes, s));
+    PTXB_CUDA(cudaMemsetAsync(static_cast<unsigned char *>(t.base) + t.guard_bytes + t.bytes,
+                              detail::kGuardByte, t.guard_bytes, s));
+  }
+  return n;
+}
+
+struct DeviceFacts {
+  std::string name, pci_bus_id, uuid;
+  int ordinal = 0, sm_count = 0, cc_major = 0, cc_minor = 0, clock_khz = 0, mem_clock_khz = 0,
+      bus_width_bits = 0;
+  std::int64_t l2_bytes = 0, memory_bytes = 0;
+  int driver_version = 0, runtime_version = 0;
+  json to_json() const {
+    return json{{"gpu_name", name},
+                {"gpu_index", ordinal},
+                {"gpu_pci_bus_id", pci_bus_id},
+                {"gpu_uuid", uuid},
+                {"compute_capability", std::to_string(cc_major) + "." + std::to_string(cc_minor)},
+                {"sm_count", sm_count},
+                {"l2_bytes", l2_bytes},
+                {"memory_bytes", memory_bytes},
+                {"max_sm_clock_mhz", clock_khz / 1000},
+                {"memory_clock_mhz", mem_clock_khz / 1000},
+                {"memory_bus_width_bits", bus_width_bits},
+                {"driver_version", driver_version},
+                {"cuda_runtime_version", runtime_version},
+                {"cublaslt_version", cublasLtGetVersion()},
+                {"cupti_version", detail::cupti_version()}};
+  }
+};
+
+DeviceFacts device_facts(CUdevice dev, int ordinal) {
+  DeviceFacts f;
+  f.ordinal = ordinal;
+  char name[256] = {0};
+  PTXB_CU(cuDeviceGetName(name, sizeof name, dev));
+  f.name = name;
+  char pci[64] = {0};
+  if (cuDeviceGetPCIBusId(pci, sizeof pci, dev) == CUDA_SUCCESS) f.pci_bus_id = pci;
+  CUuuid uuid;
+  if (cuDeviceGetUuid(&uuid, dev) == CUDA_SUCCESS) {
+    char hex[40];
+    for (int i = 0; i < 16; ++i)
+      std::snprintf(hex + 2 * i, 3, "%02x", static_cast<unsigned>(static_cast<unsigned char>(uuid.bytes[i])));
+    f.uuid = std::string("GPU-") + hex;
+  }
+  auto attr = [&](CUdevice_attribute a) {
+    int v = 0;
+    PTXB_CU(cuDeviceGetAttribute(&v, a, dev));
+    return v;
+  };
+  f.sm_count = attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  f.cc_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  f.cc_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  f.clock_khz = attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
+  f.mem_clock_khz = attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
+  f.bus_width_bits = attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
+  f.l2_bytes = attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+  std::size_t mem = 0;
+  PTXB_CU(cuDeviceTotalMem(&mem, dev));
+  f.memory_bytes = static_cast<std::int64_t>(mem);
+  PTXB_CU(cuDriverGetVersion(&f.driver_version));
+  cudaRuntimeGetVersion(&f.runtime_version);
+  return f;
+}
+
+/// The CUDA context every stage uses: the device's primary context (shared with the runtime).
+struct Device {
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  cudaStream_t stream = nullptr;
+  DeviceFacts facts;
+
+  explicit Device(int ordinal) {
+    CUresult r = cuInit(0);
+    if (r != CUDA_SUCCESS) throw WorkerError("device", "cuInit failed: " + detail::describe(r));
+    int count = 0;
+    PTXB_CU(cuDeviceGetCount(&count));
+    if (ordinal < 0 || ordinal >= count)
+      throw WorkerError("device", "CUDA device " + std::to_string(ordinal) + " does not exist (" +
+                                      std::to_string(count) + " visible)");
+    PTXB_CU(cuDeviceGet(&dev, ordinal));
+    PTXB_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+    PTXB_CU(cuCtxSetCurrent(ctx));
+    PTXB_CUDA(cudaSetDevice(ordinal));
+    PTXB_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    facts = device_facts(dev, ordinal);
+  }
+};
+
+/// Peak rates the speed-of-light floor uses (from device attributes; recorded in figures).
+struct PeakRates {
+  double flops_per_s = 0;
+  double bytes_per_s = 0;
+  json to_json() const {
+    return json{{"peak_tflops", flops_per_s / 1e12}, {"peak_bandwidth_gbs", bytes_per_s / 1e9}};
+  }
+};
+
+PeakRates peak_rates(const DeviceFacts &f, ElemType input) {
+  // Dense tensor-core FLOPs per clock per SM on sm_90: 4096 for 16-bit inputs, 8192 for fp8.
+  double per_clock = 4096;
+  if (input == ElemType::e4m3 || input == ElemType::e5m2) per_clock = 8192;
+  if (input == ElemType::f32) per_clock = 1024;  // tf32 tensor cores
+  if (f.cc_major < 9) per_clock /= 2;
+  PeakRates p;
+  p.flops_per_s = per_clock * f.sm_count * f.clock_khz * 1e3;
+  p.bytes_per_s = 2.0 * f.mem_clock_khz * 1e3 * f.bus_width_bits / 8.0;  // double data rate
+  return p;
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double rel_spread(std::vector<double> v) {
+  if (v.size() < 4) return 1;
+  std::sort(v.begin(), v.end());
+  const double p25 = v[v.size() / 4], p75 = v[(3 * v.size()) / 4];
+  const double med = v[v.size() / 2];
+  return med > 0 ? (p75 - p25) / med : 1;
+}
+
+class Worker {
+ public:
+  Worker(Job job, std::string result_path)
+      : job_(std::move(job)), result_path_(std::move(result_path)), device_(job_.device) {
+    result_ = json{{"environment", device_.facts.to_json()}, {"stages", json::object()}, {"finished", false}};
+    family_ = make_family_handler(job_.family, job_.reference);
+    if (job_.correctness.base_seed == 0)
+      job_.correctness.base_seed = mix(static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
+                                       static_cast<std::uint64_t>(getpid()));
+    result_["base_seed"] = job_.correctness.base_seed;
+    flush();
+  }
+
+  int run() {
+    const auto fail_all = [&](const std::string &status, const std::string &why) {
+      for (const char *s : {"correctness", "timing", "execution"})
+        if (job_.wants(s))
+          result_["stages"][s] = stage_json(s == std::string("correctness") ? status : "skipped", why);
+      finish();
+      return kWorkerFinished;
+    };
+    if (!family_)
+      return fail_all("skipped", "no GPU evaluation for family '" + job_.family + "' with reference '" +
+                                     job_.reference + "' in this worker");
+    for (const auto &w : job_.workloads)
+      if (std::string why = family_->check_workload(w.spec); !why.empty())
+        return fail_all("skipped", "workload " + w.spec.name + ": " + why);
+    std::string cubin;
+    try {
+      cubin = read_all(job_.cubin_path);
+    } catch (const WorkerError &e) {
+      return fail_all("skipped", e.what());
+    }
+    if (std::string why = kernel_.load(cubin, job_.entry); !why.empty())
+      fatal("correctness", "launch_error", why);
+
+    bool correct = true;
+    if (job_.wants("correctness")) correct = correctness_stage();
+    if (job_.wants("timing")) {
+      if (correct)
+        timing_stage();
+      else
+        set_stage("timing", stage_json("skipped", "not timed: the outputs were not correct"));
+    }
+    if (job_.wants("execution")) execution_stage();
+    finish();
+    return kWorkerFinished;
+  }
+
+ private:
+  // ---- result bookkeeping ---------------------------------------------------------------
+  void flush() { write_atomic(result_path_, result_.dump(1)); }
+  void set_stage(const std::string &name, json stage) {
+    result_["stages"][name] = std::move(stage);
+    flush();
+  }
+  void finish() {
+    result_["finished"] = true;
+    flush();
+  }
+  /// A stage ended the worker (runtime_error, timeout, launch_error): record and exit now.
+  /// _Exit: no destructors, since a faulted or hung context must not be touched again.
+  [[noreturn]] void fatal(const std::string &stage, const std::string &status, const std::string &summary,
+                          json figures = json::object()) {
+    json diagnostics = json::array({diag(summary)});
+    result_["stages"][stage] = stage_json(status, summary, diagnostics, std::move(figures), 0);
+    result_["fatal"] = {{"stage", stage}, {"status", status}};
+    try {
+      flush();
+    } catch (...) {
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(kWorkerStopped);
+  }
+
+  std::string launch_context(const JobWorkload &w, const std::string &what) const {
+    return "workload " + w.spec.name + ", " + what + ", grid " + dims_text(w.launch.grid) + ", block " +
+           dims_text(w.launch.block) +
+           (w.launch.cluster[0] * w.launch.cluster[1] * w.launch.cluster[2] > 1
+                ? ", cluster " + dims_text(w.launch.cluster)
+                : "");
+  }
+
+  /// Launches the candidate and waits with the hang deadline; any failure ends the worker.
+  void launch_and_wait(const std::string &stage, const JobWorkload &w, detail::PackedParams &params,
+                       const std::string &what) {
+    const CUresult r = kernel_.launch(w.launch, params, device_.stream);
+    if (r != CUDA_SUCCESS) {
+      if (detail::is_sticky(r))
+        fatal(stage, "runtime_error",
+              "the kernel faulted: " + detail::describe(r) + " (" + launch_context(w, what) + ")");
+      fatal(stage, "launch_error",
+            "the device refused the launch: " + detail::describe(r) + " (" + launch_context(w, what) + ")");
+    }
+    wait_candidate(stage, w, what);
+  }
+
+  void wait_candidate(const std::string &stage, const JobWorkload &w, const std::string &what) {
+    const detail::WaitOutcome o = detail::wait_with_deadline(device_.stream, job_.kernel_hang_ms);
+    if (o.kind == detail::WaitOutcome::hang)
+      fatal(stage, "timeout",
+            "the kernel did not finish within " + fmt_num(job_.kernel_hang_ms / 1000.0) + " s (" +
+                launch_context(w, what) +
+                "): an endless loop or a deadlock, e.g. an mbarrier wait whose phase never completes");
+    if (o.kind == detail::WaitOutcome::fault)
+      fatal(stage, "runtime_error",
+            "the kernel faulted: " + detail::describe(o.error) + " (" + launch_context(w, what) + ")");
+  }
+
+  void prepare(const std::string &stage, const JobWorkload &w) {
+    if (std::string why = kernel_.prepare_launch(w.launch); !why.empty())
+      fatal(stage, "launch_error", "workload " + w.spec.name + ": " + why);
+  }
+
+  void pack(const std::string &stage, const JobWorkload &w, const TensorSet &tensors,
+            detail::PackedParams &out) {
+    if (std::string why = kernel_.pack(w.launch, w.spec, tensors, out); !why.empty())
+      fatal(stage, "launch_error", "workload " + w.spec.name + ": " + why);
+  }
+
+  void fill_inputs(const WorkloadSpec &spec, const TensorSet &tensors, std::uint64_t seed) {
+    for (const auto &t : spec.tensors)
+      if (!t.is_output && t.distribution != InputDistribution::derived) {
+        const DeviceTensor &d = tensors.at(t.name);
+        detail::fill_random(d.data, t.type, t.elements(), t.distribution, mix(seed ^ name_hash(t.name)),
+                            device_.stream);
+      }
+    family_->derive_inputs(spec, tensors, device_.stream);
+  }
+
+  void poison_outputs(const WorkloadSpec &spec, const TensorSet &tensors) {
+    for (const auto &t : spec.tensors)
+      if (t.is_output) detail::fill_poison(tensors.at(t.name).data, t.type, t.elements(), device_.stream);
+  }
+
+  std::uint64_t input_checksum(const WorkloadSpec &spec, const TensorSet &tensors) {
+    std::uint64_t sum = 0;
+    for (const auto &t : spec.tensors)
+      if (!t.is_output) sum = mix(sum ^ detail::checksum(tensors.at(t.name).data, t.bytes(), device_.stream));
+    return sum;
+  }
+
+  // ---- correctness ---------------------------------------------------------------------
+  bool correctness_stage() {
+    const auto start = Clock::now();
+    json workloads = json::array(), diagnostics = json::array();
+    bool all_correct = true, all_deterministic = true;
+    const bool sanitize = job_.mode == "sanitize";
+    for (std::size_t wi = 0; wi < job_.workloads.size(); ++wi) {
+      const JobWorkload &w = job_.workloads[wi];
+      prepare("correctness", w);
+      BufferPool pool(job_.correctness.guard_bytes);
+      TensorSet tensors;
+      ReferenceSet reference;
+      std::map<std::string, void *> snapshots;
+      for (const auto &t : w.spec.tensors) {
+        tensors[t.name] = pool.tensor(t);
+        if (t.is_output) {
+          reference[t.name] = pool.floats(t.elements());
+          snapshots[t.name] = pool.raw(t.bytes());
+        }
+      }
+      detail::PackedParams params;
+      pack("correctness", w, tensors, params);
+
+      json worst_first = nullptr;
+      double max_abs = 0, max_rel = 0;
+      std::uint64_t mismatches = 0, nans = 0, unwritten = 0, damage = 0;
+      bool mutated = false, deterministic = true;
+      int passed = 0;
+      const int trials = sanitize ? 1 : job_.correctness.trials;
+      for (int trial = 0; trial < trials; ++trial) {
+        const std::uint64_t seed = mix(job_.correctness.base_seed ^ mix(wi * 1000003ull + trial));
+        fill_inputs(w.spec, tensors, seed);
+        family_->run_reference(w.spec, tensors, reference, device_.stream);
+        poison_outputs(w.spec, tensors);
+        const std::uint64_t before = input_checksum(w.spec, tensors);
+        launch_and_wait("correctness", w, params, "trial " + std::to_string(trial + 1));
+        bool trial_ok = true;
+        for (const auto &t : w.spec.tensors) {
+          if (!t.is_output) continue;
+          const detail::CompareStats s =
+              detail::compare_to_reference(tensors.at(t.name).data, t.type, reference.at(t.name),
+                                           t.elements(), t.atol, t.rtol, device_.stream);
+          max_abs = std::max(max_abs, s.max_abs_error);
+          max_rel = std::max(max_rel, s.max_rel_error);
+          mismatches += s.mismatches;
+          nans += s.nan_count;
+          unwritten += s.unwritten_count;
+          if (s.mismatches) {
+            trial_ok = false;
+            if (worst_first.is_null())
+              worst_first = {{"tensor", t.name},
+                             {"index", unflatten(s.first_mismatch, t.shape)},
+                             {"got", std::isnan(s.first_got) ? json("NaN") : json(s.first_got)},
+                             {"expected", s.first_expected},
+                             {"trial", trial + 1},
+                             {"unwritten", s.unwritten_count > 0 && std::isnan(s.first_got)}};
+          }
+        }
+        for (const auto &[name, t] : tensors) damage += guard_damage(t, device_.stream);
+        if (input_checksum(w.spec, tensors) != before) mutated = true;
+        if (damage || mutated) trial_ok = false;
+        // A second identical launch must give the same bits (races, uninitialized reads).
+        if (trial == 0 && job_.correctness.check_determinism && !sanitize) {
+          for (const auto &t : w.spec.tensors)
+            if (t.is_output)
+              PTXB_CUDA(cudaMemcpyAsync(snapshots[t.name], tensors.at(t.name).data, t.bytes(),
+                                        cudaMemcpyDeviceToDevice, device_.stream));
+          poison_outputs(w.spec, tensors);
+          launch_and_wait("correctness", w, params, "determinism relaunch");
+          for (const auto &t : w.spec.tensors)
+            if (t.is_output && detail::count_bit_differences(snapshots[t.name], tensors.at(t.name).data,
+                                                             t.type, t.elements(), device_.stream) != 0)
+              deterministic = false;
+        }
+        passed += trial_ok;
+      }
+      const bool ok = passed == trials;
+      all_correct = all_correct && ok;
+      all_deterministic = all_deterministic && deterministic;
+      std::uint64_t elements = 0;
+      for (const auto &t : w.spec.tensors)
+        if (t.is_output) elements += static_cast<std::uint64_t>(t.elements());
+      workloads.push_back({{"name", w.spec.name},
+                           {"trials", trials},
+                           {"passed", passed},
+                           {"max_abs_error", max_abs},
+                           {"max_rel_error", max_rel},
+                           {"mismatches", mismatches},
+                           {"first_mismatch", worst_first},
+                           {"nan_count", nans},
+                           {"unwritten_count", unwritten},
+                           {"guard_damage", damage},
+                           {"inputs_mutated", mutated},
+                           {"deterministic", deterministic},
+                           {"output_elements", elements}});
+      if (!ok) {
+        std::string text = "workload " + w.spec.name + ": " + std::to_string(passed) + " of " +
+                           std::to_string(trials) + " trials passed";
+        if (mismatches) {
+          text += "; " + std::to_string(mismatches) + " mismatching elements over all trials (of " +
+                  std::to_string(elements) + " per trial)";
+          if (!worst_first.is_null()) {
+            const auto &tensor_spec = *w.spec.find_tensor(worst_first["tensor"].get<std::string>());
+            text += "; first at " + worst_first["tensor"].get<std::string>() +
+                    coord_text(worst_first["index"].get<std::vector<std::int64_t>>()) + ": got " +
+                    worst_first["got"].dump() + ", expected " +
+                    fmt_num(worst_first["expected"].get<double>()) + " (tolerance " +
+                    fmt_num(tensor_spec.atol) + " + " + fmt_num(tensor_spec.rtol) + "·|expected|)";
+          }
+        }
+        if (nans) text += "; " + std::to_string(nans) + " NaN values";
+        if (unwritten)
+          text += "; " + std::to_string(unwritten) + " elements never written (still the NaN poison)";
+        if (damage)
+          text += "; " + std::to_string(damage) + " bytes written outside the buffers (guard regions)";
+        if (mutated) text += "; the kernel modified its input tensors";
+        diagnostics.push_back(diag(text));
+      } else if (!deterministic) {
+        diagnostics.push_back(
+            diag("workload " + w.spec.name +
+                 ": a second identical launch gave different bits (a race between threads or "
+                 "blocks, or a read of memory nothing wrote)"));
+      }
+    }
+    std::string status = "ok", summary = "correct on every workload";
+    if (!all_correct) {
+      status = "incorrect";
+      summary = diagnostics.empty() ? "incorrect" : diagnostics[0]["text"].get<std::string>();
+    } else if (!all_deterministic) {
+      status = "nondeterministic";
+      summary = diagnostics[0]["text"].get<std::string>();
+    } else {
+      summary = "correct on " + std::to_string(job_.workloads.size()) + " workloads x " +
+                std::to_string(sanitize ? 1 : job_.correctness.trials) + " trials";
+    }
+    json figures = {{"workloads", workloads}, {"base_seed", job_.correctness.base_seed}};
+    set_stage("correctness", stage_json(status, summary, diagnostics, figures, seconds_since(start)));
+    return status == "ok";
+  }
+
+  // ---- timing ---------------------------------------------------------------------------
+  void timing_stage() {
+    const auto start = Clock::now();
+    const TimingSettings &tp = job_.timing;
+    json workloads = json::array(), diagnostics = json::array();
+    json library = json::object();
+    std::vector<double> speedups;
+    bool suspicious = false;
+    double sm_clock = 0;
+    void *scratch = nullptr;
+    const std::size_t scratch_bytes = static_cast<std::size_t>(
+        tp.l2_flush_factor * static_cast<double>(std::max<std::int64_t>(device_.facts.l2_bytes, 1 << 20)));
+    PTXB_CUDA(cudaMalloc(&scratch, scratch_bytes));
+    cudaEvent_t ev_start, ev_stop;
+    PTXB_CUDA(cudaEventCreate(&ev_start));
+    PTXB_CUDA(cudaEventCreate(&ev_stop));
+    std::mt19937_64 rng(job_.correctness.base_seed ^ 0x7151ull);
+    int flush_counter = 0;
+    auto flush_l2 = [&] {
+      PTXB_CUDA(cudaMemsetAsync(scratch, (++flush_counter) & 0xFF, scratch_bytes, device_.stream));
+    };
+    auto elapsed_ms = [&] {
+      float ms = 0;
+      PTXB_CUDA(cudaEventElapsedTime(&ms, ev_start, ev_stop));
+      return static_cast<double>(ms);
+    };
+
+    for (std::size_t wi = 0; wi < job_.workloads.size(); ++wi) {
+      const JobWorkload &w = job_.workloads[wi];
+      prepare("timing", w);
+      BufferPool pool(256);
+      const int sets = tp.input_sets;
+      std::vector<TensorSet> cand(sets), lib(sets);
+      std::vector<ReferenceSet> refs(sets);
+      std::vector<detail::PackedParams> params(sets);
+      TensorSet cand_out, lib_out;
+      for (const auto &t : w.spec.tensors)
+        if (t.is_output) {
+          cand_out[t.name] = pool.tensor(t);
+          lib_out[t.name] = pool.tensor(t);
+        }
+      for (int s = 0; s < sets; ++s) {
+        for (const auto &t : w.spec.tensors) {
+          if (t.is_output) {
+            cand[s][t.name] = cand_out[t.name];
+            lib[s][t.name] = lib_out[t.name];
+            refs[s][t.name] = pool.floats(t.elements());
+          } else {
+            cand[s][t.name] = lib[s][t.name] = pool.tensor(t);
+          }
+        }
+        fill_inputs(w.spec, cand[s], mix(job_.correctness.base_seed ^ mix(0xABCDEFull + wi * 977 + s)));
+        family_->run_reference(w.spec, cand[s], refs[s], device_.stream);
+        pack("timing", w, cand[s], params[s]);
+      }
+      PTXB_CUDA(cudaStreamSynchronize(device_.stream));
+      LibraryInfo info;
+      try {
+        TensorSet lib_inputs = lib[0];
+        info = family_->prepare_library(w.spec, lib_inputs, lib_out, device_.stream);
+      } catch (const WorkerError &e) {
+        if (e.kind() == "runtime_error") throw;
+        cudaFree(scratch);
+        set_stage("timing",
+                  stage_json("skipped", std::string("the reference library could not run: ") + e.what(),
+                             json::array({diag(e.what(), "warning")})));
+        return;
+      }
+      library = {{"name", info.name}, {"version", info.version}, {"algo", info.algo}};
+
+      for (int i = 0; i < tp.warmup_launches; ++i) {
+        launch_and_wait("timing", w, params[i % sets], "warm-up");
+        family_->run_library(lib[i % sets], lib_out, device_.stream);
+      }
+      PTXB_CUDA(cudaStreamSynchronize(device_.stream));
+
+      const int reverify_at =
+          tp.reverify_random_launch
+              ? static_cast<int>(rng() % static_cast<std::uint64_t>(std::max(1, tp.min_samples)))
+              : -1;
+      std::vector<double> cand_ms, lib_ms;
+      json reverify = nullptr;
+      const auto loop_start = Clock::now();
+      for (int i = 0;; ++i) {
+        const int s = i % sets;
+        for (int half = 0; half < 2; ++half) {
+          // Alternate who goes first so neither always runs right after the flush of the other.
+          const bool candidate_turn = (half == 0) == (i % 2 == 0);
+          flush_l2();
+          PTXB_CUDA(cudaEventRecord(ev_start, device_.stream));
+          if (candidate_turn) {
+            const CUresult r = kernel_.launch(w.launch, params[s], device_.stream);
+            if (r != CUDA_SUCCESS)
+              fatal("timing", detail::is_sticky(r) ? "runtime_error" : "launch_error",
+                    "timed launch failed: " + detail::describe(r) + " (" + launch_context(w, "timing") + ")");
+            PTXB_CUDA(cudaEventRecord(ev_stop, device_.stream));
+            wait_candidate("timing", w, "timed launch " + std::to_string(i + 1));
+            cand_ms.push_back(elapsed_ms());
+            if (i == reverify_at) {
+              // The output of a random timed launch must still be right (no caching across calls).
+              std::uint64_t bad = 0;
+              for (const auto &t : w.spec.tensors)
+                if (t.is_output)
+                  bad += detail::compare_to_reference(cand_out.at(t.name).data, t.type, refs[s].at(t.name),
+                                                      t.elements(), t.atol, t.rtol, device_.stream)
+                             .mismatches;
+              reverify = {{"launch", i + 1}, {"input_set", s}, {"mismatches", bad}};
+              if (bad) {
+                suspicious = true;
+                diagnostics.push_back(diag("workload " + w.spec.name + ": the output of timed launch " +
+                                           std::to_string(i + 1) + " (input set " + std::to_string(s) +
+                                           ") had " + std::to_string(bad) +
+                                           " wrong elements although the correctness trials passed"));
+              }
+            }
+          } else {
+            family_->run_library(lib[s], lib_out, device_.stream);
+            PTXB_CUDA(cudaEventRecord(ev_stop, device_.stream));
+            PTXB_CUDA(cudaEventSynchronize(ev_stop));
+            lib_ms.push_back(elapsed_ms());
+          }
+        }
+        const double t = seconds_since(loop_start);
+        const bool enough = static_cast<int>(cand_ms.size()) >= tp.min_samples && t >= tp.min_seconds &&
+                            rel_spread(cand_ms) <= tp.target_rel_spread &&
+                            rel_spread(lib_ms) <= tp.target_rel_spread;
+        if (enough || t >= tp.max_seconds) break;
+      }
+      if (auto mhz = detail::sm_clock_mhz(device_.facts.pci_bus_id)) sm_clock = *mhz;
+      family_->release_library();
+
+      const double cmed = median_of(cand_ms), lmed = median_of(lib_ms);
+      const ElemType in_type = [&] {
+        for (const auto &t : w.spec.tensors)
+          if (!t.is_output) return t.type;
+        return ElemType::bf16;
+      }();
+      const PeakRates peak = peak_rates(device_.facts, in_type);
+      const double floor_ms =
+          1e3 * std::max(w.spec.flops / peak.flops_per_s, w.spec.bytes / peak.bytes_per_s);
+      const double speedup = cmed > 0 ? lmed / cmed : 0;
+      speedups.push_back(speedup);
+      if (cmed < tp.sol_slack * floor_ms) {
+        suspicious = true;
+        diagnostics.push_back(diag(
+            "workload " + w.spec.name + ": " + fmt_num(cmed) + " ms is below the speed-of-light floor of " +
+            fmt_num(floor_ms) + " ms (peak " + fmt_num(peak.flops_per_s / 1e12) + " TFLOP/s, " +
+            fmt_num(peak.bytes_per_s / 1e9) + " GB/s): the kernel cannot have done the work"));
+      }
+      json wj = {{"name", w.spec.name},
+                 {"candidate_ms", cmed},
+                 {"candidate_spread", rel_spread(cand_ms)},
+                 {"library_ms", lmed},
+                 {"library_spread", rel_spread(lib_ms)},
+                 {"speedup", speedup},
+                 {"candidate_tflops", cmed > 0 ? w.spec.flops / (cmed * 1e9) : 0},
+                 {"library_tflops", lmed > 0 ? w.spec.flops / (lmed * 1e9) : 0},
+                 {"sol_floor_ms", floor_ms},
+                 {"samples", cand_ms.size()},
+                 {"library_samples", lib_ms.size()},
+                 {"reverified", reverify},
+                 {"flops", w.spec.flops},
+                 {"bytes", w.spec.bytes}};
+      wj.update(peak.to_json());
+      workloads.push_back(wj);
+    }
+    cudaFree(scratch);
+    cudaEventDestroy(ev_start);
+    cudaEventDestroy(ev_stop);
+
+    double log_sum = 0, min_speedup = speedups.empty() ? 0 : speedups[0];
+    for (double s : speedups) {
+      log_sum += std::log(std::max(s, 1e-12));
+      min_speedup = std::min(min_speedup, s);
+    }
+    const double geomean = speedups.empty() ? 0 : std::exp(log_sum / static_cast<double>(speedups.size()));
+    json figures = {
+        {"workloads", workloads},     {"geomean_speedup", geomean},
+        {"min_speedup", min_speedup}, {"sm_clock_mhz", sm_clock > 0 ? json(sm_clock) : json(nullptr)},
+        {"library", library},         {"l2_flush_bytes", scratch_bytes}};
+    const std::string summary = suspicious ? diagnostics[0]["text"].get<std::string>()
+                                           : "speedup " + fmt_num(geomean) + "x geomean (min " +
+                                                 fmt_num(min_speedup) + "x) over " +
+                                                 library.value("name", "library");
+    set_stage("timing", stage_json(suspicious ? "suspicious" : "ok", summary, diagnostics, figures,
+                                   seconds_since(start)));
+  }
+
+  // ---- execution (CUPTI SASS metrics) --------------------------------------------------
+  void execution_stage() {
+    const auto start = Clock::now();
+    if (job_.sass.empty()) {
+      set_stage("execution",
+                stage_json("skipped",
+                           "no SASS listing of the cubin to join the counts with (cuobjdump/nvdisasm "
+                           "missing on this machine)"));
+      return;
+    }
+    // The smallest workload: instrumented code runs much slower.
+    std::size_t pick = 0;
+    for (std::size_t i = 1; i < job_.workloads.size(); ++i)
+      if (job_.workloads[i].spec.flops < job_.workloads[pick].spec.flops) pick = i;
+    const JobWorkload &w = job_.workloads[pick];
+    prepare("execution", w);
+    BufferPool pool(256);
+    TensorSet tensors;
+    for (const auto &t : w.spec.tensors) tensors[t.name] = pool.tensor(t);
+    fill_inputs(w.spec, tensors, mix(job_.correctness.base_seed ^ 0xE3ull));
+    poison_outputs(w.spec, tensors);
+    detail::PackedParams params;
+    pack("execution", w, tensors, params);
+    PTXB_CUDA(cudaStreamSynchronize(device_.stream));
+    const detail::SassCountResult counts = detail::count_sass_instructions(
+        device_.ctx, device_.facts.ordinal,
+        [&] { launch_and_wait("execution", w, params, "instrumented launch"); });
+    if (!counts.available) {
+      set_stage("execution", stage_json("skipped", "CUPTI cannot count instructions here: " + counts.reason,
+                                        json::array({diag(counts.reason, "warning")}), json::object(),
+                                        seconds_since(start)));
+      return;
+    }
+    json figures = detail::execution_figures(job_.sass, job_.targets, counts.counts);
+    figures["workload"] = w.spec.name;
+    figures["dropped_records"] = counts.dropped_records;
+    json diagnostics = json::array();
+    std::string summary;
+    for (const auto &t : figures["targets"]) {
+      const std::string name = t["name"];
+      std::string line;
+      if (!t["present_in_sass"].get<bool>())
+        line = "target " + name + " is not in the compiled SASS (no " + t["sass_families"].dump() +
+               " instructions)";
+      else if (!t["executed"].get<bool>())
+        line = "target " + name +
+               " is in the SASS but never executed (0 warp executions: it sits on a path the "
+               "kernel never takes)";
+      else
+        line = "target " + name + " executed: " + std::to_string(t["warp_executions"].get<std::uint64_t>()) +
+               " warp instructions";
+      diagnostics.push_back(diag(line, t["executed"].get<bool>() ? "note" : "warning"));
+      summary += (summary.empty() ? "" : "; ") + line;
+    }
+    if (summary.empty()) summary = "the task names no target instructions";
+    set_stage("execution", stage_json("ok", summary, diagnostics, figures, seconds_since(start)));
+  }
+
+  Job job_;
+  std::string result_path_;
+  Device device_;
+  json result_;
+  std::unique_ptr<FamilyHandler> family_;
+  detail::CandidateKernel kernel_;
+};
+
+}  // namespace
+
+int run_job_file(const std::string &job_path, const std::string &result_path) {
+  Job job;
+  try {
+    job = parse_job(json::parse(read_all(job_path)));
+  } catch (const json::exception &e) {
+    std::fprintf(stderr, "ptxbench-worker: malformed job %s: %s\n", job_path.c_str(), e.what());
+    return kWorkerBadJob;
+  } catch (const WorkerError &e) {
+    std::fprintf(stderr, "ptxbench-worker: %s\n", e.what());
+    return kWorkerBadJob;
+  }
+  std::unique_ptr<Worker> worker;
+  try {
+    worker = std::make_unique<Worker>(std::move(job), result_path);
+  } catch (const WorkerError &e) {
+    std::fprintf(stderr, "ptxbench-worker: no usable GPU: %s\n", e.what());
+    return kWorkerNoDevice;
+  }
+  try {
+    return worker->run();
+  } catch (const WorkerError &e) {
+    // A sticky error outside a candidate launch (e.g. in a comparison after the
+    // kernel corrupted memory): the orchestrator maps "error" to runtime_error.
+    std::fprintf(stderr, "ptxbench-worker: %s: %s\n", e.kind().c_str(), e.what());
+    std::fflush(stderr);
+    std::_Exit(e.kind() == "runtime_error" ? kWorkerStopped : 70);
+  }
+}
+
+json probe(int device, bool cupti_probe) {
+  json out;
+  int driver = 0;
+  if (cuInit(0) != CUDA_SUCCESS || cuDriverGetVersion(&driver) != CUDA_SUCCESS) {
+    out["gpu"] = nullptr;
+    out["error"] = "cuInit failed: no usable CUDA driver or device";
+    return out;
+  }
+  Device d(device);
+  out = d.facts.to_json();
+  // cuDNN, if present, through dlopen (the worker does not need it for GEMM).
+  if (void *lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL)) {
+    using GetVersion = std::size_t (*)();
+    if (auto f = reinterpret_cast<GetVersion>(dlsym(lib, "cudnnGetVersion"))) out["cudnn_version"] = f();
+  } else {
+    out["cudnn_version"] = nullptr;
+  }
+  if (cupti_probe) {
+    float *buf = nullptr;
+    PTXB_CUDA(cudaMalloc(reinterpret_cast<void **>(&buf), 128 * sizeof(float)));
+    const detail::SassCountResult r = detail::count_sass_instructions(d.ctx, device, [&] {
+      detail::launch_probe_kernel(buf, d.stream);
+      PTXB_CUDA(cudaStreamSynchronize(d.stream));
+    });
+    std::uint64_t executed = 0, zero = 0;
+    for (const auto &c : r.counts) {
+      executed += c.warp_executions;
+      zero += c.warp_executions == 0;
+    }
+    out["cupti_sass_metrics"] = {{"available", r.available},
+                                 {"reason", r.reason},
+                                 {"records", r.counts.size()},
+                                 {"warp_instructions", executed},
+                                 {"never_executed_records", zero}};
+    cudaFree(buf);
+  }
+  return out;
+}
+
+json check_reference_gemm(int device) {
+  Device d(device);
+  struct Case {
+    const char *name;
+    std::int64_t m, n, k;
+    ElemType in, out;
+    double scale_a, scale_b;
+  };
+  const Case cases[] = {
+      {"bf16 256x384x512", 256, 384, 512, ElemType::bf16, ElemType::bf16, 1, 1},
+      {"bf16 1000x1000x1000", 1000, 1000, 1000, ElemType::bf16, ElemType::bf16, 1, 1},
+      {"bf16 2048x7168x5120", 2048, 7168, 5120, ElemType::bf16, ElemType::bf16, 1, 1},
+      {"e4m3 512x256x1024 scaled", 512, 256, 1024, ElemType::e4m3, ElemType::bf16, 0.5, 2.0}};
+  json out = json::array();
+  for (const Case &c : cases) {
+    WorkloadSpec w;
+    w.name = c.name;
+    w.tensors = {TensorSpec{"A", c.in, {c.m, c.k}, false, InputDistribution::normal, 0, 0},
+                 TensorSpec{"B", c.in, {c.n, c.k}, false, InputDistribution::normal, 0, 0},
+                 TensorSpec{"C", c.out, {c.m, c.n}, true, InputDistribution::normal, 0, 0}};
+    if (c.in == ElemType::e4m3) w.scalars = {{"scale_a", "f32", c.scale_a}, {"scale_b", "f32", c.scale_b}};
+    auto family = make_gemm_handler("cublaslt");
+    BufferPool pool(256);
+    TensorSet inputs, lib_out;
+    inputs["A"] = pool.tensor(w.tensors[0]);
+    inputs["B"] = pool.tensor(w.tensors[1]);
+    lib_out["C"] = pool.tensor(w.tensors[2]);
+    detail::fill_random(inputs["A"].data, c.in, w.tensors[0].elements(), InputDistribution::normal, 11,
+                        d.stream);
+    detail::fill_random(inputs["B"].data, c.in, w.tensors[1].elements(), InputDistribution::normal, 12,
+                        d.stream);
+    ReferenceSet ref{{"C", pool.floats(w.tensors[2].elements())}};
+    family->run_reference(w, inputs, ref, d.stream);
+    const LibraryInfo info = family->prepare_library(w, inputs, lib_out, d.stream);
+    detail::fill_poison(lib_out["C"].data, c.out, w.tensors[2].elements(), d.stream);
+    family->run_library(inputs, lib_out, d.stream);
+    // bf16 output rounding (2^-8 relative) dominates; accumulation order differences are far smaller.
+    const detail::CompareStats s = detail::compare_to_reference(
+        lib_out["C"].data, c.out, ref.at("C"), w.tensors[2].elements(), 1e-2, 8e-3, d.stream);
+    out.push_back({{"case", c.name},
+                   {"elements", s.elements},
+                   {"mismatches", s.mismatches},
+                   {"unwritten", s.unwritten_count},
+                   {"nan_count", s.nan_count},
+                   {"max_abs_error", s.max_abs_error},
+                   {"max_rel_error", s.max_rel_error},
+                   {"library", info.name + " " + info.version},
+                   {"best_algo_ms", info.algo.value("best_ms", 0.0)}});
+  }
+  return json{{"gpu", d.facts.name}, {"cases", out}};
+}
+
+}  // namespace ptxbench::worker

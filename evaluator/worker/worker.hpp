@@ -1,0 +1,30 @@
+// The GPU worker's entry points (ptxbench-worker, design §6.3 and §7).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace ptxbench::worker {
+
+/// Exit codes of ptxbench-worker.
+enum WorkerExit : int {
+  kWorkerFinished = 0,  ///< every requested stage ran (whatever their verdicts)
+  kWorkerStopped =
+      3,  ///< a fatal outcome (runtime_error, timeout, launch_error) ended it; result.json says which
+  kWorkerBadJob = 2,    ///< unreadable or malformed job / arguments
+  kWorkerNoDevice = 4,  ///< no usable CUDA device or driver
+};
+
+/// Runs the job; writes result.json atomically after each stage. Never runs a shell.
+int run_job_file(const std::string &job_path, const std::string &result_path);
+
+/// GPU, driver, CUDA, cuBLASLt, cuDNN and CUPTI facts; with `cupti_probe` a tiny
+/// kernel with a dead branch runs under SASS metrics (can CUPTI count here?).
+nlohmann::json probe(int device, bool cupti_probe);
+
+/// Our reference GEMM against cuBLASLt on a few shapes (bf16 and fp8): per case
+/// max errors and mismatches. Used by tests/test_gpu_gemm.cpp and doctor.
+nlohmann::json check_reference_gemm(int device);
+
+}  // namespace ptxbench::worker

@@ -1,0 +1,63 @@
+// ptxbench-worker: the sandboxed GPU stage for one candidate.
+//   ptxbench-worker --job job.json --result result.json
+//   ptxbench-worker --probe [--device N] [--no-cupti]      (JSON on stdout)
+//   ptxbench-worker --check-reference [--device N]         (JSON on stdout)
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "evaluator/worker/family.hpp"
+#include "evaluator/worker/worker.hpp"
+
+namespace {
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: ptxbench-worker --job JOB.json --result RESULT.json\n"
+               "       ptxbench-worker --probe [--device N] [--no-cupti]\n"
+               "       ptxbench-worker --check-reference [--device N]\n");
+  return ptxbench::worker::kWorkerBadJob;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  std::string job, result, mode;
+  int device = 0;
+  bool cupti = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--job" && i + 1 < argc) {
+      job = argv[++i];
+    } else if (a == "--result" && i + 1 < argc) {
+      result = argv[++i];
+    } else if (a == "--device" && i + 1 < argc) {
+      device = std::atoi(argv[++i]);
+    } else if (a == "--probe" || a == "--check-reference") {
+      mode = a;
+    } else if (a == "--no-cupti") {
+      cupti = false;
+    } else {
+      return usage();
+    }
+  }
+  try {
+    if (mode == "--probe") {
+      std::cout << ptxbench::worker::probe(device, cupti).dump(2) << "\n";
+      return 0;
+    }
+    if (mode == "--check-reference") {
+      std::cout << ptxbench::worker::check_reference_gemm(device).dump(2) << "\n";
+      return 0;
+    }
+    if (job.empty() || result.empty()) return usage();
+    return ptxbench::worker::run_job_file(job, result);
+  } catch (const ptxbench::worker::WorkerError &e) {
+    std::fprintf(stderr, "ptxbench-worker: %s: %s\n", e.kind().c_str(), e.what());
+    return e.kind() == "device" ? ptxbench::worker::kWorkerNoDevice : 70;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "ptxbench-worker: internal error: %s\n", e.what());
+    return 70;
+  }
+}
