@@ -95,6 +95,8 @@ struct ResolvedParam {
   std::string l2_promotion = "none";
   std::string oob_fill = "zero";
   std::string interleave = "none";
+  // scalar only:
+  double scalar_value = 0;                 ///< the value passed (a workload symbol or the task scalar's value)
   nlohmann::json to_json() const;
 };
 
@@ -108,5 +110,12 @@ struct LaunchPlan {
   std::vector<ResolvedParam> params;
   nlohmann::json to_json() const;
 };
+
+/// Resolves every expression of a (parsed) manifest for one workload and checks
+/// what can be checked without a GPU: grid/block/cluster limits, shared memory,
+/// tensor-map dims, strides, box and swizzle. Error: "<field>: <reason>".
+/// ResolvedParam::ptx_type is left empty (the static stage fills it from the PTX entry).
+util::Expected<LaunchPlan, std::string> resolve_launch(const Manifest &manifest, const tasks::Task &task,
+                                                       const tasks::Workload &workload);
 
 }  // namespace ptxbench::evaluator

@@ -1,0 +1,398 @@
+// The launch manifest: strict JSON schema (unknown fields are errors, with
+// their path), expressions over the task's symbols, and per-workload
+// resolution into a LaunchPlan with the limits a launch and a tensor map have.
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include "evaluator/candidate.hpp"
+#include "evaluator/detail/limits.hpp"
+
+namespace ptxbench::evaluator {
+namespace {
+
+using nlohmann::json;
+
+struct Failure {
+  std::string message;
+};
+[[noreturn]] void fail(const std::string &path, const std::string &what) {
+  throw Failure{path + ": " + what};
+}
+
+std::string json_kind(const json &j) {
+  if (j.is_string()) return "a string";
+  if (j.is_number_integer() || j.is_number_unsigned()) return "an integer";
+  if (j.is_number()) return "a number";
+  if (j.is_boolean()) return "a boolean";
+  if (j.is_array()) return "an array";
+  if (j.is_object()) return "an object";
+  return "null";
+}
+
+void only_fields(const json &obj, const std::string &path, std::initializer_list<std::string_view> allowed) {
+  for (const auto &[key, value] : obj.items()) {
+    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+    fail(path.empty() ? key : path + "." + key,
+         fmt::format("unknown field (allowed here: {})", fmt::join(allowed, ", ")));
+  }
+}
+
+// An integer or an expression string.
+std::string expression(const json &j, const std::string &path) {
+  if (j.is_string()) {
+    std::string s = j.get<std::string>();
+    if (s.find_first_not_of(" \t") == std::string::npos) fail(path, "empty expression");
+    return s;
+  }
+  if (j.is_number_integer() || j.is_number_unsigned()) return j.dump();
+  if (j.is_number_float()) fail(path, fmt::format("{} is not an integer", j.dump()));
+  fail(path, "expected an integer or an integer expression string, got " + json_kind(j));
+}
+
+std::string text_field(const json &obj, const std::string &key, const std::string &path) {
+  const json &j = obj.at(key);
+  if (!j.is_string()) fail(path + "." + key, "expected a string, got " + json_kind(j));
+  return j.get<std::string>();
+}
+
+std::array<std::string, 3> dim3(const json &j, const std::string &path) {
+  std::array<std::string, 3> out{"1", "1", "1"};
+  if (!j.is_array()) {
+    out[0] = expression(j, path);  // "grid": 132 means [132, 1, 1]
+    return out;
+  }
+  if (j.empty() || j.size() > 3)
+    fail(path, fmt::format("expected 1 to 3 dimensions [x, y, z], got {}", j.size()));
+  for (std::size_t i = 0; i < j.size(); ++i) out[i] = expression(j[i], fmt::format("{}[{}]", path, i));
+  return out;
+}
+
+std::vector<std::string> expression_list(const json &j, const std::string &path) {
+  if (!j.is_array()) fail(path, "expected an array (innermost dimension first), got " + json_kind(j));
+  if (j.empty() || j.size() > 5) fail(path, fmt::format("expected 1 to 5 dimensions, got {}", j.size()));
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < j.size(); ++i) out.push_back(expression(j[i], fmt::format("{}[{}]", path, i)));
+  return out;
+}
+
+std::string one_of(const json &obj, const std::string &key, const std::string &path,
+                   std::initializer_list<std::string_view> values) {
+  std::string v = text_field(obj, key, path);
+  if (std::find(values.begin(), values.end(), v) == values.end())
+    fail(path + "." + key, fmt::format("'{}' is not one of {}", v, fmt::join(values, ", ")));
+  return v;
+}
+
+std::string names_of_tensors(const tasks::Task &task) {
+  std::vector<std::string> names;
+  for (const auto &t : task.tensors) names.push_back(t.name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+std::string names_of_scalars(const tasks::Task &task) {
+  std::vector<std::string> names = task.symbols;
+  for (const auto &s : task.scalars) names.push_back(s.name);
+  return names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "));
+}
+
+ManifestParam parse_param(const json &p, const std::string &path, const tasks::Task &task) {
+  if (!p.is_object()) fail(path, "expected an object like {\"tensor\": \"C\"}, got " + json_kind(p));
+  ManifestParam param;
+  int kinds = int(p.contains("tensor")) + int(p.contains("scalar")) + int(p.contains("tensor_map"));
+  if (kinds != 1)
+    fail(path,
+         "give exactly one of \"tensor\", \"scalar\" or \"tensor_map\" (each parameter is one of them)");
+  if (p.contains("tensor")) {
+    only_fields(p, path, {"tensor"});
+    param.kind = ParamKind::tensor;
+    param.name = text_field(p, "tensor", path);
+    if (!task.find_tensor(param.name))
+      fail(path + ".tensor", fmt::format("'{}' is not a tensor of this task (tensors: {})", param.name,
+                                         names_of_tensors(task)));
+  } else if (p.contains("scalar")) {
+    only_fields(p, path, {"scalar"});
+    param.kind = ParamKind::scalar;
+    param.name = text_field(p, "scalar", path);
+    bool symbol = std::find(task.symbols.begin(), task.symbols.end(), param.name) != task.symbols.end();
+    if (!symbol && !task.find_scalar(param.name))
+      fail(path + ".scalar", fmt::format("'{}' is neither a scalar nor a symbol of this task (known: {})",
+                                         param.name, names_of_scalars(task)));
+  } else {
+    only_fields(p, path, {"tensor_map", "box", "swizzle", "l2_promotion", "oob_fill", "interleave", "dims"});
+    param.kind = ParamKind::tensor_map;
+    param.name = text_field(p, "tensor_map", path);
+    if (!task.find_tensor(param.name))
+      fail(path + ".tensor_map", fmt::format("'{}' is not a tensor of this task (tensors: {})", param.name,
+                                             names_of_tensors(task)));
+    if (!p.contains("box"))
+      fail(path, "a tensor_map needs \"box\" (elements per dimension, innermost first)");
+    param.box = expression_list(p["box"], path + ".box");
+    if (p.contains("dims")) param.dims = expression_list(p["dims"], path + ".dims");
+    if (p.contains("swizzle")) {
+      std::string s = one_of(p, "swizzle", path, {"none", "32B", "64B", "128B"});
+      param.swizzle = s == "32B"    ? Swizzle::b32
+                      : s == "64B"  ? Swizzle::b64
+                      : s == "128B" ? Swizzle::b128
+                                    : Swizzle::none;
+    }
+    if (p.contains("l2_promotion"))
+      param.l2_promotion = one_of(p, "l2_promotion", path, {"none", "64B", "128B", "256B"});
+    if (p.contains("oob_fill")) param.oob_fill = one_of(p, "oob_fill", path, {"zero", "nan"});
+    if (p.contains("interleave")) param.interleave = one_of(p, "interleave", path, {"none", "16B", "32B"});
+  }
+  return param;
+}
+
+std::int64_t eval(const std::string &text, const util::SymbolTable &symbols, const std::string &path) {
+  auto v = util::evaluate_int_expression(text, symbols);
+  if (!v) fail(path, fmt::format("'{}': {}", text, v.error()));
+  return *v;
+}
+
+int swizzle_bytes(Swizzle s) {
+  switch (s) {
+    case Swizzle::b32:
+      return 32;
+    case Swizzle::b64:
+      return 64;
+    case Swizzle::b128:
+      return 128;
+    case Swizzle::none:
+      return 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string to_string(Swizzle s) {
+  switch (s) {
+    case Swizzle::none:
+      return "none";
+    case Swizzle::b32:
+      return "32B";
+    case Swizzle::b64:
+      return "64B";
+    case Swizzle::b128:
+      return "128B";
+  }
+  return "none";
+}
+
+util::Expected<Manifest, std::string> parse_manifest(std::string_view json_text, const tasks::Task &task) {
+  json doc;
+  try {
+    doc = json::parse(json_text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  } catch (const json::parse_error &e) {
+    // Byte offset -> line and column inside the manifest block.
+    std::size_t offset = std::min(e.byte == 0 ? 0 : e.byte - 1, json_text.size());
+    int line = 1 + static_cast<int>(
+                       std::count(json_text.begin(), json_text.begin() + static_cast<long>(offset), '\n'));
+    std::size_t line_start = offset == 0 ? std::string_view::npos : json_text.rfind('\n', offset - 1);
+    std::size_t col = offset - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
+    std::string what = e.what();
+    if (auto p = what.find("syntax error"); p != std::string::npos) what = what.substr(p);
+    return util::unexpected(fmt::format(
+        "the json block is not valid JSON (line {}, column {} of the block): {}", line, col, what));
+  }
+  Manifest m;
+  try {
+    if (!doc.is_object()) fail("manifest", "expected a JSON object, got " + json_kind(doc));
+    only_fields(doc, "", {"entry", "grid", "block", "cluster", "shared_bytes", "params"});
+    for (const char *required : {"entry", "grid", "block", "params"})
+      if (!doc.contains(required)) fail(required, "missing (required: entry, grid, block, params)");
+    m.entry = text_field(doc, "entry", "manifest");
+    if (m.entry.empty()) fail("entry", "empty name");
+    m.grid = dim3(doc["grid"], "grid");
+    m.block = dim3(doc["block"], "block");
+    if (doc.contains("cluster")) m.cluster = dim3(doc["cluster"], "cluster");
+    if (doc.contains("shared_bytes")) m.shared_bytes = expression(doc["shared_bytes"], "shared_bytes");
+    if (!doc["params"].is_array()) fail("params", "expected an array in the entry's parameter order");
+    for (std::size_t i = 0; i < doc["params"].size(); ++i)
+      m.params.push_back(parse_param(doc["params"][i], fmt::format("params[{}]", i), task));
+    // Every expression must evaluate on every workload (unknown names, overflow, division by zero).
+    for (const auto &w : task.workloads) {
+      auto plan = resolve_launch(m, task, w);
+      if (!plan) fail("workload " + w.name, plan.error());
+    }
+  } catch (const Failure &f) {
+    return util::unexpected(f.message);
+  }
+  return m;
+}
+
+util::Expected<LaunchPlan, std::string> resolve_launch(const Manifest &m, const tasks::Task &task,
+                                                       const tasks::Workload &w) {
+  LaunchPlan plan;
+  plan.workload = w.name;
+  plan.symbols = w.symbols;
+  try {
+    const char *axis = "xyz";
+    for (int i = 0; i < 3; ++i) {
+      plan.grid[i] = eval(m.grid[i], w.symbols, fmt::format("grid[{}]", i));
+      plan.block[i] = eval(m.block[i], w.symbols, fmt::format("block[{}]", i));
+      plan.cluster[i] = eval(m.cluster[i], w.symbols, fmt::format("cluster[{}]", i));
+      if (plan.grid[i] < 1) fail(fmt::format("grid[{}]", i), fmt::format("{} is less than 1", plan.grid[i]));
+      if (plan.block[i] < 1)
+        fail(fmt::format("block[{}]", i), fmt::format("{} is less than 1", plan.block[i]));
+      if (plan.cluster[i] < 1)
+        fail(fmt::format("cluster[{}]", i), fmt::format("{} is less than 1", plan.cluster[i]));
+      if (plan.grid[i] % plan.cluster[i] != 0)
+        fail(fmt::format("grid[{}]", i), fmt::format("{} is not a multiple of the cluster's {} dimension {}",
+                                                     plan.grid[i], axis[i], plan.cluster[i]));
+    }
+    if (plan.grid[0] > detail::kMaxGridX)
+      fail("grid[0]", fmt::format("{} exceeds the limit {}", plan.grid[0], detail::kMaxGridX));
+    for (int i = 1; i < 3; ++i)
+      if (plan.grid[i] > detail::kMaxGridYZ)
+        fail(fmt::format("grid[{}]", i),
+             fmt::format("{} exceeds the limit {}", plan.grid[i], detail::kMaxGridYZ));
+    const std::int64_t threads = plan.block[0] * plan.block[1] * plan.block[2];
+    if (plan.block[0] > 1024 || plan.block[1] > 1024 || plan.block[2] > 64 ||
+        threads > detail::kMaxThreadsPerBlock)
+      fail("block",
+           fmt::format("[{}, {}, {}] = {} threads; the limits are x,y <= 1024, z <= 64 and {} threads in all",
+                       plan.block[0], plan.block[1], plan.block[2], threads, detail::kMaxThreadsPerBlock));
+    const std::int64_t cluster_size = plan.cluster[0] * plan.cluster[1] * plan.cluster[2];
+    if (cluster_size > detail::kMaxClusterSize)
+      fail("cluster", fmt::format("{} CTAs per cluster; the most a launch may ask for is {} (8 is portable)",
+                                  cluster_size, detail::kMaxClusterSize));
+    plan.shared_bytes = eval(m.shared_bytes, w.symbols, "shared_bytes");
+    if (plan.shared_bytes < 0) fail("shared_bytes", fmt::format("{} is negative", plan.shared_bytes));
+    const std::int64_t smem_limit = detail::max_shared_bytes_per_block(task.arch);
+    if (plan.shared_bytes > smem_limit)
+      fail("shared_bytes",
+           fmt::format("{} bytes of dynamic shared memory exceed the {} limit of {} bytes per block",
+                       plan.shared_bytes, task.arch, smem_limit));
+
+    for (std::size_t i = 0; i < m.params.size(); ++i) {
+      const ManifestParam &mp = m.params[i];
+      const std::string path = fmt::format("params[{}]", i);
+      ResolvedParam rp;
+      rp.kind = mp.kind;
+      rp.name = mp.name;
+      if (mp.kind == ParamKind::scalar) {
+        if (auto it = w.symbols.find(mp.name); it != w.symbols.end())
+          rp.scalar_value = static_cast<double>(it->second);
+        else if (const auto *s = task.find_scalar(mp.name))
+          rp.scalar_value = s->value;
+        else
+          fail(path + ".scalar", fmt::format("'{}' has no value in workload {}", mp.name, w.name));
+      } else if (mp.kind == ParamKind::tensor_map) {
+        const tasks::Tensor *t = task.find_tensor(mp.name);
+        if (!t) fail(path + ".tensor_map", "'" + mp.name + "' is not a tensor of this task");
+        const std::int64_t elem = static_cast<std::int64_t>(tasks::size_of(t->dtype));
+        std::vector<std::int64_t> shape = task.shape_of(*t, w);  // outermost first
+        const std::int64_t elements =
+            std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
+        if (mp.dims.empty()) {
+          rp.dims.assign(shape.rbegin(), shape.rend());
+        } else {
+          for (std::size_t d = 0; d < mp.dims.size(); ++d) {
+            std::int64_t v = eval(mp.dims[d], w.symbols, fmt::format("{}.dims[{}]", path, d));
+            if (v < 1) fail(fmt::format("{}.dims[{}]", path, d), fmt::format("{} is less than 1", v));
+            rp.dims.push_back(v);
+          }
+          std::int64_t view = 1;
+          for (auto v : rp.dims)
+            if (__builtin_mul_overflow(view, v, &view)) fail(path + ".dims", "the product of dims overflows");
+          if (view != elements)
+            fail(path + ".dims",
+                 fmt::format("the view [{}] holds {} elements but tensor {} has {} ({})",
+                             fmt::join(rp.dims, ", "), view, t->name, elements, fmt::join(shape, " x ")));
+        }
+        if (rp.dims.size() > 5)
+          fail(path, fmt::format("rank {} exceeds the tensor-map limit of 5", rp.dims.size()));
+        for (std::size_t d = 0; d < rp.dims.size(); ++d)
+          if (rp.dims[d] > (std::int64_t{1} << 32))
+            fail(fmt::format("{}.dims[{}]", path, d), fmt::format("{} exceeds 2^32", rp.dims[d]));
+        // Contiguous view: stride of dims[d+1] in bytes.
+        std::int64_t stride = elem;
+        for (std::size_t d = 0; d + 1 < rp.dims.size(); ++d) {
+          stride *= rp.dims[d];
+          rp.strides_bytes.push_back(stride);
+          int align = mp.interleave == "32B" ? 32 : 16;
+          if (stride % align != 0)
+            fail(path, fmt::format(
+                           "the stride of dimension {} is {} bytes, not a multiple of {} (TMA needs {}-byte "
+                           "aligned strides): {} elements x {} bytes",
+                           d + 1, stride, align, align, stride / elem, elem));
+          if (stride >= (std::int64_t{1} << 40))
+            fail(path, fmt::format("stride {} bytes exceeds 2^40", stride));
+        }
+        if (mp.box.size() != rp.dims.size())
+          fail(path + ".box",
+               fmt::format("has {} dimensions but the tensor (view) has {}: [{}] (innermost first)",
+                           mp.box.size(), rp.dims.size(), fmt::join(rp.dims, ", ")));
+        for (std::size_t d = 0; d < mp.box.size(); ++d) {
+          std::int64_t b = eval(mp.box[d], w.symbols, fmt::format("{}.box[{}]", path, d));
+          if (b < 1 || b > 256)
+            fail(fmt::format("{}.box[{}]", path, d), fmt::format("{} is outside 1..256 (TMA box limit)", b));
+          rp.box.push_back(b);
+        }
+        rp.swizzle = mp.swizzle;
+        rp.l2_promotion = mp.l2_promotion;
+        rp.oob_fill = mp.oob_fill;
+        rp.interleave = mp.interleave;
+        const std::int64_t inner_bytes = rp.box[0] * elem;
+        if (rp.interleave == "none") {
+          if (inner_bytes % 16 != 0)
+            fail(path + ".box[0]", fmt::format("{} elements x {} bytes = {} bytes, not a multiple of 16",
+                                               rp.box[0], elem, inner_bytes));
+          if (rp.swizzle != Swizzle::none && inner_bytes > swizzle_bytes(rp.swizzle))
+            fail(path + ".box[0]", fmt::format("{} elements x {} bytes = {} bytes exceed the {} swizzle "
+                                               "span; use box[0] <= {} or a wider "
+                                               "swizzle",
+                                               rp.box[0], elem, inner_bytes, to_string(rp.swizzle),
+                                               swizzle_bytes(rp.swizzle) / elem));
+        } else {
+          if (rp.dims.size() < 3) fail(path + ".interleave", "interleaved tensor maps need rank >= 3");
+          if (rp.interleave == "32B" && rp.swizzle != Swizzle::b32)
+            fail(path + ".swizzle", "interleave 32B requires swizzle 32B");
+        }
+        bool is_float =
+            t->dtype == tasks::DType::bf16 || t->dtype == tasks::DType::f16 || t->dtype == tasks::DType::f32;
+        if (rp.oob_fill == "nan" && !is_float)
+          fail(path + ".oob_fill", fmt::format("'nan' needs a floating-point tensor; {} is {}", t->name,
+                                               tasks::to_string(t->dtype)));
+      }
+      plan.params.push_back(std::move(rp));
+    }
+  } catch (const Failure &f) {
+    return util::unexpected(f.message);
+  }
+  return plan;
+}
+
+nlohmann::json ResolvedParam::to_json() const {
+  json j{{"kind", kind == ParamKind::tensor   ? "tensor"
+                  : kind == ParamKind::scalar ? "scalar"
+                                              : "tensor_map"},
+         {"name", name},
+         {"ptx_type", ptx_type}};
+  if (kind == ParamKind::scalar) j["value"] = scalar_value;
+  if (kind == ParamKind::tensor_map) {
+    j["dims"] = dims;
+    j["strides_bytes"] = strides_bytes;
+    j["box"] = box;
+    j["swizzle"] = to_string(swizzle);
+    j["l2_promotion"] = l2_promotion;
+    j["oob_fill"] = oob_fill;
+    j["interleave"] = interleave;
+  }
+  return j;
+}
+
+nlohmann::json LaunchPlan::to_json() const {
+  json params_json = json::array();
+  for (const auto &p : params) params_json.push_back(p.to_json());
+  return json{{"workload", workload}, {"symbols", symbols}, {"grid", grid},
+              {"block", block},       {"cluster", cluster}, {"shared_bytes", shared_bytes},
+              {"params", params_json}};
+}
+
+}  // namespace ptxbench::evaluator

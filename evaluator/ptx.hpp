@@ -1,0 +1,103 @@
+// A real PTX lexer (comments and strings are never code) and the part of a
+// parser the static checks need: .version, .target, .address_size, entries
+// and functions with their parameters, instructions by full mnemonic with
+// their source line, and module-scope variables.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/expected.hpp"
+
+namespace ptxbench::evaluator {
+
+enum class PtxTokenKind {
+  identifier,  ///< names, registers (%r1, %tid.x), mnemonics with modifiers
+               ///< (cp.async.bulk.tensor.2d.shared::cluster)
+  directive,   ///< .entry, .param, .u64, .shared::cta, ...
+  number,      ///< 42, 0x1F, 1.5, 0f3F800000, 0d3FF0000000000000
+  string,      ///< "..." (e.g. .file names)
+  punct,       ///< one character: { } ( ) [ ] ; , : < > @ ! + - = | ...
+};
+
+struct PtxToken {
+  PtxTokenKind kind = PtxTokenKind::punct;
+  std::string text;
+  int line = 0;    ///< 1-based
+  int column = 0;  ///< 1-based
+};
+
+/// Error: "line 12, column 3: unterminated /* comment" etc.
+util::Expected<std::vector<PtxToken>, std::string> lex_ptx(std::string_view source);
+
+struct PtxParam {
+  std::string name;
+  std::string type;             ///< ".u64", ".b8", ".f32", ... ("" if none was written)
+  int align = 0;                ///< .align N; 0 when absent
+  bool ptr = false;             ///< .ptr attribute given
+  std::string state_space;      ///< for .ptr params: ".global", ".shared", ... ("" when none)
+  std::int64_t array_size = 0;  ///< elements for `name[N]`; 0 = scalar
+  int line = 0;
+  /// Bytes passed: element size x max(1, array_size) (0 for unknown types).
+  std::int64_t size_bytes() const;
+  /// As PTX would spell it, e.g. ".param .align 64 .b8 tmap[128]".
+  std::string declaration() const;
+};
+
+struct PtxFunction {
+  std::string name;
+  bool is_entry = false;       ///< .entry (kernel) vs .func
+  bool is_definition = false;  ///< has a body (not a prototype / .extern)
+  std::vector<PtxParam> params;
+  int line = 0;                                 ///< line of the name
+  std::vector<std::int64_t> reqntid;            ///< .reqntid values (empty = none)
+  std::vector<std::int64_t> maxntid;            ///< .maxntid values (empty = none)
+  std::vector<std::int64_t> reqnctapercluster;  ///< .reqnctapercluster / .cluster_dim values
+};
+
+struct PtxInstruction {
+  std::string mnemonic;   ///< full, with modifiers: "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"
+  std::string predicate;  ///< "@%p1", "@!%p1", or ""
+  std::string function;   ///< the enclosing .entry/.func
+  int line = 0;           ///< 1-based line in the PTX source
+  /// Opcode up to the first '.', e.g. "wgmma".
+  std::string base() const;
+};
+
+struct PtxVariable {
+  std::string name;
+  std::string state_space;      ///< ".global", ".shared", ".const"
+  std::string type;             ///< ".b8", ".u32", ...
+  std::int64_t array_size = 0;  ///< 0 = scalar; -1 = unsized []
+  int line = 0;
+};
+
+struct PtxModule {
+  std::string version;                      ///< "9.0" ("" when missing)
+  std::string target;                       ///< first .target operand, e.g. "sm_90a" ("" when missing)
+  std::vector<std::string> target_options;  ///< further .target operands ("debug", "texmode_independent")
+  int address_size = 0;                     ///< 32 / 64; 0 when missing
+  std::vector<PtxFunction> functions;
+  std::vector<PtxInstruction> instructions;   ///< in source order
+  std::vector<PtxVariable> module_variables;  ///< module-scope .global/.shared/.const
+  std::string
+      normalized_hash;  ///< FNV-1a 64 of the token stream (comments, whitespace and .loc/.file ignored)
+
+  const PtxFunction *find_function(std::string_view name) const;
+  std::vector<std::string> entry_names() const;
+  /// Instructions whose mnemonic equals `prefix` or starts with `prefix` + '.'.
+  std::vector<const PtxInstruction *> instructions_with_prefix(std::string_view prefix) const;
+  /// Lines (1-based) of the instructions of `function`, in order (for mapping reports to source).
+  std::vector<int> instruction_lines(std::string_view function) const;
+};
+
+/// Parses a whole module. Errors say what and where ("line 7: expected '(' after the .entry name").
+util::Expected<PtxModule, std::string> parse_ptx(std::string_view source);
+
+/// Bytes of a PTX fundamental type (".u64" -> 8, ".b8" -> 1, ".pred" -> 0 unknown).
+int ptx_type_bytes(std::string_view type);
+
+}  // namespace ptxbench::evaluator
