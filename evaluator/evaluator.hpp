@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct CompileLimits {
   std::chrono::milliseconds nvrtc_wall{60'000};   ///< ms; NVRTC runs in a child process too
   std::size_t max_ptx_bytes = 8u << 20;           ///< bytes of PTX accepted
   std::size_t max_ptx_instructions = 200'000;     ///< instruction statements accepted by the static stage
+  std::chrono::milliseconds disassembler_wall{30'000};  ///< ms; cuobjdump/nvdisasm killed past it (SASS then unavailable)
 };
 
 /// Correctness protocol (design §6.3).
@@ -63,6 +65,9 @@ struct EvaluatorSettings {
   bool run_sanitizer = true;            ///< compute-sanitizer on runtime_error / timeout / nondeterministic
   int device = 0;                       ///< CUDA device ordinal for the GPU stage
   std::filesystem::path worker_path;    ///< empty = next to the ptxbench executable
+  std::filesystem::path ptxas_path;     ///< empty = PATH, then /usr/local/cuda/bin/ptxas
+  std::filesystem::path disassembler_path;  ///< cuobjdump or nvdisasm; empty = search (evaluator/sass.hpp)
+  std::filesystem::path ptxbench_path;  ///< executable for the NVRTC child (`ptxbench internal nvrtc`); empty = this process
   std::filesystem::path lock_dir = "/tmp/ptxbench-locks";  ///< per-GPU lock files live here
   nlohmann::json to_json() const;
 };
@@ -89,6 +94,10 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task, const
 
 /// Both, in order.
 Verdict evaluate(const tasks::Task &task, std::string_view response, const EvaluatorSettings &settings);
+
+/// The ptxbench-worker executable: settings.worker_path, $PTXBENCH_WORKER, next to
+/// this executable, or the build tree's evaluator/worker/ (nullopt = not found).
+std::optional<std::filesystem::path> find_worker_binary(const EvaluatorSettings &settings);
 
 /// Is there a GPU the worker can use? ("" if yes, else the reason, e.g. "no CUDA driver (libcuda.so.1 not found)").
 std::string gpu_unavailable_reason(const EvaluatorSettings &settings);

@@ -1,0 +1,199 @@
+// GPU tests of the GEMM evaluation (label gpu): the reference GEMM against
+// cuBLASLt, and fixture candidates (tests/data/gpu/*.response.md, emitted by
+// make_fixtures.sh) through the whole evaluator: correct, wrong, refused
+// launch, endless loop (and the next evaluation still works), dead branch
+// counted by CUPTI. Exit 77 (skipped) on machines without a usable GPU.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "evaluator/evaluator.hpp"
+#include "util/files.hpp"
+#include "util/subprocess.hpp"
+
+namespace ev = ptxbench::evaluator;
+namespace tasks = ptxbench::tasks;
+using nlohmann::json;
+
+namespace {
+
+const std::filesystem::path kWorker =
+    std::filesystem::path(PTXBENCH_BINARY_DIR) / "evaluator/worker/ptxbench-worker";
+
+/// A small bf16 GEMM task: two workloads (one ragged), an FFMA target that runs
+/// and a BREV target that only the dead-branch fixture has (never taken).
+tasks::Task small_gemm_task() {
+  tasks::Task t;
+  t.id = "test_gemm_small";
+  t.family = tasks::Family::gemm;
+  t.arch = "sm_90a";
+  t.title = "test GEMM";
+  t.description = "C = A * B^T";
+  t.tensors = {
+      {"A", tasks::DType::bf16, {"M", "K"}, tasks::TensorRole::input, tasks::Distribution::normal, ""},
+      {"B", tasks::DType::bf16, {"N", "K"}, tasks::TensorRole::input, tasks::Distribution::normal, ""},
+      {"C", tasks::DType::bf16, {"M", "N"}, tasks::TensorRole::output, tasks::Distribution::normal, ""}};
+  t.symbols = {"M", "N", "K"};
+  t.workloads = {{"M=256", {{"M", 256}, {"N", 192}, {"K", 128}}},
+                 {"M=100", {{"M", 100}, {"N", 192}, {"K", 128}}}};
+  tasks::TargetInstruction ffma;
+  ffma.name = "ffma";
+  ffma.ptx_mnemonic = "fma.rn.f32";
+  ffma.sass_families = {"FFMA"};
+  tasks::TargetInstruction brev;
+  brev.name = "dead_brev";
+  brev.ptx_mnemonic = "brev.b32";
+  brev.sass_families = {"BREV"};
+  t.targets = {ffma, brev};
+  t.reference = "cublaslt";
+  t.tolerances["C"] = {0.05, 0.0078125};  // bf16 output rounding of values ~ sqrt(128)
+  t.flops = "2*M*N*K";
+  t.bytes = "2*(M*K + N*K + M*N)";
+  return t;
+}
+
+ev::EvaluatorSettings fast_settings() {
+  ev::EvaluatorSettings s;
+  s.worker_path = kWorker;
+  s.timing.min_seconds = 0.05;
+  s.timing.max_seconds = 1.0;
+  s.timing.min_samples = 5;
+  s.worker.wall = std::chrono::milliseconds(120'000);
+  s.worker.kernel_hang = std::chrono::milliseconds(3'000);
+  s.correctness.base_seed = 12345;
+  return s;
+}
+
+std::string fixture(const std::string &name) {
+  auto text =
+      ptxbench::util::read_file(std::filesystem::path(PTXBENCH_TEST_DATA) / "gpu" / (name + ".response.md"));
+  REQUIRE_MESSAGE(text.has_value(), "missing fixture " << name);
+  return *text;
+}
+
+const json *target_named(const ev::Verdict &v, const std::string &name) {
+  for (const auto &t : v.execution.figures["targets"])
+    if (t["name"] == name) return &t;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("reference GEMM agrees with cuBLASLt (bf16, ragged, core-sized, fp8 with scales)") {
+  ptxbench::util::ProcessSpec spec;
+  spec.argv = {kWorker.string(), "--check-reference"};
+  spec.env = ptxbench::util::scrubbed_environment("/tmp");
+  spec.limits.wall_time = std::chrono::milliseconds(120'000);
+  auto r = ptxbench::util::run_process(spec);
+  REQUIRE(r.has_value());
+  INFO("stderr: " << r->stderr_text);
+  REQUIRE(r->exit_code == 0);
+  const json out = json::parse(r->stdout_text);
+  REQUIRE(out["cases"].size() == 4);
+  for (const auto &c : out["cases"]) {
+    INFO(c.dump());
+    CHECK(c["mismatches"] == 0);
+    CHECK(c["unwritten"] == 0);
+    CHECK(c["nan_count"] == 0);
+    CHECK(c["max_rel_error"].get<double>() < 0.01);
+    CHECK(c["max_abs_error"].get<double>() > 0);  // two different computations, not one buffer read twice
+  }
+}
+
+TEST_CASE("a correct naive kernel is correct, timed against cuBLASLt, and its FFMA counted") {
+  const auto v = ev::evaluate(small_gemm_task(), fixture("naive_ok"), fast_settings());
+  INFO(v.to_json().dump(1));
+  CHECK(v.correctness.status == ev::Status::ok);
+  CHECK(v.axes.correct == true);
+  REQUIRE(v.correctness.figures["workloads"].size() == 2);
+  for (const auto &w : v.correctness.figures["workloads"]) {
+    CHECK(w["passed"] == 3);
+    CHECK(w["deterministic"] == true);
+    CHECK(w["unwritten_count"] == 0);
+    CHECK(w["guard_damage"] == 0);
+    CHECK(w["max_abs_error"].get<double>() > 0);
+  }
+  CHECK(v.timing.status == ev::Status::ok);
+  REQUIRE(v.axes.speedup.has_value());
+  CHECK(*v.axes.speedup > 0);
+  CHECK(v.timing.figures["library"]["name"] == "cuBLASLt");
+  REQUIRE(v.execution.status == ev::Status::ok);
+  const json *ffma = target_named(v, "ffma");
+  REQUIRE(ffma != nullptr);
+  CHECK((*ffma)["executed"] == true);
+  // 100 x 192 outputs x 128 k-steps, one FFMA each (smallest workload), in warps of 32 threads.
+  CHECK((*ffma)["threads_on"].get<std::uint64_t>() >= 100ull * 192 * 128);
+  const json *brev = target_named(v, "dead_brev");
+  REQUIRE(brev != nullptr);
+  CHECK((*brev)["present_in_sass"] == false);
+  CHECK(v.axes.targets_executed == false);
+  CHECK(v.environment.contains("gpu_name"));
+}
+
+TEST_CASE("a wrong column is incorrect with the first mismatch at C[0, 5]") {
+  const auto v = ev::evaluate(small_gemm_task(), fixture("wrong_column"), fast_settings());
+  INFO(v.to_json().dump(1));
+  CHECK(v.status == ev::Status::incorrect);
+  CHECK(v.axes.correct == false);
+  const auto &w = v.correctness.figures["workloads"][0];
+  REQUIRE(w["first_mismatch"].is_object());
+  CHECK(w["first_mismatch"]["tensor"] == "C");
+  CHECK(w["first_mismatch"]["index"] == json::array({0, 5}));
+  CHECK(w["unwritten_count"] == 0);
+  CHECK(v.timing.status == ev::Status::skipped);
+  CHECK(v.execution.status == ev::Status::ok);  // the axes stay separate
+}
+
+TEST_CASE("a block larger than the kernel's launch bounds is a launch_error naming the limit") {
+  const auto v = ev::evaluate(small_gemm_task(), fixture("launch_error"), fast_settings());
+  INFO(v.to_json().dump(1));
+  CHECK(v.status == ev::Status::launch_error);
+  CHECK(v.correctness.summary.find("512 threads") != std::string::npos);
+  CHECK(v.correctness.summary.find("256") != std::string::npos);
+}
+
+TEST_CASE("an endless loop times out within the hang limit, and the next evaluation still works") {
+  auto settings = fast_settings();
+  settings.run_sanitizer = false;
+  const auto start = std::chrono::steady_clock::now();
+  const auto v = ev::evaluate(small_gemm_task(), fixture("endless_loop"), settings);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(v.to_json().dump(1));
+  CHECK(v.status == ev::Status::timeout);
+  CHECK(v.correctness.status == ev::Status::timeout);
+  CHECK(seconds < 30.0);
+  const auto next = ev::evaluate(small_gemm_task(), fixture("naive_ok"), fast_settings());
+  CHECK(next.correctness.status == ev::Status::ok);
+}
+
+TEST_CASE("CUPTI: an instruction on a dead branch is present in SASS but never executed") {
+  const auto v = ev::evaluate(small_gemm_task(), fixture("dead_branch"), fast_settings());
+  INFO(v.to_json().dump(1));
+  CHECK(v.correctness.status == ev::Status::ok);
+  REQUIRE(v.execution.status == ev::Status::ok);
+  const json *brev = target_named(v, "dead_brev");
+  REQUIRE(brev != nullptr);
+  CHECK((*brev)["present_in_sass"] == true);
+  CHECK((*brev)["warp_executions"] == 0);
+  CHECK((*brev)["executed"] == false);
+  const json *ffma = target_named(v, "ffma");
+  REQUIRE(ffma != nullptr);
+  CHECK((*ffma)["executed"] == true);
+  CHECK(v.axes.targets_executed == false);
+}
+
+int main(int argc, char **argv) {
+  const std::string reason = ev::gpu_unavailable_reason(fast_settings());
+  if (!reason.empty()) {
+    std::printf("SKIPPED: %s\n", reason.c_str());
+    return 77;
+  }
+  doctest::Context context(argc, argv);
+  return context.run();
+}
