@@ -1,6 +1,263 @@
-// Placeholder until the 'run' command lands: it registers nothing.
+// `ptxbench run` and `ptxbench resume`: the repair loop over models × tasks ×
+// samples × turns, with Ctrl-C handling (first: finish in-flight turns and
+// stop, resumable; second: quit at once) and a summary table at the end.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <sstream>
+
+#include <fmt/core.h>
+#include <CLI/CLI.hpp>
+
+#include "agent/run_config.hpp"
+#include "agent/runner.hpp"
 #include "cli/cli.hpp"
 
 namespace ptxbench::cli {
-void register_run_commands(CLI::App &, Action &) {}
+
+namespace {
+
+std::atomic<int> g_interrupts{0};
+
+extern "C" void on_sigint(int) {
+  if (g_interrupts.fetch_add(1) >= 1) {
+    static const char msg[] =
+        "\nptxbench: interrupted twice: quitting now (the trace is valid; `ptxbench resume` continues)\n";
+    (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+    ::_exit(kExitInterrupted);
+  }
+}
+
+void install_sigint_handler() {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+struct RunFlags {
+  std::string config_file;
+  std::string endpoint_url;
+  std::string model;
+  std::string name;
+  std::string api_key_env;
+  std::string scripted_file;
+  std::vector<std::string> tasks;
+  std::optional<int> samples;
+  std::optional<int> turns;
+  std::string history;
+  std::string out;
+  bool no_gpu = false;
+  std::vector<int> gpus;
+  std::optional<int> concurrency;
+  std::optional<int> compile_workers;
+  std::optional<double> temperature;
+  std::optional<int> max_tokens;
+  std::optional<std::int64_t> seed;
+  std::optional<std::int64_t> tokens_per_trajectory;
+  std::optional<std::int64_t> tokens_per_run;
+  bool stream = false;
+  std::string progress = "auto";
+};
+
+std::optional<agent::ProgressMode> progress_mode(const std::string &s) {
+  if (s == "auto") return agent::ProgressMode::automatic;
+  if (s == "redraw") return agent::ProgressMode::redraw;
+  if (s == "lines") return agent::ProgressMode::lines;
+  if (s == "quiet") return agent::ProgressMode::quiet;
+  return std::nullopt;
+}
+
+/// Applies CLI flags over the config. Error text for the user on a bad combination.
+util::Expected<void> apply_flags(const RunFlags &f, agent::RunConfig &c) {
+  if (!f.endpoint_url.empty() || !f.scripted_file.empty()) {
+    llm::EndpointConfig e;
+    if (!f.scripted_file.empty()) {
+      e.kind = "scripted";
+      e.scripted_file = std::filesystem::absolute(f.scripted_file).string();
+      e.model = f.model.empty() ? "scripted" : f.model;
+    } else {
+      if (f.model.empty())
+        return util::unexpected(std::string("--endpoint needs --model (the model id to request)"));
+      e.base_url = f.endpoint_url;
+      e.model = f.model;
+      e.api_key_env = f.api_key_env;
+      e.stream = f.stream;
+    }
+    e.name = f.name.empty() ? e.model : f.name;
+    c.endpoints = {e};
+  } else if (!f.model.empty()) {
+    // Select configured endpoints by name.
+    std::vector<llm::EndpointConfig> chosen;
+    std::stringstream ss(f.model);
+    std::string want;
+    while (std::getline(ss, want, ',')) {
+      auto it =
+          std::find_if(c.endpoints.begin(), c.endpoints.end(), [&](const auto &e) { return e.name == want; });
+      if (it == c.endpoints.end()) {
+        std::string known;
+        for (const auto &e : c.endpoints) known += (known.empty() ? "" : ", ") + e.name;
+        return util::unexpected(
+            fmt::format("--model {}: no endpoint of that name in the config (known: {}); give "
+                        "--endpoint URL to use a new one",
+                        want, known));
+      }
+      chosen.push_back(*it);
+    }
+    c.endpoints = chosen;
+  }
+  if (!f.api_key_env.empty()) {
+    for (auto &e : c.endpoints) e.api_key_env = f.api_key_env;
+  }
+  if (f.stream) {
+    for (auto &e : c.endpoints) e.stream = true;
+  }
+  if (f.concurrency) {
+    for (auto &e : c.endpoints) e.max_in_flight = *f.concurrency;
+  }
+  if (!f.tasks.empty()) c.tasks = f.tasks;
+  if (f.samples) c.samples = *f.samples;
+  if (f.turns) c.turns = *f.turns;
+  if (!f.history.empty()) {
+    auto p = agent::history_policy_from_string(f.history);
+    if (!p)
+      return util::unexpected(fmt::format("--history {}: expected full, last_attempt or none", f.history));
+    c.history = *p;
+  }
+  if (!f.out.empty()) c.out_dir = f.out;
+  if (f.no_gpu) c.evaluator.run_gpu = false;
+  if (!f.gpus.empty()) c.concurrency.gpus = f.gpus;
+  if (f.compile_workers) c.concurrency.compile_workers = *f.compile_workers;
+  if (f.temperature) c.sampling.temperature = *f.temperature;
+  if (f.max_tokens) c.sampling.max_tokens = *f.max_tokens;
+  if (f.seed) c.sampling.seed = *f.seed;
+  if (f.tokens_per_trajectory) c.budgets.per_trajectory = *f.tokens_per_trajectory;
+  if (f.tokens_per_run) c.budgets.per_run = *f.tokens_per_run;
+  return agent::validate(c);
+}
+
+int finish(const agent::RunResult &r) {
+  fmt::print("\n{}", r.summary.table());
+  const int turns = std::max(1, r.turns_recorded);
+  fmt::print(
+      "\n{} turns recorded this session in {:.1f} s; orchestrator CPU {:.2f} ms/turn (+ client {:.2f} ms, "
+      "in-process evaluator {:.2f} ms; compilers run in child processes)\n",
+      r.turns_recorded, r.wall_seconds, r.orchestrator_cpu_ms / turns, r.client_cpu_ms / turns,
+      r.evaluator_cpu_ms / turns);
+  fmt::print("Run directory: {}\n", std::filesystem::absolute(r.dir).string());
+  switch (r.end) {
+    case agent::RunEnd::completed:
+      return kExitOk;
+    case agent::RunEnd::interrupted:
+      fmt::print(stderr, "Stopped: {} ({} in-flight turns abandoned). Continue with: ptxbench resume {}\n",
+                 r.message, r.turns_abandoned, r.dir.string());
+      return kExitInterrupted;
+    case agent::RunEnd::write_failed:
+      fmt::print(stderr, "error: {}\n", r.message);
+      return kExitEnvironment;
+  }
+  return kExitInternal;
+}
+
+agent::RunOptions options_for(const std::string &progress) {
+  agent::RunOptions o;
+  o.progress = progress_mode(progress).value_or(agent::ProgressMode::automatic);
+  o.interrupts = &g_interrupts;
+  return o;
+}
+
+}  // namespace
+
+void register_run_commands(CLI::App &app, Action &action) {
+  auto flags = std::make_shared<RunFlags>();
+  CLI::App *run =
+      app.add_subcommand("run",
+                         "Run the repair loop: prompt models, evaluate every answer, feed diagnostics back, "
+                         "record trajectories.\n"
+                         "Without --config: the embedded default (a scripted model on built-in tasks).");
+  run->add_option("--config", flags->config_file, "run config (JSON); see examples/default_run.json")
+      ->check(CLI::ExistingFile);
+  run->add_option("--endpoint", flags->endpoint_url,
+                  "OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1); "
+                  "replaces the config's endpoints");
+  run->add_option(
+      "--model", flags->model,
+      "model id for --endpoint; without --endpoint: which configured endpoint(s) to use (comma list)");
+  run->add_option("--name", flags->name,
+                  "label for the --endpoint model in traces and reports (default: the model id)");
+  run->add_option("--api-key-env", flags->api_key_env, "environment variable holding the API key");
+  run->add_option("--scripted", flags->scripted_file, "use the scripted client with this responses file");
+  run->add_option("--tasks", flags->tasks, "task ids, or core / all")->delimiter(',');
+  run->add_option("--samples", flags->samples, "trajectories per model × task")->check(CLI::Range(1, 100000));
+  run->add_option("--turns", flags->turns, "attempts per trajectory at most")->check(CLI::Range(1, 1000));
+  run->add_option("--history", flags->history, "full | last_attempt | none");
+  run->add_option("--out", flags->out, "run directory (default runs/<run id>)");
+  run->add_flag("--no-gpu", flags->no_gpu, "skip GPU stages (compile and static checks only)");
+  run->add_option("--gpus", flags->gpus, "GPU ordinals for GPU stages (default: all visible)")
+      ->delimiter(',');
+  run->add_option("--concurrency", flags->concurrency, "requests in flight per endpoint")
+      ->check(CLI::Range(1, 4096));
+  run->add_option("--compile-workers", flags->compile_workers, "parallel CPU-stage workers (default: cores)")
+      ->check(CLI::Range(1, 1024));
+  run->add_option("--temperature", flags->temperature, "sampling temperature");
+  run->add_option("--max-tokens", flags->max_tokens, "max completion tokens per request");
+  run->add_option("--seed", flags->seed, "sampling seed sent to the server");
+  run->add_option("--tokens-per-trajectory", flags->tokens_per_trajectory,
+                  "token budget per trajectory (0 = none)");
+  run->add_option("--tokens-per-run", flags->tokens_per_run, "token budget for the whole run (0 = none)");
+  run->add_flag("--stream", flags->stream, "use streaming (server-sent events)");
+  run->add_option("--progress", flags->progress, "auto | redraw | lines | quiet")
+      ->check(CLI::IsMember({"auto", "redraw", "lines", "quiet"}));
+  run->callback([flags, &action] {
+    action.run = [flags]() -> int {
+      std::filesystem::path config_file = flags->config_file;
+      if (config_file.empty()) config_file = agent::default_examples_dir() / "default_run.json";
+      auto config = agent::load_run_config(config_file);
+      if (!config) {
+        fmt::print(stderr, "error: {}\n", config.error());
+        return kExitUsage;
+      }
+      if (auto ok = apply_flags(*flags, *config); !ok) {
+        fmt::print(stderr, "error: {}\n", ok.error());
+        return kExitUsage;
+      }
+      install_sigint_handler();
+      auto runner = agent::Runner::start(std::move(*config), agent::RunServices::defaults(),
+                                         options_for(flags->progress));
+      if (!runner) {
+        fmt::print(stderr, "error: {}\n", runner.error());
+        return kExitEnvironment;
+      }
+      fmt::print(stderr, "ptxbench run: writing {}\n", (*runner)->dir().string());
+      return finish((*runner)->run());
+    };
+  });
+
+  auto resume_dir = std::make_shared<std::string>();
+  auto resume_progress = std::make_shared<std::string>("auto");
+  CLI::App *resume = app.add_subcommand(
+      "resume", "Continue a run directory: finished turns are kept, unfinished trajectories go on.");
+  resume->add_option("dir", *resume_dir, "the run directory")->required();
+  resume->add_option("--progress", *resume_progress, "auto | redraw | lines | quiet")
+      ->check(CLI::IsMember({"auto", "redraw", "lines", "quiet"}));
+  resume->callback([resume_dir, resume_progress, &action] {
+    action.run = [resume_dir, resume_progress]() -> int {
+      install_sigint_handler();
+      auto runner =
+          agent::Runner::resume(*resume_dir, agent::RunServices::defaults(), options_for(*resume_progress));
+      if (!runner) {
+        fmt::print(stderr, "error: {}\n", runner.error());
+        return kExitEnvironment;
+      }
+      fmt::print(stderr, "ptxbench resume: continuing {}\n", (*runner)->dir().string());
+      return finish((*runner)->run());
+    };
+  });
+}
+
 }  // namespace ptxbench::cli

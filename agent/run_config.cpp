@@ -1,0 +1,326 @@
+#include "agent/run_config.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <set>
+
+#include <fmt/core.h>
+
+#include "agent/detail/json_fields.hpp"
+
+namespace ptxbench::agent {
+
+namespace fs = std::filesystem;
+using detail::FieldReader;
+
+std::string to_string(HistoryPolicy p) {
+  switch (p) {
+    case HistoryPolicy::full:
+      return "full";
+    case HistoryPolicy::last_attempt:
+      return "last_attempt";
+    case HistoryPolicy::none:
+      return "none";
+  }
+  return "full";
+}
+
+std::optional<HistoryPolicy> history_policy_from_string(std::string_view s) {
+  if (s == "full") return HistoryPolicy::full;
+  if (s == "last_attempt") return HistoryPolicy::last_attempt;
+  if (s == "none") return HistoryPolicy::none;
+  return std::nullopt;
+}
+
+bool StopTarget::reached(const evaluator::Axes &axes) const {
+  if (!any()) return false;
+  if (correct && axes.correct != true) return false;
+  if (targets_executed && axes.targets_executed != true) return false;
+  if (min_speedup && !(axes.speedup && *axes.speedup >= *min_speedup)) return false;
+  return true;
+}
+
+namespace {
+
+constexpr int kIntMax = std::numeric_limits<int>::max();
+
+fs::path resolve(const fs::path &base, const std::string &p) {
+  if (p.empty()) return {};
+  fs::path path(p);
+  return path.is_absolute() ? path : (base / path).lexically_normal();
+}
+
+void parse_sampling(FieldReader &r, llm::SamplingParams &s) {
+  r.read("temperature", s.temperature, 0.0);
+  r.read("top_p", s.top_p, 0.0);
+  r.read("max_tokens", s.max_tokens, 1);
+  r.read("seed", s.seed);
+  r.read("stop", s.stop);
+}
+
+void parse_endpoint(const nlohmann::json &j, const std::string &path, const fs::path &base,
+                    std::vector<std::string> &errors, std::optional<int> default_in_flight,
+                    llm::EndpointConfig &e) {
+  if (!j.is_object()) {
+    errors.push_back(
+        fmt::format("{}: expected an endpoint object, got {}", path, detail::describe_json_value(j)));
+    return;
+  }
+  if (j.contains("api_key")) {
+    errors.push_back(
+        fmt::format("{}.api_key: keys are never stored in a config; put the key in an environment "
+                    "variable and name it in \"api_key_env\"",
+                    path));
+    return;
+  }
+  nlohmann::json object = j;
+  // Scripted files are relative to the config file; a run-wide in-flight default fills the gap.
+  if (auto it = object.find("scripted_file");
+      it != object.end() && it->is_string() && !it->get<std::string>().empty()) {
+    *it = resolve(base, it->get<std::string>()).string();
+  }
+  if (default_in_flight && !object.contains("max_in_flight")) object["max_in_flight"] = *default_in_flight;
+  auto parsed = llm::endpoint_config_from_json(object, path);
+  if (!parsed) {
+    errors.push_back(parsed.error());
+    return;
+  }
+  e = std::move(parsed.value());
+  if (e.name.empty()) e.name = !e.model.empty() ? e.model : e.kind;
+  if (e.model.empty()) e.model = e.name;
+}
+
+}  // namespace
+
+util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::string &origin,
+                                           const fs::path &base_dir) {
+  std::vector<std::string> errors;
+  RunConfig c;
+  FieldReader root(j, "", errors);
+
+  std::optional<int> requests_per_endpoint;
+  if (const auto *conc = root.get("concurrency")) {
+    FieldReader r(*conc, "concurrency", errors);
+    r.read("requests_per_endpoint", requests_per_endpoint, 1);
+    r.read("compile_workers", c.concurrency.compile_workers, 0, 1024);
+    if (const auto *g = r.get("gpus")) {
+      if (!g->is_array()) {
+        r.error("gpus", "expected an array of GPU ordinals, got " + detail::describe_json_value(*g));
+      } else {
+        for (std::size_t i = 0; i < g->size(); ++i) {
+          const auto &x = (*g)[i];
+          if (!x.is_number_integer() || x.get<std::int64_t>() < 0 || x.get<std::int64_t>() > 1023) {
+            errors.push_back(fmt::format("concurrency.gpus[{}]: expected a GPU ordinal >= 0, got {}", i,
+                                         detail::describe_json_value(x)));
+          } else {
+            c.concurrency.gpus.push_back(x.get<int>());
+          }
+        }
+      }
+    }
+    r.read("endpoint_failures_before_dead", c.concurrency.endpoint_failures_before_dead, 1, kIntMax);
+    r.finish();
+  }
+
+  if (const auto *eps = root.get("endpoints")) {
+    if (!eps->is_array()) {
+      root.error("endpoints",
+                 "expected an array of endpoint objects, got " + detail::describe_json_value(*eps));
+    } else {
+      for (std::size_t i = 0; i < eps->size(); ++i) {
+        llm::EndpointConfig e;
+        parse_endpoint((*eps)[i], fmt::format("endpoints[{}]", i), base_dir, errors, requests_per_endpoint,
+                       e);
+        c.endpoints.push_back(std::move(e));
+      }
+    }
+  }
+  root.read("tasks", c.tasks);
+  std::string task_dir, prompt_dir, out_dir;
+  root.read("task_dir", task_dir);
+  c.task_dir = resolve(base_dir, task_dir);
+  root.read("prompt_dir", prompt_dir);
+  c.prompt_dir = resolve(base_dir, prompt_dir);
+  root.read("out_dir", out_dir);
+  c.out_dir = out_dir;  // relative to the current directory, like --out
+  root.read("samples", c.samples, 1, 100000);
+  root.read("turns", c.turns, 1, 1000);
+  std::string history = to_string(c.history);
+  root.read("history", history);
+  if (auto p = history_policy_from_string(history)) {
+    c.history = *p;
+  } else {
+    errors.push_back(
+        fmt::format("history: expected \"full\", \"last_attempt\" or \"none\", got \"{}\"", history));
+  }
+  if (const auto *stop = root.get("stop")) {
+    if (stop->is_null()) {
+      c.stop = StopTarget{false, false, std::nullopt};
+    } else {
+      FieldReader r(*stop, "stop", errors);
+      r.read("correct", c.stop.correct);
+      r.read("targets_executed", c.stop.targets_executed);
+      r.read("min_speedup", c.stop.min_speedup, 0.0);
+      r.finish();
+    }
+  }
+  if (const auto *s = root.get("sampling")) {
+    FieldReader r(*s, "sampling", errors);
+    parse_sampling(r, c.sampling);
+    r.finish();
+  }
+  if (const auto *b = root.get("budgets")) {
+    FieldReader r(*b, "budgets", errors);
+    r.read("tokens_per_trajectory", c.budgets.per_trajectory, 0);
+    r.read("tokens_per_run", c.budgets.per_run, 0);
+    r.finish();
+  }
+  if (const auto *ev = root.get("evaluator")) {
+    FieldReader r(*ev, "evaluator", errors);
+    auto &s = c.evaluator;
+    r.read("run_gpu", s.run_gpu);
+    r.read("run_sanitizer", s.run_sanitizer);
+    std::string worker, lock_dir;
+    r.read("worker_path", worker);
+    if (!worker.empty()) s.worker_path = resolve(base_dir, worker);
+    r.read("lock_dir", lock_dir);
+    if (!lock_dir.empty()) s.lock_dir = resolve(base_dir, lock_dir);
+    r.read("worker_wall_ms", s.worker.wall);
+    r.read("kernel_hang_ms", s.worker.kernel_hang);
+    r.read("ptxas_wall_ms", s.compile.ptxas_wall);
+    if (const auto *corr = r.get("correctness")) {
+      FieldReader cr(*corr, "evaluator.correctness", errors);
+      cr.read("trials", s.correctness.trials, 1, 1000);
+      cr.read("base_seed", s.correctness.base_seed);
+      cr.read("check_determinism", s.correctness.check_determinism);
+      cr.finish();
+    }
+    if (const auto *t = r.get("timing")) {
+      FieldReader tr(*t, "evaluator.timing", errors);
+      tr.read("warmup_launches", s.timing.warmup_launches, 0, 10000);
+      tr.read("min_samples", s.timing.min_samples, 1, 1000000);
+      tr.read("target_rel_spread", s.timing.target_rel_spread, 0.0);
+      tr.read("min_seconds", s.timing.min_seconds, 0.0);
+      tr.read("max_seconds", s.timing.max_seconds, 0.0);
+      tr.finish();
+    }
+    r.finish();
+  }
+  root.finish();
+
+  if (!errors.empty()) {
+    std::string message;
+    for (const auto &e : errors) message += (message.empty() ? "" : "\n") + origin + ": " + e;
+    return util::unexpected(message);
+  }
+  return c;
+}
+
+util::Expected<RunConfig> load_run_config(const fs::path &file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return util::unexpected(fmt::format("{}: cannot read the config file", file.string()));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error &e) {
+    return util::unexpected(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
+  }
+  std::error_code ec;
+  fs::path base = fs::absolute(file, ec).parent_path();
+  return parse_run_config(j, file.string(), base);
+}
+
+util::Expected<void> validate(const RunConfig &c) {
+  std::vector<std::string> problems;
+  if (c.endpoints.empty())
+    problems.push_back("no endpoints: give \"endpoints\" in the config or --endpoint/--model");
+  std::set<std::string> names;
+  for (const auto &e : c.endpoints) {
+    if (!names.insert(e.name).second)
+      problems.push_back(fmt::format("endpoint name '{}' is used twice", e.name));
+    if (e.name.find('/') != std::string::npos) {
+      problems.push_back(
+          fmt::format("endpoint name '{}' must not contain '/' (it is part of trajectory ids)", e.name));
+    }
+    if (e.kind == "scripted" && e.scripted_file.empty()) {
+      problems.push_back(fmt::format("endpoint '{}': a scripted endpoint needs \"scripted_file\"", e.name));
+    }
+    if (e.kind == "openai" && e.base_url.empty()) {
+      problems.push_back(
+          fmt::format("endpoint '{}': needs \"base_url\" (e.g. http://127.0.0.1:8000/v1)", e.name));
+    }
+  }
+  if (c.tasks.empty()) problems.push_back("no tasks: give task ids, \"core\" or \"all\"");
+  if (c.samples < 1) problems.push_back("samples must be >= 1");
+  if (c.turns < 1) problems.push_back("turns must be >= 1");
+  if (problems.empty()) return {};
+  std::string message;
+  for (const auto &p : problems) message += (message.empty() ? "" : "\n") + p;
+  return util::unexpected(message);
+}
+
+nlohmann::json RunConfig::to_json() const {
+  nlohmann::json eps = nlohmann::json::array();
+  for (const auto &e : endpoints)
+    eps.push_back(e.to_json_redacted());  // names the key variable, never the key
+  nlohmann::json sampling_json = nlohmann::json::object();
+  if (sampling.temperature) sampling_json["temperature"] = *sampling.temperature;
+  if (sampling.top_p) sampling_json["top_p"] = *sampling.top_p;
+  if (sampling.max_tokens) sampling_json["max_tokens"] = *sampling.max_tokens;
+  if (sampling.seed) sampling_json["seed"] = *sampling.seed;
+  if (!sampling.stop.empty()) sampling_json["stop"] = sampling.stop;
+  nlohmann::json stop_json =
+      nlohmann::json{{"correct", stop.correct}, {"targets_executed", stop.targets_executed}};
+  stop_json["min_speedup"] = stop.min_speedup ? nlohmann::json(*stop.min_speedup) : nlohmann::json(nullptr);
+  const auto &s = evaluator;
+  return {
+      {"endpoints", eps},
+      {"tasks", tasks},
+      {"task_dir", task_dir.string()},
+      {"prompt_dir", prompt_dir.string()},
+      {"samples", samples},
+      {"turns", turns},
+      {"history", to_string(history)},
+      {"stop", stop_json},
+      {"sampling", sampling_json},
+      {"budgets", {{"tokens_per_trajectory", budgets.per_trajectory}, {"tokens_per_run", budgets.per_run}}},
+      {"concurrency",
+       {{"compile_workers", concurrency.compile_workers},
+        {"gpus", concurrency.gpus},
+        {"endpoint_failures_before_dead", concurrency.endpoint_failures_before_dead}}},
+      {"evaluator",
+       {{"run_gpu", s.run_gpu},
+        {"run_sanitizer", s.run_sanitizer},
+        {"worker_path", s.worker_path.string()},
+        {"lock_dir", s.lock_dir.string()},
+        {"worker_wall_ms", s.worker.wall.count()},
+        {"kernel_hang_ms", s.worker.kernel_hang.count()},
+        {"ptxas_wall_ms", s.compile.ptxas_wall.count()},
+        {"correctness",
+         {{"trials", s.correctness.trials},
+          {"base_seed", s.correctness.base_seed},
+          {"check_determinism", s.correctness.check_determinism}}},
+        {"timing",
+         {{"warmup_launches", s.timing.warmup_launches},
+          {"min_samples", s.timing.min_samples},
+          {"target_rel_spread", s.timing.target_rel_spread},
+          {"min_seconds", s.timing.min_seconds},
+          {"max_seconds", s.timing.max_seconds}}}}},
+      {"out_dir", out_dir.string()}};
+}
+
+fs::path default_examples_dir() {
+  if (const char *env = std::getenv("PTXBENCH_EXAMPLES"); env != nullptr && *env != '\0') return env;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = exe.parent_path().parent_path() / "share" / "ptxbench" / "examples";
+    if (fs::exists(installed / "default_run.json", ec)) return installed;
+  }
+  return fs::path(PTXBENCH_SOURCE_DIR) / "examples";
+}
+
+}  // namespace ptxbench::agent

@@ -1,0 +1,89 @@
+// The run configuration (design §8): models × tasks × samples × turns, the
+// history policy, the stop target, budgets and concurrency. Loaded from JSON
+// (unknown fields and bad types are errors naming the JSON path); CLI flags
+// override it; written to run.json without secrets (only the names of the
+// environment variables that hold keys).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "evaluator/evaluator.hpp"
+#include "evaluator/verdict.hpp"
+#include "llm_clients/chat_client.hpp"
+#include "util/expected.hpp"
+
+namespace ptxbench::agent {
+
+/// What of earlier turns the next prompt carries.
+enum class HistoryPolicy {
+  full,          ///< every earlier attempt and its feedback
+  last_attempt,  ///< only the latest attempt and its feedback
+  none,          ///< no attempt; only the latest feedback, appended to the task message
+};
+std::string to_string(HistoryPolicy);
+std::optional<HistoryPolicy> history_policy_from_string(std::string_view);
+
+/// A trajectory stops early once every requested condition holds. No condition = never early.
+struct StopTarget {
+  bool correct = true;                ///< axes.correct must be true
+  bool targets_executed = true;       ///< axes.targets_executed must be true
+  std::optional<double> min_speedup;  ///< axes.speedup (library time / candidate time) must be >= this
+  bool any() const { return correct || targets_executed || min_speedup.has_value(); }
+  bool reached(const evaluator::Axes &axes) const;
+};
+
+struct TokenBudgets {
+  std::int64_t per_trajectory = 0;  ///< prompt + completion tokens over a trajectory's turns; 0 = unlimited
+  std::int64_t per_run = 0;         ///< prompt + completion tokens over the whole run; 0 = unlimited
+};
+
+struct Concurrency {
+  int compile_workers = 0;  ///< CPU-stage threads (parse, static checks, ptxas); 0 = CPU cores
+  std::vector<int> gpus;    ///< CUDA ordinals for GPU stages (one at a time each); empty = all visible
+  int endpoint_failures_before_dead =
+      3;  ///< consecutive failed requests after which an endpoint gets no more
+};
+
+struct RunConfig {
+  std::vector<llm::EndpointConfig> endpoints;  ///< the models; names must be unique
+  std::vector<std::string> tasks{"core"};      ///< task ids, or "core" (suite=core) / "all"
+  std::filesystem::path task_dir;              ///< empty = tasks::default_task_dir()
+  std::filesystem::path prompt_dir;            ///< empty = PromptBuilder::default_dir()
+  int samples = 1;                             ///< independent trajectories per model × task
+  int turns = 4;                               ///< attempts per trajectory at most
+  HistoryPolicy history = HistoryPolicy::full;
+  StopTarget stop;
+  llm::SamplingParams sampling;  ///< default for every endpoint (n is forced to 1)
+  TokenBudgets budgets;
+  Concurrency concurrency;
+  evaluator::EvaluatorSettings evaluator;  ///< defaults with the config's "evaluator" overrides applied
+  std::filesystem::path out_dir;           ///< run directory; empty = runs/<run id> under the current dir
+
+  /// The config as JSON in the file format, without secrets (keys live only in the environment).
+  nlohmann::json to_json() const;
+};
+
+/// Parses a config object. `origin` prefixes error paths (e.g. the file name). Relative paths in the
+/// config (scripted files, task/prompt dirs, out_dir) are resolved against `base_dir`.
+/// Error: every problem, one per line, e.g. "run.json: endpoints[1].max_in_flight: expected an integer >= 1,
+/// got \"x\"".
+util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::string &origin,
+                                           const std::filesystem::path &base_dir);
+/// Reads and parses a config file.
+util::Expected<RunConfig> load_run_config(const std::filesystem::path &file);
+
+/// Checks cross-field rules (at least one endpoint, unique names, scripted endpoints have a file,
+/// samples/turns >= 1). Called after CLI overrides.
+util::Expected<void> validate(const RunConfig &config);
+
+/// The embedded default config (examples/default_run.json: the scripted model on built-in tasks):
+/// $PTXBENCH_EXAMPLES, <exe>/../share/ptxbench/examples, then the source tree.
+std::filesystem::path default_examples_dir();
+
+}  // namespace ptxbench::agent

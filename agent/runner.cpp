@@ -1,0 +1,933 @@
+#include "agent/runner.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <fmt/core.h>
+
+#include "agent/conversation.hpp"
+#include "agent/detail/clocks.hpp"
+#include "agent/detail/progress.hpp"
+#include "agent/detail/queues.hpp"
+#include "agent/prompt_builder.hpp"
+#include "tasks/task.hpp"
+#include "util/files.hpp"
+#include "util/subprocess.hpp"
+
+namespace ptxbench::agent {
+
+namespace fs = std::filesystem;
+using detail::thread_cpu_ns;
+using Json = nlohmann::json;
+
+// ---------------------------------------------------------------- services
+
+nlohmann::json probe_worker(const evaluator::EvaluatorSettings &settings) {
+  fs::path worker = settings.worker_path;
+  if (worker.empty()) {
+    std::error_code ec;
+    worker = fs::read_symlink("/proc/self/exe", ec).parent_path() / "ptxbench-worker";
+  }
+  std::error_code ec;
+  if (!fs::exists(worker, ec)) return {{"error", fmt::format("worker not found at {}", worker.string())}};
+  util::ProcessSpec spec;
+  spec.argv = {worker.string(), "--probe"};
+  util::TempDir home("ptxbench-probe");
+  spec.env = util::scrubbed_environment(home.path().string());
+  spec.limits.wall_time = std::chrono::milliseconds(60'000);
+  auto result = util::run_process(spec);
+  if (!result) return {{"error", result.error()}};
+  if (!result->ok()) {
+    return {{"error", fmt::format("ptxbench-worker --probe: {}: {}", result->describe(),
+                                  result->stderr_text.substr(0, 500))}};
+  }
+  try {
+    return Json::parse(result->stdout_text);
+  } catch (const Json::exception &e) {
+    return {{"error", fmt::format("ptxbench-worker --probe printed no JSON: {}", e.what())}};
+  }
+}
+
+RunServices RunServices::defaults() {
+  RunServices s;
+  s.make_client = [](const llm::EndpointConfig &c) { return llm::create_client(c); };
+  s.cpu_stages = [](const tasks::Task &t, std::string_view r, const evaluator::EvaluatorSettings &st) {
+    return evaluator::run_cpu_stages(t, r, st);
+  };
+  s.gpu_stages = [](evaluator::CompiledCandidate &c, const tasks::Task &t,
+                    const evaluator::EvaluatorSettings &st) { evaluator::run_gpu_stages(c, t, st); };
+  s.gpu_unavailable_reason = [](const evaluator::EvaluatorSettings &st) {
+    return evaluator::gpu_unavailable_reason(st);
+  };
+  s.probe_environment = probe_worker;
+  return s;
+}
+
+// ---------------------------------------------------------------- state
+
+namespace {
+
+struct TrajectoryState {
+  std::size_t endpoint = 0;
+  const tasks::Task *task = nullptr;
+  int sample = 0;
+  std::string id;  ///< "<model>/<task>/<sample>"
+  int next_turn = 0;
+  std::vector<Attempt> history;
+  std::int64_t tokens = 0;  ///< prompt + completion so far
+  bool finished = false;
+  std::uint64_t order = 0;  ///< FIFO tie-break among equal turns
+};
+
+/// Later turns first: trajectories finish sooner, so a stop loses less and fewer histories are held.
+struct ByTurnThenOrder {
+  bool operator()(const TrajectoryState *a, const TrajectoryState *b) const {
+    if (a->next_turn != b->next_turn) return a->next_turn < b->next_turn;
+    return a->order > b->order;
+  }
+};
+
+struct TurnJob {
+  TrajectoryState *trajectory = nullptr;
+  int turn = 0;
+  std::vector<llm::ChatMessage> messages;
+  std::optional<llm::ChatResponse> response;
+  std::optional<llm::ChatError> error;
+  std::string forced_stop;  ///< stop reason for a turn that was never sent
+  std::optional<evaluator::CompiledCandidate> compiled;
+  std::optional<int> gpu;
+  std::string started_at;
+  double request_s = 0, cpu_stages_s = 0, gpu_stage_s = 0;
+  std::int64_t orchestrator_ns = 0, client_ns = 0, evaluator_ns = 0;
+};
+using JobPtr = std::unique_ptr<TurnJob>;
+
+struct EndpointState {
+  detail::BlockingQueue<TrajectoryState *, ByTurnThenOrder> queue;
+  std::atomic<int> consecutive_failures{0};
+  std::atomic<bool> dead{false};
+  std::mutex mutex;
+  llm::ChatError dead_error;  ///< the error that ended it, message rewritten (guarded by mutex)
+};
+
+Json messages_json(const std::vector<llm::ChatMessage> &messages) {
+  Json out = Json::array();
+  for (const auto &m : messages) out.push_back({{"role", m.role}, {"content", m.content}});
+  return out;
+}
+
+std::string random_suffix() {
+  std::random_device rd;
+  return fmt::format("{:04x}", rd() & 0xffff);
+}
+
+}  // namespace
+
+struct Runner::Impl {
+  RunConfig config;
+  RunServices services;
+  RunOptions options;
+  fs::path dir;
+  std::string run_id;
+  Json run_json;
+  std::vector<tasks::Task> tasks;
+  std::optional<PromptBuilder> prompts;
+  std::map<std::string, std::pair<std::string, std::string>> task_prompts;  ///< task id -> (system, task)
+  std::vector<std::unique_ptr<llm::ChatClient>> clients;
+  std::vector<std::unique_ptr<EndpointState>> endpoints;
+  std::deque<TrajectoryState> trajectories;
+  std::unique_ptr<traces::TrajectoryWriter> writer;
+  std::mutex write_mutex;
+  bool write_failed = false;  ///< guarded by write_mutex
+
+  bool gpu_enabled = false;
+  std::string gpu_skip_reason;  ///< why GPU stages are skipped ("" when enabled)
+  std::vector<int> gpus;
+
+  detail::BlockingQueue<JobPtr> cpu_queue;
+  detail::BlockingQueue<JobPtr> gpu_queue;
+
+  std::atomic<bool> stopping{false};
+  std::mutex stop_mutex;
+  std::string stop_message;
+  RunEnd stop_kind = RunEnd::completed;
+  std::atomic<int> in_flight{0};
+  std::atomic<int> unfinished{0};
+  std::atomic<std::int64_t> run_tokens{0};
+  std::atomic<int> turns_recorded{0};
+  std::atomic<int> turns_abandoned{0};
+  std::atomic<std::int64_t> orchestrator_ns{0}, client_ns{0}, evaluator_ns{0};
+  std::unique_ptr<detail::ProgressDisplay> progress;
+  std::condition_variable wake;
+  std::mutex wake_mutex;
+
+  util::Expected<void> setup(bool resuming, const traces::LoadedRun *previous);
+  void request_stop(RunEnd kind, const std::string &why);
+  void request_loop(std::size_t endpoint_index);
+  void cpu_loop();
+  void gpu_loop(int ordinal);
+  void finalize(JobPtr job);
+  void abandon(JobPtr job);
+  void guarded(const char *stage, const std::function<void()> &body);
+  std::string feedback_for(const TurnJob &job, const evaluator::Verdict *verdict) const;
+  llm::ChatError dead_error_for(std::size_t endpoint);
+  void notify() {
+    std::lock_guard lock(wake_mutex);
+    wake.notify_all();
+  }
+};
+
+// ---------------------------------------------------------------- setup
+
+namespace {
+
+util::Expected<std::vector<tasks::Task>> select_tasks(const RunConfig &config) {
+  const fs::path task_dir = config.task_dir.empty() ? tasks::default_task_dir() : config.task_dir;
+  auto all = tasks::load_task_dir(task_dir);
+  if (!all)
+    return util::unexpected(fmt::format("cannot load tasks from {}:\n{}", task_dir.string(), all.error()));
+  std::vector<tasks::Task> chosen;
+  std::set<std::string> seen;
+  auto add = [&](const tasks::Task &t) {
+    if (seen.insert(t.id).second) chosen.push_back(t);
+  };
+  for (const auto &want : config.tasks) {
+    if (want == "all") {
+      for (const auto &t : *all) add(t);
+    } else if (want == "core") {
+      for (const auto &t : *all) {
+        auto it = t.tags.find("suite");
+        if (it != t.tags.end() && it->second == "core") add(t);
+      }
+    } else {
+      auto it = std::find_if(all->begin(), all->end(), [&](const tasks::Task &t) { return t.id == want; });
+      if (it == all->end()) {
+        std::string known;
+        for (const auto &t : *all) known += (known.empty() ? "" : ", ") + t.id;
+        return util::unexpected(fmt::format("unknown task '{}' (in {}; known: {}, or \"core\", \"all\")",
+                                            want, task_dir.string(), known));
+      }
+      add(*it);
+    }
+  }
+  if (chosen.empty())
+    return util::unexpected(fmt::format("the task selection matched no task in {}", task_dir.string()));
+  return chosen;
+}
+
+int count_gpus(const Json &probe) {
+  for (const char *key : {"devices", "gpus"}) {
+    if (probe.contains(key) && probe[key].is_array() && !probe[key].empty())
+      return static_cast<int>(probe[key].size());
+  }
+  if (probe.contains("device_count") && probe["device_count"].is_number_integer()) {
+    return std::max(1, probe["device_count"].get<int>());
+  }
+  return 1;
+}
+
+}  // namespace
+
+util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun *previous) {
+  if (auto ok = validate(config); !ok) return util::unexpected(ok.error());
+  auto selected = select_tasks(config);
+  if (!selected) return util::unexpected(selected.error());
+  tasks = std::move(*selected);
+
+  auto builder =
+      PromptBuilder::load(config.prompt_dir.empty() ? PromptBuilder::default_dir() : config.prompt_dir);
+  if (!builder) return util::unexpected("cannot load prompt templates: " + builder.error());
+  prompts.emplace(std::move(*builder));
+  for (const auto &t : tasks) task_prompts[t.id] = {prompts->system_prompt(t), prompts->task_prompt(t)};
+
+  for (const auto &e : config.endpoints) {
+    auto client = services.make_client(e);
+    if (!client) return util::unexpected(fmt::format("endpoint '{}': {}", e.name, client.error()));
+    clients.push_back(std::move(client.value()));
+    endpoints.push_back(std::make_unique<EndpointState>());
+  }
+
+  // GPU stages: where and whether.
+  Json environment = Json::object();
+  if (!config.evaluator.run_gpu) {
+    gpu_skip_reason = "disabled by --no-gpu";
+  } else {
+    gpu_skip_reason = services.gpu_unavailable_reason(config.evaluator);
+  }
+  gpu_enabled = gpu_skip_reason.empty();
+  if (gpu_enabled) {
+    environment = services.probe_environment ? services.probe_environment(config.evaluator) : Json::object();
+    gpus = config.concurrency.gpus;
+    if (gpus.empty()) {
+      for (int i = 0; i < count_gpus(environment); ++i) gpus.push_back(i);
+    }
+  } else {
+    environment["gpu"] = "no GPU: " + gpu_skip_reason;
+  }
+#ifdef PTXBENCH_CUDA_TOOLKIT_VERSION
+  environment["cuda_toolkit_at_build"] = PTXBENCH_CUDA_TOOLKIT_VERSION;
+#endif
+
+  if (config.concurrency.compile_workers <= 0) {
+    config.concurrency.compile_workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+
+  // Trajectories in a stable order: model, task, sample.
+  std::uint64_t order = 0;
+  for (std::size_t e = 0; e < config.endpoints.size(); ++e) {
+    for (const auto &t : tasks) {
+      for (int s = 0; s < config.samples; ++s) {
+        TrajectoryState st;
+        st.endpoint = e;
+        st.task = &t;
+        st.sample = s;
+        st.id = fmt::format("{}/{}/{}", config.endpoints[e].name, t.id, s);
+        st.order = order++;
+        trajectories.push_back(std::move(st));
+      }
+    }
+  }
+
+  std::vector<std::map<std::string, int>> previous_counts(config.endpoints.size());
+  std::vector<int> previous_done(config.endpoints.size(), 0);
+  if (resuming) {
+    // Rebuild each trajectory from its records: turns 0..k-1 exactly once.
+    std::map<std::string, TrajectoryState *> by_id;
+    for (auto &t : trajectories) by_id[t.id] = &t;
+    std::map<std::string, std::map<int, const Json *>> records;
+    for (const auto &r : previous->turns) {
+      const std::string id = r.value("trajectory_id", "");
+      auto it = by_id.find(id);
+      if (it == by_id.end()) return util::unexpected(fmt::format("record for unknown trajectory '{}'", id));
+      const int turn = r.value("turn", -1);
+      if (!records[id].emplace(turn, &r).second) {
+        return util::unexpected(
+            fmt::format("trajectory '{}' has turn {} twice; the trace is damaged", id, turn));
+      }
+    }
+    for (auto &[id, turns] : records) {
+      TrajectoryState &t = *by_id[id];
+      int expected = 0;
+      for (const auto &[turn, record] : turns) {
+        if (turn != expected) {
+          return util::unexpected(fmt::format(
+              "trajectory '{}' is missing turn {} (has turn {}); the trace is damaged", id, expected, turn));
+        }
+        ++expected;
+        const Json &r = *record;
+        const Json &resp = r.contains("response") ? r["response"] : Json();
+        if (resp.is_object()) {
+          const auto &usage = resp.value("usage", Json::object());
+          const std::int64_t used = usage.value("prompt_tokens", std::int64_t{0}) +
+                                    usage.value("completion_tokens", std::int64_t{0});
+          t.tokens += used;
+          run_tokens += used;
+        }
+        t.history.push_back({resp.is_object() ? resp.value("content", "") : "", r.value("feedback", "")});
+        if (!r.value("stop_reason", "").empty()) t.finished = true;
+        std::string status = "request_failed";
+        if (r.contains("verdict") && r["verdict"].is_object()) status = r["verdict"].value("status", "?");
+        previous_counts[t.endpoint][status] += 1;
+        previous_done[t.endpoint] += 1;
+      }
+      t.next_turn = expected;
+      if (t.finished) previous_done[t.endpoint] += config.turns - expected;  // turns it will never run
+    }
+  }
+
+  // Run directory and run.json.
+  if (!resuming) {
+    run_id = fmt::format("{}-{}", detail::compact_utc_now(), random_suffix());
+    dir = config.out_dir.empty() ? fs::path("runs") / run_id : config.out_dir;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec)
+      return util::unexpected(
+          fmt::format("cannot create the run directory {}: {}", dir.string(), ec.message()));
+    if (fs::exists(dir / "trajectories.jsonl", ec)) {
+      return util::unexpected(fmt::format("{} already holds a run; use `ptxbench resume {}` or another --out",
+                                          dir.string(), dir.string()));
+    }
+    Json task_ids = Json::array();
+    for (const auto &t : tasks) task_ids.push_back(t.id);
+    run_json = {{"format_version", traces::kFormatVersion},
+                {"run_id", run_id},
+                {"created_at", detail::iso8601_utc_now()},
+                {"program",
+                 {{"name", "ptxbench"},
+                  {"version", PTXBENCH_VERSION},
+                  {"git_revision", detail::build_git_revision()}}},
+                {"config", config.to_json()},
+                {"tasks", task_ids},
+                {"evaluator_settings", config.evaluator.to_json()},
+                {"gpu_stages", gpu_enabled ? Json{{"enabled", true}, {"gpus", gpus}}
+                                           : Json{{"enabled", false}, {"reason", gpu_skip_reason}}},
+                {"environment", environment},
+                {"resumes", Json::array()}};
+  } else {
+    run_json["resumes"].push_back(
+        {{"at", detail::iso8601_utc_now()},
+         {"program_version", PTXBENCH_VERSION},
+         {"git_revision", detail::build_git_revision()},
+         {"gpu_stages", gpu_enabled ? Json{{"enabled", true}, {"gpus", gpus}}
+                                    : Json{{"enabled", false}, {"reason", gpu_skip_reason}}},
+         {"environment", environment}});
+  }
+  if (auto w = util::write_file_atomic(dir / "run.json", run_json.dump(2) + "\n"); !w) {
+    return util::unexpected(fmt::format("cannot write {}: {}", (dir / "run.json").string(), w.error()));
+  }
+  writer = std::make_unique<traces::TrajectoryWriter>(dir);
+
+  // Progress: totals per model.
+  std::vector<std::string> names;
+  std::vector<int> totals;
+  for (const auto &e : config.endpoints) {
+    names.push_back(e.name);
+    totals.push_back(static_cast<int>(tasks.size()) * config.samples * config.turns);
+  }
+  auto style = detail::ProgressDisplay::Style::lines;
+  switch (options.progress) {
+    case ProgressMode::automatic:
+      style = ::isatty(::fileno(options.log)) ? detail::ProgressDisplay::Style::redraw
+                                              : detail::ProgressDisplay::Style::lines;
+      break;
+    case ProgressMode::redraw:
+      style = detail::ProgressDisplay::Style::redraw;
+      break;
+    case ProgressMode::lines:
+      style = detail::ProgressDisplay::Style::lines;
+      break;
+    case ProgressMode::quiet:
+      style = detail::ProgressDisplay::Style::quiet;
+      break;
+  }
+  progress = std::make_unique<detail::ProgressDisplay>(style, options.log, names, totals);
+  for (std::size_t e = 0; e < names.size(); ++e)
+    progress->add_previous(e, previous_done[e], previous_counts[e]);
+  return {};
+}
+
+// ---------------------------------------------------------------- the loop
+
+void Runner::Impl::request_stop(RunEnd kind, const std::string &why) {
+  {
+    std::lock_guard lock(stop_mutex);
+    if (stopping.exchange(true)) return;
+    stop_kind = kind;
+    stop_message = why;
+  }
+  for (auto &e : endpoints) e->queue.close(/*discard=*/true);
+  for (auto &c : clients) c->cancel();
+  notify();
+}
+
+void Runner::Impl::guarded(const char *stage, const std::function<void()> &body) {
+  // A bug in a stage must not take the other trajectories down silently: stop
+  // the run (resumable) and say what happened.
+  try {
+    body();
+  } catch (const std::exception &e) {
+    request_stop(RunEnd::interrupted,
+                 fmt::format("internal error in the {} stage: {} (please report; the run is "
+                             "resumable)",
+                             stage, e.what()));
+  }
+}
+
+llm::ChatError Runner::Impl::dead_error_for(std::size_t endpoint) {
+  std::lock_guard lock(endpoints[endpoint]->mutex);
+  return endpoints[endpoint]->dead_error;
+}
+
+void Runner::Impl::abandon(JobPtr job) {
+  (void)job;
+  ++turns_abandoned;
+  --in_flight;
+  notify();
+}
+
+void Runner::Impl::request_loop(std::size_t e) {
+  EndpointState &ep = *endpoints[e];
+  const llm::EndpointConfig &ec = config.endpoints[e];
+  while (auto next = ep.queue.pop()) {
+    TrajectoryState &t = **next;
+    ++in_flight;
+    if (stopping) {
+      --in_flight;
+      notify();
+      continue;
+    }
+    guarded("request", [&] {
+      const std::int64_t c0 = thread_cpu_ns();
+      auto job = std::make_unique<TurnJob>();
+      job->trajectory = &t;
+      job->turn = t.next_turn;
+      job->started_at = detail::iso8601_utc_now();
+      const auto &[system, task] = task_prompts.at(t.task->id);
+      job->messages = build_messages(config.history, system, task, t.history);
+      if (ep.dead) {
+        job->error = dead_error_for(e);
+        job->forced_stop = "request_failed";
+        job->orchestrator_ns = thread_cpu_ns() - c0;
+        finalize(std::move(job));
+        return;
+      }
+      if (config.budgets.per_run > 0 && run_tokens >= config.budgets.per_run) {
+        job->error = llm::ChatError{
+            llm::ChatErrorKind::budget,
+            0,
+            fmt::format("not sent: the run's token budget ({} tokens) is used up", config.budgets.per_run),
+            0,
+            {}};
+        job->forced_stop = "run_budget";
+        job->orchestrator_ns = thread_cpu_ns() - c0;
+        finalize(std::move(job));
+        return;
+      }
+      llm::ChatRequest request;
+      request.messages = job->messages;
+      request.sampling = config.sampling;
+      request.sampling.n = 1;
+      request.task_id = t.task->id;
+      request.sample_index = t.sample;
+      request.turn_index = job->turn;
+      const std::int64_t c1 = thread_cpu_ns();
+      job->orchestrator_ns += c1 - c0;
+      const auto t0 = std::chrono::steady_clock::now();
+      auto result = clients[e]->complete(request);
+      job->request_s = detail::seconds_since(t0);
+      const std::int64_t c2 = thread_cpu_ns();
+      job->client_ns = c2 - c1;
+      if (!result) {
+        if (result.error().kind == llm::ChatErrorKind::cancelled || stopping) {
+          abandon(std::move(job));  // redone on resume
+          return;
+        }
+        job->error = result.error();
+        const int failures = ++ep.consecutive_failures;
+        if (failures >= config.concurrency.endpoint_failures_before_dead && !ep.dead) {
+          std::lock_guard lock(ep.mutex);
+          if (!ep.dead) {
+            ep.dead_error = result.error();
+            ep.dead_error.attempts = 0;
+            ep.dead_error.message = fmt::format(
+                "not sent: endpoint '{}' failed {} requests in a row; its remaining turns are not attempted. "
+                "Last "
+                "error: {}",
+                ec.name, failures, result.error().message);
+            ep.dead = true;
+            progress->message(
+                fmt::format("warning: endpoint '{}' failed {} requests in a row ({}); its remaining "
+                            "trajectories are marked failed",
+                            ec.name, failures, result.error().message));
+          }
+        }
+        job->orchestrator_ns += thread_cpu_ns() - c2;
+        finalize(std::move(job));
+        return;
+      }
+      ep.consecutive_failures = 0;
+      job->response = std::move(result.value());
+      const auto &u = job->response->usage;
+      t.tokens += u.prompt_tokens + u.completion_tokens;
+      run_tokens += u.prompt_tokens + u.completion_tokens;
+      job->orchestrator_ns += thread_cpu_ns() - c2;
+      if (!cpu_queue.push(std::move(job))) {
+        // Closed only after a stop with nothing in flight: cannot happen while we hold a turn.
+        throw std::logic_error("CPU queue closed with a turn in flight");
+      }
+    });
+  }
+}
+
+void Runner::Impl::cpu_loop() {
+  while (auto next = cpu_queue.pop()) {
+    JobPtr job = std::move(*next);
+    guarded("compile", [&] {
+      const tasks::Task &task = *job->trajectory->task;
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::int64_t c0 = thread_cpu_ns();
+      job->compiled.emplace(services.cpu_stages(task, job->response->content, config.evaluator));
+      const std::int64_t c1 = thread_cpu_ns();
+      job->evaluator_ns = c1 - c0;
+      job->cpu_stages_s = detail::seconds_since(t0);
+      if (gpu_enabled && job->compiled->ready_for_gpu()) {
+        job->orchestrator_ns += thread_cpu_ns() - c1;
+        if (!gpu_queue.push(std::move(job))) throw std::logic_error("GPU queue closed with a turn in flight");
+        return;
+      }
+      if (!gpu_enabled) {
+        auto &v = job->compiled->verdict;
+        for (evaluator::StageResult *s : {&v.correctness, &v.execution, &v.timing}) {
+          if (s->status == evaluator::Status::skipped && s->summary.empty())
+            s->summary = "no GPU: " + gpu_skip_reason;
+        }
+        v.finalize_status();
+      }
+      job->orchestrator_ns += thread_cpu_ns() - c1;
+      finalize(std::move(job));
+    });
+  }
+}
+
+void Runner::Impl::gpu_loop(int ordinal) {
+  evaluator::EvaluatorSettings settings = config.evaluator;
+  settings.device = ordinal;
+  while (auto next = gpu_queue.pop()) {
+    JobPtr job = std::move(*next);
+    guarded("GPU", [&] {
+      const auto t0 = std::chrono::steady_clock::now();
+      services.gpu_stages(*job->compiled, *job->trajectory->task, settings);
+      job->gpu_stage_s = detail::seconds_since(t0);
+      job->gpu = ordinal;
+      finalize(std::move(job));
+    });
+  }
+}
+
+std::string Runner::Impl::feedback_for(const TurnJob &job, const evaluator::Verdict *verdict) const {
+  const auto &resp = *job.response;
+  if (resp.finish_reason == "length" && verdict != nullptr &&
+      verdict->status == evaluator::Status::no_kernel) {
+    return prompts->feedback_unusable_response(fmt::format(
+        "your answer was cut off at the token limit{} before the kernel and manifest were complete; "
+        "answer more briefly",
+        config.sampling.max_tokens ? fmt::format(" ({} tokens)", *config.sampling.max_tokens) : ""));
+  }
+  if (verdict == nullptr) return prompts->feedback_unusable_response("the response could not be evaluated");
+  return prompts->feedback(*job.trajectory->task, *verdict);
+}
+
+void Runner::Impl::finalize(JobPtr job) {
+  const std::int64_t c0 = thread_cpu_ns();
+  TrajectoryState &t = *job->trajectory;
+  const evaluator::Verdict *verdict = job->compiled ? &job->compiled->verdict : nullptr;
+
+  std::string stop;
+  if (job->error) {
+    stop = job->forced_stop.empty() ? "request_failed" : job->forced_stop;
+  } else if (verdict != nullptr && config.stop.reached(verdict->axes)) {
+    stop = "target_reached";
+  } else if (job->turn + 1 >= config.turns) {
+    stop = "turn_limit";
+  } else if (config.budgets.per_trajectory > 0 && t.tokens >= config.budgets.per_trajectory) {
+    stop = "token_budget";
+  } else if (config.budgets.per_run > 0 && run_tokens >= config.budgets.per_run) {
+    stop = "run_budget";
+  }
+  const std::string feedback = stop.empty() ? feedback_for(*job, verdict) : std::string();
+
+  Json record;
+  record["format_version"] = traces::kFormatVersion;
+  record["run_id"] = run_id;
+  record["model"] = config.endpoints[t.endpoint].name;
+  record["task_id"] = t.task->id;
+  record["sample"] = t.sample;
+  record["turn"] = job->turn;
+  record["trajectory_id"] = t.id;
+  record["messages"] = messages_json(job->messages);
+  if (job->response) {
+    const auto &r = *job->response;
+    record["response"] = {{"content", r.content},
+                          {"reasoning", r.reasoning},
+                          {"finish_reason", r.finish_reason},
+                          {"usage",
+                           {{"prompt_tokens", r.usage.prompt_tokens},
+                            {"completion_tokens", r.usage.completion_tokens},
+                            {"reasoning_tokens", r.usage.reasoning_tokens}}},
+                          {"attempts", r.attempts},
+                          {"latency_seconds", r.latency_seconds}};
+  } else {
+    record["response"] = nullptr;
+  }
+  if (job->error) {
+    record["request_error"] = {{"kind", llm::to_string(job->error->kind)},
+                               {"http_status", job->error->http_status},
+                               {"message", job->error->message},
+                               {"attempts", job->error->attempts}};
+  } else {
+    record["request_error"] = nullptr;
+  }
+  std::string status = job->error ? (job->forced_stop.empty() ? "request_failed" : "not_sent") : "?";
+  if (verdict != nullptr) {
+    status = std::string(evaluator::to_string(verdict->status));
+    if (verdict->parse.status == evaluator::Status::ok) {
+      const auto &p = job->compiled->response;
+      record["candidate"] = {{"language", p.language == evaluator::KernelLanguage::ptx ? "ptx" : "cuda"},
+                             {"kernel_source", p.kernel_source},
+                             {"manifest_text", p.manifest_text},
+                             {"kernel_hash", verdict->kernel_hash}};
+    } else {
+      record["candidate"] = nullptr;
+    }
+    record["verdict"] = verdict->to_json();
+  } else {
+    record["candidate"] = nullptr;
+    record["verdict"] = nullptr;
+  }
+  record["feedback"] = feedback;
+  record["stop_reason"] = stop;
+  record["gpu"] = job->gpu ? Json(*job->gpu) : Json(nullptr);
+  const std::int64_t own_ns = job->orchestrator_ns + (thread_cpu_ns() - c0);
+  record["timings"] = {{"request_s", job->request_s},
+                       {"cpu_stages_s", job->cpu_stages_s},
+                       {"gpu_stage_s", job->gpu_stage_s},
+                       {"orchestrator_cpu_ms", static_cast<double>(own_ns) / 1e6},
+                       {"client_cpu_ms", static_cast<double>(job->client_ns) / 1e6},
+                       {"evaluator_cpu_ms", static_cast<double>(job->evaluator_ns) / 1e6}};
+  record["started_at"] = job->started_at;
+  record["finished_at"] = detail::iso8601_utc_now();
+
+  bool written = false;
+  {
+    std::lock_guard lock(write_mutex);
+    if (!write_failed) {
+      auto ok = writer->append(record);
+      if (ok) {
+        written = true;
+      } else {
+        write_failed = true;
+        request_stop(
+            RunEnd::write_failed,
+            fmt::format("{}\nThe run stopped; free space (or raise the file size limit) and run `ptxbench "
+                        "resume {}`.",
+                        ok.error(), dir.string()));
+      }
+    }
+  }
+  client_ns += job->client_ns;
+  evaluator_ns += job->evaluator_ns;
+  if (!written) {
+    orchestrator_ns += job->orchestrator_ns + (thread_cpu_ns() - c0);
+    abandon(std::move(job));
+    return;
+  }
+  ++turns_recorded;
+  const int skipped_turns = stop.empty() ? 0 : config.turns - job->turn - 1;
+  progress->on_turn(t.endpoint, status, skipped_turns,
+                    fmt::format("[{}] {} turn {}: {}{}", detail::iso8601_utc_now().substr(11, 8), t.id,
+                                job->turn, status, stop.empty() ? "" : " (" + stop + ")"));
+  if (stop.empty()) {
+    t.history.push_back({job->response->content, feedback});
+    t.next_turn = job->turn + 1;
+    endpoints[t.endpoint]->queue.push(&t);  // refused after a stop: the trajectory waits for resume
+  } else {
+    t.finished = true;
+    --unfinished;
+  }
+  // The run's total includes the append and this bookkeeping (the record could not: it was already written).
+  orchestrator_ns += job->orchestrator_ns + (thread_cpu_ns() - c0);
+  --in_flight;
+  notify();
+}
+
+// ---------------------------------------------------------------- Runner
+
+Runner::Runner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Runner::~Runner() = default;
+const fs::path &Runner::dir() const {
+  return impl_->dir;
+}
+void Runner::request_stop(const std::string &why) {
+  impl_->request_stop(RunEnd::interrupted, why);
+}
+
+util::Expected<std::unique_ptr<Runner>> Runner::start(RunConfig config, RunServices services,
+                                                      RunOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = std::move(config);
+  impl->services = std::move(services);
+  impl->options = options;
+  if (auto ok = impl->setup(false, nullptr); !ok) return util::unexpected(ok.error());
+  return std::unique_ptr<Runner>(new Runner(std::move(impl)));
+}
+
+util::Expected<std::unique_ptr<Runner>> Runner::resume(const fs::path &dir, RunServices services,
+                                                       RunOptions options) {
+  auto loaded = traces::load_run(dir);
+  if (!loaded) return util::unexpected(loaded.error());
+  if (!loaded->run.contains("config") || !loaded->run.contains("tasks")) {
+    return util::unexpected(
+        fmt::format("{}: run.json is missing or has no config; cannot resume", dir.string()));
+  }
+  auto config = parse_run_config(loaded->run["config"], (dir / "run.json").string() + ": config", dir);
+  if (!config) return util::unexpected(config.error());
+  config->tasks = loaded->run["tasks"].get<std::vector<std::string>>();
+  config->out_dir = dir;
+  // A cut-short last line (killed mid-write) must go before we append.
+  auto cut = traces::truncate_partial_tail(dir / "trajectories.jsonl");
+  if (!cut) return util::unexpected(cut.error());
+
+  auto impl = std::make_unique<Impl>();
+  impl->config = std::move(*config);
+  impl->services = std::move(services);
+  impl->options = options;
+  impl->dir = dir;
+  impl->run_id = loaded->run.value("run_id", "");
+  impl->run_json = loaded->run;
+  if (!impl->run_json.contains("resumes") || !impl->run_json["resumes"].is_array())
+    impl->run_json["resumes"] = Json::array();
+  if (auto ok = impl->setup(true, &*loaded); !ok) return util::unexpected(ok.error());
+  for (const auto &w : loaded->warnings) impl->progress->message("note: " + w);
+  return std::unique_ptr<Runner>(new Runner(std::move(impl)));
+}
+
+RunResult Runner::run() {
+  Impl &m = *impl_;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Disk-full under a file-size rlimit must be an error value (EFBIG), not a signal.
+  ::signal(SIGXFSZ, SIG_IGN);
+
+  for (auto &t : m.trajectories) {
+    if (t.finished) continue;
+    ++m.unfinished;
+    m.endpoints[t.endpoint]->queue.push(&t);
+  }
+  std::vector<std::thread> threads;
+  if (m.unfinished > 0) {
+    for (std::size_t e = 0; e < m.endpoints.size(); ++e) {
+      int pending = 0;
+      for (const auto &t : m.trajectories) pending += (!t.finished && t.endpoint == e) ? 1 : 0;
+      const int n = std::min(m.config.endpoints[e].max_in_flight, std::max(1, pending));
+      for (int i = 0; i < n; ++i) threads.emplace_back([&m, e] { m.request_loop(e); });
+    }
+    for (int i = 0; i < m.config.concurrency.compile_workers; ++i)
+      threads.emplace_back([&m] { m.cpu_loop(); });
+    if (m.gpu_enabled) {
+      for (int g : m.gpus) threads.emplace_back([&m, g] { m.gpu_loop(g); });
+    }
+  }
+
+  // Supervise: Ctrl-C, progress, the end.
+  int interrupts_seen = 0;
+  while (true) {
+    {
+      std::unique_lock lock(m.wake_mutex);
+      m.wake.wait_for(lock, std::chrono::milliseconds(100));
+    }
+    if (m.options.interrupts != nullptr) {
+      const int n = m.options.interrupts->load();
+      if (n > interrupts_seen) {
+        interrupts_seen = n;
+        m.progress->message("interrupted: finishing the turns in flight (Ctrl-C again to quit at once)");
+        m.request_stop(RunEnd::interrupted, "interrupted by Ctrl-C");
+      }
+    }
+    m.progress->tick();
+    if (m.unfinished == 0 || (m.stopping && m.in_flight == 0)) break;
+  }
+  for (auto &e : m.endpoints) e->queue.close(true);
+  m.cpu_queue.close();
+  m.gpu_queue.close();
+  for (auto &th : threads) th.join();
+  m.progress->finish();
+
+  RunResult result;
+  result.dir = m.dir;
+  result.end = m.stopping ? m.stop_kind : RunEnd::completed;
+  if (m.stopping && m.unfinished == 0 && m.stop_kind == RunEnd::interrupted) result.end = RunEnd::completed;
+  result.message = m.stop_message;
+  result.turns_recorded = m.turns_recorded;
+  result.turns_abandoned = m.turns_abandoned;
+  result.orchestrator_cpu_ms = static_cast<double>(m.orchestrator_ns.load()) / 1e6;
+  result.client_cpu_ms = static_cast<double>(m.client_ns.load()) / 1e6;
+  result.evaluator_cpu_ms = static_cast<double>(m.evaluator_ns.load()) / 1e6;
+  result.wall_seconds = detail::seconds_since(t0);
+  if (auto loaded = traces::load_run(m.dir)) result.summary = summarize(*loaded);
+  return result;
+}
+
+// ---------------------------------------------------------------- summary
+
+RunSummary summarize(const traces::LoadedRun &run) {
+  struct Acc {
+    SummaryRow row;
+    std::set<int> samples, compiled, correct, executed;
+  };
+  std::map<std::pair<std::string, std::string>, Acc> by_key;
+  std::map<std::string, bool> finished;  // trajectory id -> last stop_reason non-empty
+  std::map<std::string, int> last_turn;
+  for (const auto &r : run.turns) {
+    const std::string model = r.value("model", "?");
+    const std::string task = r.value("task_id", "?");
+    const int sample = r.value("sample", 0);
+    auto &acc = by_key[{model, task}];
+    acc.row.model = model;
+    acc.row.task_id = task;
+    acc.samples.insert(sample);
+    acc.row.turns += 1;
+    const std::string id = r.value("trajectory_id", "");
+    const int turn = r.value("turn", 0);
+    if (!last_turn.count(id) || turn >= last_turn[id]) {
+      last_turn[id] = turn;
+      finished[id] = !r.value("stop_reason", "").empty();
+    }
+    if (r.contains("response") && r["response"].is_object()) {
+      const auto &u = r["response"].value("usage", Json::object());
+      acc.row.tokens +=
+          u.value("prompt_tokens", std::int64_t{0}) + u.value("completion_tokens", std::int64_t{0});
+    }
+    if (!r.contains("verdict") || !r["verdict"].is_object()) continue;
+    const Json &v = r["verdict"];
+    const Json stages = v.value("stages", Json::object());
+    if (stages.contains("compile") && stages["compile"].value("status", "") == "ok")
+      acc.compiled.insert(sample);
+    if (stages.contains("correctness") && stages["correctness"].value("status", "") == "skipped")
+      acc.row.gpu_skipped_turns += 1;
+    const Json axes = v.value("axes", Json::object());
+    if (axes.value("correct", Json()) == Json(true)) {
+      acc.correct.insert(sample);
+      if (axes.contains("speedup") && axes["speedup"].is_number()) {
+        const double s = axes["speedup"].get<double>();
+        if (!acc.row.best_speedup || s > *acc.row.best_speedup) acc.row.best_speedup = s;
+      }
+    }
+    if (axes.value("targets_executed", Json()) == Json(true)) acc.executed.insert(sample);
+  }
+  RunSummary summary;
+  for (auto &[key, acc] : by_key) {
+    acc.row.trajectories = static_cast<int>(acc.samples.size());
+    acc.row.compiled = static_cast<int>(acc.compiled.size());
+    acc.row.correct = static_cast<int>(acc.correct.size());
+    acc.row.executed = static_cast<int>(acc.executed.size());
+    summary.turns += acc.row.turns;
+    summary.rows.push_back(acc.row);
+  }
+  summary.trajectories = static_cast<int>(finished.size());
+  for (const auto &[id, f] : finished) summary.finished_trajectories += f ? 1 : 0;
+  return summary;
+}
+
+std::string RunSummary::table() const {
+  std::size_t wm = 5, wt = 4;
+  for (const auto &r : rows) {
+    wm = std::max(wm, r.model.size());
+    wt = std::max(wt, r.task_id.size());
+  }
+  auto rate = [](int n, int d) {
+    return d == 0 ? std::string("-") : fmt::format("{}/{} {:3.0f}%", n, d, 100.0 * n / d);
+  };
+  std::string out = fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:>12}  {:>12}  {:>8}\n", "model", wm, "task",
+                                wt, "turns", "compiled", "correct", "executed", "best x");
+  for (const auto &r : rows) {
+    const bool no_gpu = r.gpu_skipped_turns > 0 && r.correct == 0 && r.executed == 0;
+    out += fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:>12}  {:>12}  {:>8}\n", r.model, wm, r.task_id, wt,
+                       r.turns, rate(r.compiled, r.trajectories),
+                       no_gpu ? std::string("no GPU") : rate(r.correct, r.trajectories),
+                       no_gpu ? std::string("no GPU") : rate(r.executed, r.trajectories),
+                       r.best_speedup ? fmt::format("{:.2f}", *r.best_speedup) : std::string("-"));
+  }
+  return out;
+}
+
+}  // namespace ptxbench::agent

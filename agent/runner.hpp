@@ -1,0 +1,127 @@
+// The repair loop (design §8): every trajectory (model × task × sample) is a
+// turn state machine: messages -> request (per-endpoint limit) -> CPU stages
+// (compile pool) -> GPU stage (one at a time per GPU) -> verdict -> feedback
+// -> record -> next turn or stop. Many trajectories are in flight at once.
+// Every turn is appended (fsynced) to <run dir>/trajectories.jsonl; a run
+// killed at any point resumes without redoing or duplicating finished turns.
+#pragma once
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/run_config.hpp"
+#include "evaluator/evaluator.hpp"
+#include "llm_clients/chat_client.hpp"
+#include "traces/record.hpp"
+#include "util/expected.hpp"
+
+namespace ptxbench::agent {
+
+/// What the loop calls into; defaults are the real modules. Tests and the
+/// orchestrator benchmark swap single entries.
+struct RunServices {
+  std::function<util::Expected<std::unique_ptr<llm::ChatClient>>(const llm::EndpointConfig &)> make_client;
+  std::function<evaluator::CompiledCandidate(const tasks::Task &, std::string_view,
+                                             const evaluator::EvaluatorSettings &)>
+      cpu_stages;
+  std::function<void(evaluator::CompiledCandidate &, const tasks::Task &,
+                     const evaluator::EvaluatorSettings &)>
+      gpu_stages;
+  /// "" when a GPU is usable, else the reason (only asked when settings.run_gpu).
+  std::function<std::string(const evaluator::EvaluatorSettings &)> gpu_unavailable_reason;
+  /// GPU/driver/library facts for run.json (only called when a GPU is usable); see probe_worker().
+  std::function<nlohmann::json(const evaluator::EvaluatorSettings &)> probe_environment;
+  static RunServices defaults();
+};
+
+/// `ptxbench-worker --probe` through util::run_process; {"error": ...} when it cannot run.
+nlohmann::json probe_worker(const evaluator::EvaluatorSettings &settings);
+
+enum class ProgressMode { automatic, redraw, lines, quiet };
+
+struct RunOptions {
+  ProgressMode progress = ProgressMode::automatic;  ///< automatic: redraw on a terminal, else log lines
+  std::FILE *log = stderr;                          ///< progress and messages go here
+  const std::atomic<int> *interrupts = nullptr;     ///< Ctrl-C count set by a signal handler (polled)
+};
+
+/// Per model × task figures at the end of a run (over trajectories: "ever reached").
+struct SummaryRow {
+  std::string model;
+  std::string task_id;
+  int trajectories = 0;
+  int turns = 0;
+  int compiled = 0;                    ///< trajectories with a turn whose compile stage was ok
+  int correct = 0;                     ///< ... whose axes.correct was true
+  int executed = 0;                    ///< ... whose axes.targets_executed was true
+  int gpu_skipped_turns = 0;           ///< turns whose GPU stages were skipped (no GPU)
+  std::optional<double> best_speedup;  ///< over correct turns
+  std::int64_t tokens = 0;             ///< prompt + completion
+};
+
+struct RunSummary {
+  std::vector<SummaryRow> rows;
+  int turns = 0;
+  int trajectories = 0;
+  int finished_trajectories = 0;  ///< last record has a stop_reason
+  std::string table() const;      ///< fixed-width text table
+};
+
+/// Computes the summary from a run directory's records.
+RunSummary summarize(const traces::LoadedRun &run);
+
+enum class RunEnd {
+  completed,     ///< every trajectory stopped (target, turn limit, budget, failed request)
+  interrupted,   ///< Ctrl-C: in-flight turns finished or abandoned; resumable
+  write_failed,  ///< the trace could not be written (disk full); resumable once space returns
+};
+
+struct RunResult {
+  RunEnd end = RunEnd::completed;
+  std::filesystem::path dir;
+  std::string message;      ///< why it stopped early, when it did
+  int turns_recorded = 0;   ///< this session
+  int turns_abandoned = 0;  ///< in flight when stopped (not recorded; redone on resume)
+  double orchestrator_cpu_ms =
+      0;  ///< this session, the loop's own CPU (record writes included; excluding client, evaluator)
+  double client_cpu_ms = 0;  ///< CPU of the chat client calls (HTTP, JSON) on our threads
+  double evaluator_cpu_ms =
+      0;  ///< in-process CPU of the CPU stages (compilers' own CPU is in child processes)
+  double wall_seconds = 0;
+  RunSummary summary;
+};
+
+class Runner {
+ public:
+  /// A new run: resolves tasks, creates the run directory, writes run.json.
+  static util::Expected<std::unique_ptr<Runner>> start(RunConfig config, RunServices services,
+                                                       RunOptions options);
+  /// Continues <dir>: finished turns are kept, unfinished trajectories go on from their next turn.
+  static util::Expected<std::unique_ptr<Runner>> resume(const std::filesystem::path &dir,
+                                                        RunServices services, RunOptions options);
+  ~Runner();
+  Runner(const Runner &) = delete;
+  Runner &operator=(const Runner &) = delete;
+
+  /// Runs to the end (or interruption); blocks.
+  RunResult run();
+  /// Stops taking new turns; in-flight requests are cancelled, in-flight evaluations finish and are recorded.
+  void request_stop(const std::string &why);
+  const std::filesystem::path &dir() const;
+
+  struct Impl;
+
+ private:
+  explicit Runner(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ptxbench::agent

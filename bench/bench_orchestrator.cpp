@@ -1,0 +1,146 @@
+// The loop's own CPU cost per turn (issue 5: target < 5 ms excluding
+// compiles): 2 models × 5 tasks × 4 samples × 4 turns, GPU stages off, real
+// CPU stages (parser, static checks, ptxas in child processes), the scripted
+// client (default) or an OpenAI-compatible server (--base-url, e.g.
+// tests/fake_openai_server.py). Prints per-turn CPU figures from the records
+// and from getrusage.
+//
+//   bench_orchestrator [--base-url URL] [--out DIR] [--samples N] [--turns N]
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "agent/run_config.hpp"
+#include "agent/runner.hpp"
+#include "traces/record.hpp"
+
+using namespace ptxbench;
+namespace fs = std::filesystem;
+
+namespace {
+
+double cpu_ms(const timeval &u, const timeval &s) {
+  return (static_cast<double>(u.tv_sec) + static_cast<double>(s.tv_sec)) * 1e3 +
+         (static_cast<double>(u.tv_usec) + static_cast<double>(s.tv_usec)) / 1e3;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))];
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  std::string base_url;
+  fs::path out;
+  int samples = 4, turns = 4;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        fmt::print(stderr, "{} needs a value\n", a);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--base-url")
+      base_url = next();
+    else if (a == "--out")
+      out = next();
+    else if (a == "--samples")
+      samples = std::stoi(next());
+    else if (a == "--turns")
+      turns = std::stoi(next());
+    else {
+      fmt::print(stderr,
+                 "usage: bench_orchestrator [--base-url URL] [--out DIR] [--samples N] [--turns N]\n");
+      return 2;
+    }
+  }
+  if (out.empty()) out = fs::temp_directory_path() / fmt::format("ptxbench-bench-orch-{}", ::getpid());
+
+  agent::RunConfig c;
+  const fs::path examples = agent::default_examples_dir();
+  for (int m = 0; m < 2; ++m) {
+    llm::EndpointConfig e;
+    e.name = fmt::format("model{}", m);
+    if (base_url.empty()) {
+      e.kind = "scripted";
+      e.scripted_file = (examples / "scripted" / "responses.json").string();
+      e.model = e.name;
+    } else {
+      e.kind = "openai";
+      e.base_url = base_url;
+      e.model = "normal";
+      e.max_retries = 2;
+    }
+    c.endpoints.push_back(e);
+  }
+  c.tasks = {"gemm_n7168_k5120", "gemm_n4096_k4096", "gemm_n8192_k8192", "mha_fwd_d128", "mha_bwd_d128"};
+  c.samples = samples;
+  c.turns = turns;
+  c.stop = agent::StopTarget{false, false, std::nullopt};  // every trajectory runs all its turns
+  c.evaluator.run_gpu = false;
+  c.out_dir = out;
+
+  agent::RunOptions options;
+  options.progress = agent::ProgressMode::quiet;
+  auto runner = agent::Runner::start(c, agent::RunServices::defaults(), options);
+  if (!runner) {
+    fmt::print(stderr, "error: {}\n", runner.error());
+    return 1;
+  }
+  rusage self0{}, child0{};
+  getrusage(RUSAGE_SELF, &self0);
+  getrusage(RUSAGE_CHILDREN, &child0);
+  const auto result = (*runner)->run();
+  rusage self1{}, child1{};
+  getrusage(RUSAGE_SELF, &self1);
+  getrusage(RUSAGE_CHILDREN, &child1);
+
+  auto run = traces::load_run(out);
+  if (!run) {
+    fmt::print(stderr, "error: {}\n", run.error());
+    return 1;
+  }
+  std::vector<double> per_record;
+  std::map<std::string, int> statuses;
+  for (const auto &r : run->turns) {
+    per_record.push_back(r["timings"].value("orchestrator_cpu_ms", 0.0));
+    statuses[r["verdict"].is_object() ? r["verdict"].value("status", "?") : "request_failed"] += 1;
+  }
+  const int n = std::max(1, result.turns_recorded);
+  const double self_ms = cpu_ms(self1.ru_utime, self1.ru_stime) - cpu_ms(self0.ru_utime, self0.ru_stime);
+  const double child_ms = cpu_ms(child1.ru_utime, child1.ru_stime) - cpu_ms(child0.ru_utime, child0.ru_stime);
+  fmt::print("bench_orchestrator: 2 models x 5 tasks x {} samples x {} turns, client {}, GPU stages off\n",
+             samples, turns, base_url.empty() ? "scripted" : base_url);
+  fmt::print("  turns recorded        {} in {:.2f} s wall ({})\n", result.turns_recorded, result.wall_seconds,
+             result.end == agent::RunEnd::completed ? "completed" : result.message);
+  std::string st;
+  for (const auto &[s, k] : statuses) st += fmt::format(" {}={}", s, k);
+  fmt::print("  verdicts             {}\n", st);
+  fmt::print(
+      "  orchestrator CPU      {:.3f} ms/turn mean (records: p50 {:.3f}, p95 {:.3f}, max {:.3f}; total incl. "
+      "trace writes {:.3f} ms/turn)  target < 5 ms\n",
+      std::accumulate(per_record.begin(), per_record.end(), 0.0) /
+          static_cast<double>(std::max<std::size_t>(1, per_record.size())),
+      percentile(per_record, 0.5), percentile(per_record, 0.95), percentile(per_record, 1.0),
+      result.orchestrator_cpu_ms / n);
+  fmt::print("  chat client CPU       {:.3f} ms/turn\n", result.client_cpu_ms / n);
+  fmt::print("  evaluator in-process  {:.3f} ms/turn (parse, static checks; excluded)\n",
+             result.evaluator_cpu_ms / n);
+  fmt::print("  process CPU (rusage)  {:.3f} ms/turn self, {:.3f} ms/turn children (ptxas etc.; excluded)\n",
+             self_ms / n, child_ms / n);
+  fmt::print("  run directory         {}\n", out.string());
+  return result.end == agent::RunEnd::completed ? 0 : 1;
+}

@@ -1,0 +1,649 @@
+// The repair loop: run config, history policies, stop conditions, endpoint
+// failures, Ctrl-C / SIGKILL / disk-full then resume, keys never in traces.
+// The chat client and CPU stages are fakes (fast, deterministic); prompts and
+// tasks are the real ones; GPU stages are off.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "agent/conversation.hpp"
+#include "agent/run_config.hpp"
+#include "agent/runner.hpp"
+#include "traces/record.hpp"
+
+using namespace ptxbench;
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+namespace {
+
+struct ScratchDir {
+  fs::path dir;
+  ScratchDir() {
+    std::string tmpl = (fs::temp_directory_path() / "ptxbench-agent-XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    dir = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+std::string slurp(const fs::path &p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// Answers from a function of (task, sample, turn); counts calls.
+struct Script {
+  std::function<util::Expected<llm::ChatResponse, llm::ChatError>(const llm::ChatRequest &)> answer;
+  std::atomic<int> calls{0};
+  std::chrono::milliseconds delay{0};
+};
+
+class FakeClient : public llm::ChatClient {
+ public:
+  explicit FakeClient(std::shared_ptr<Script> s) : script_(std::move(s)) {}
+  util::Expected<llm::ChatResponse, llm::ChatError> complete(const llm::ChatRequest &r) override {
+    ++script_->calls;
+    const auto until = std::chrono::steady_clock::now() + script_->delay;
+    while (std::chrono::steady_clock::now() < until) {
+      if (cancelled_)
+        return util::unexpected(llm::ChatError{llm::ChatErrorKind::cancelled, 0, "cancelled", 1, {}});
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return script_->answer(r);
+  }
+  void cancel() override { cancelled_ = true; }
+
+ private:
+  std::shared_ptr<Script> script_;
+  std::atomic<bool> cancelled_{false};
+};
+
+llm::ChatResponse text(const std::string &content, std::int64_t tokens = 100) {
+  llm::ChatResponse r;
+  r.content = content;
+  r.finish_reason = "stop";
+  r.usage.prompt_tokens = tokens / 2;
+  r.usage.completion_tokens = tokens - tokens / 2;
+  return r;
+}
+
+/// CPU stages keyed on the response text: "CORRECT" reaches the target, "SLOW" is correct at 0.5x, else
+/// compile_error.
+evaluator::CompiledCandidate fake_cpu_stages(const tasks::Task &task, std::string_view response,
+                                             const evaluator::EvaluatorSettings &) {
+  evaluator::CompiledCandidate c;
+  auto &v = c.verdict;
+  v.task_id = task.id;
+  v.kernel_hash = "h" + std::to_string(response.size());
+  v.parse.status = evaluator::Status::ok;
+  c.response.kernel_source = std::string(response);
+  c.response.manifest_text = "{}";
+  v.static_checks.status = evaluator::Status::ok;
+  if (response.find("CORRECT") != std::string_view::npos || response.find("SLOW") != std::string_view::npos) {
+    v.compile.status = evaluator::Status::ok;
+    v.correctness.status = evaluator::Status::ok;
+    v.execution.status = evaluator::Status::ok;
+    v.timing.status = evaluator::Status::ok;
+    v.axes.correct = true;
+    v.axes.targets_executed = true;
+    v.axes.speedup = response.find("SLOW") != std::string_view::npos ? 0.5 : 1.5;
+  } else {
+    v.compile.status = evaluator::Status::compile_error;
+    v.compile.summary = "ptxas: syntax error";
+    v.compile.diagnostics.push_back({"error", "syntax error near 'fma'", 12});
+  }
+  v.finalize_status();
+  return c;
+}
+
+agent::RunServices fake_services(std::shared_ptr<Script> script) {
+  agent::RunServices s = agent::RunServices::defaults();
+  s.make_client = [script](const llm::EndpointConfig &) -> util::Expected<std::unique_ptr<llm::ChatClient>> {
+    return std::unique_ptr<llm::ChatClient>(new FakeClient(script));
+  };
+  s.cpu_stages = fake_cpu_stages;
+  s.gpu_stages = [](evaluator::CompiledCandidate &, const tasks::Task &,
+                    const evaluator::EvaluatorSettings &) { FAIL("GPU stages must not run in these tests"); };
+  return s;
+}
+
+agent::RunConfig base_config(const fs::path &out, int models = 1, int samples = 2, int turns = 3) {
+  agent::RunConfig c;
+  for (int m = 0; m < models; ++m) {
+    llm::EndpointConfig e;
+    e.name = "m" + std::to_string(m);
+    e.model = e.name;
+    e.base_url = "http://127.0.0.1:9/v1";  // never contacted: the client is fake
+    e.max_in_flight = 4;
+    c.endpoints.push_back(e);
+  }
+  c.tasks = {"gemm_n7168_k5120", "gemm_n4096_k4096"};
+  c.samples = samples;
+  c.turns = turns;
+  c.evaluator.run_gpu = false;
+  c.concurrency.compile_workers = 2;
+  c.out_dir = out;
+  return c;
+}
+
+agent::RunOptions quiet() {
+  agent::RunOptions o;
+  o.progress = agent::ProgressMode::quiet;
+  return o;
+}
+
+agent::RunResult run_config(agent::RunConfig c, std::shared_ptr<Script> script,
+                            agent::RunOptions o = quiet()) {
+  auto runner = agent::Runner::start(std::move(c), fake_services(std::move(script)), o);
+  if (!runner) FAIL(runner.error());
+  return (*runner)->run();
+}
+
+std::map<std::string, std::vector<Json>> by_trajectory(const fs::path &dir) {
+  auto run = traces::load_run(dir);
+  REQUIRE(run);
+  CHECK(run->skipped_partial_lines == 0);
+  std::map<std::string, std::vector<Json>> out;
+  for (auto &r : run->turns) out[r["trajectory_id"].get<std::string>()].push_back(r);
+  for (auto &[id, v] : out) {
+    std::sort(v.begin(), v.end(), [](const Json &a, const Json &b) { return a["turn"] < b["turn"]; });
+  }
+  return out;
+}
+
+/// Every trajectory has turns 0..n-1 exactly once, and its last record (only) carries a stop reason.
+void check_exactly_once(const fs::path &dir, std::size_t trajectories, int turns_each) {
+  auto all = by_trajectory(dir);
+  CHECK(all.size() == trajectories);
+  for (const auto &[id, records] : all) {
+    INFO(id);
+    REQUIRE(records.size() == static_cast<std::size_t>(turns_each));
+    for (int i = 0; i < turns_each; ++i) {
+      CHECK(records[static_cast<std::size_t>(i)]["turn"] == i);
+      CHECK((records[static_cast<std::size_t>(i)]["stop_reason"] == "") == (i + 1 < turns_each));
+    }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- config
+
+TEST_CASE("config: unknown fields and bad types name the JSON path") {
+  auto bad = agent::parse_run_config(Json::parse(R"({"turnz": 3, "samples": "two",
+      "endpoints": [{"name": "a", "base_url": "http://x/v1", "max_in_flight": "many"}],
+      "stop": {"min_speedup": "fast"}, "history": "some", "concurrency": {"gpus": [0, -1]},
+      "evaluator": {"timing": {"max_seconds": -1}}})"),
+                                     "cfg.json", "/tmp");
+  REQUIRE_FALSE(bad);
+  const std::string &e = bad.error();
+  CHECK(e.find("cfg.json: turnz: unknown field") != std::string::npos);
+  CHECK(e.find("samples: expected an integer") != std::string::npos);
+  CHECK(e.find("endpoints[0].max_in_flight") != std::string::npos);
+  CHECK(e.find("stop.min_speedup: expected a number") != std::string::npos);
+  CHECK(e.find("history: expected \"full\", \"last_attempt\" or \"none\", got \"some\"") !=
+        std::string::npos);
+  CHECK(e.find("concurrency.gpus[1]") != std::string::npos);
+  CHECK(e.find("evaluator.timing.max_seconds") != std::string::npos);
+
+  auto key =
+      agent::parse_run_config(Json::parse(R"({"endpoints": [{"name": "a", "api_key": "sk-x"}]})"), "c", "/");
+  REQUIRE_FALSE(key);
+  CHECK(key.error().find("api_key_env") != std::string::npos);
+  CHECK(key.error().find("sk-x") == std::string::npos);
+
+  auto not_object = agent::parse_run_config(Json::parse("[1]"), "c", "/");
+  REQUIRE_FALSE(not_object);
+  CHECK(not_object.error().find("expected an object") != std::string::npos);
+}
+
+TEST_CASE("config: a full config parses, validates and round-trips through to_json") {
+  auto parsed = agent::parse_run_config(Json::parse(R"({
+      "endpoints": [{"name": "q", "base_url": "http://127.0.0.1:8000/v1", "model": "qwen", "api_key_env": "MY_KEY"},
+                    {"name": "s", "kind": "scripted", "scripted_file": "resp.json"}],
+      "tasks": ["core", "gemm_n4096_k4096"], "samples": 3, "turns": 5, "history": "last_attempt",
+      "stop": {"correct": true, "targets_executed": false, "min_speedup": 1.2},
+      "sampling": {"temperature": 0.6, "max_tokens": 8000, "seed": 7},
+      "budgets": {"tokens_per_trajectory": 100000, "tokens_per_run": 5000000},
+      "concurrency": {"requests_per_endpoint": 8, "compile_workers": 3, "gpus": [0, 1]},
+      "evaluator": {"run_gpu": false, "correctness": {"trials": 5}}})"),
+                                        "cfg.json", "/base");
+  REQUIRE(parsed);
+  const auto &c = *parsed;
+  REQUIRE(c.endpoints.size() == 2);
+  CHECK(c.endpoints[0].max_in_flight == 8);
+  CHECK(c.endpoints[1].scripted_file == "/base/resp.json");
+  CHECK(c.history == agent::HistoryPolicy::last_attempt);
+  CHECK(c.stop.min_speedup == 1.2);
+  CHECK_FALSE(c.stop.targets_executed);
+  CHECK(c.sampling.max_tokens == 8000);
+  CHECK(c.budgets.per_run == 5000000);
+  CHECK(c.concurrency.gpus == std::vector<int>{0, 1});
+  CHECK(c.evaluator.correctness.trials == 5);
+  CHECK_FALSE(c.evaluator.run_gpu);
+  CHECK(agent::validate(c));
+
+  auto again = agent::parse_run_config(c.to_json(), "run.json", "/elsewhere");
+  REQUIRE(again);
+  CHECK(again->to_json() == c.to_json());
+
+  agent::RunConfig dup = c;
+  dup.endpoints[1].name = "q";
+  auto v = agent::validate(dup);
+  REQUIRE_FALSE(v);
+  CHECK(v.error().find("'q' is used twice") != std::string::npos);
+}
+
+TEST_CASE("config: the embedded default config loads") {
+  auto c = agent::load_run_config(agent::default_examples_dir() / "default_run.json");
+  REQUIRE(c);
+  CHECK(agent::validate(*c));
+  REQUIRE(c->endpoints.size() == 1);
+  CHECK(c->endpoints[0].kind == "scripted");
+  CHECK(fs::exists(c->endpoints[0].scripted_file));
+}
+
+// ---------------------------------------------------------------- messages, stop
+
+TEST_CASE("history policies produce the right message lists") {
+  const std::vector<agent::Attempt> h = {{"answer0", "feedback0"}, {"", "feedback1"}};
+  auto full = agent::build_messages(agent::HistoryPolicy::full, "SYS", "TASK", h);
+  REQUIRE(full.size() == 6);
+  CHECK(full[0].role == "system");
+  CHECK(full[1].content == "TASK");
+  CHECK(full[2].role == "assistant");
+  CHECK(full[2].content == "answer0");
+  CHECK(full[3].content == "feedback0");
+  CHECK(full[4].content == "(empty response)");
+  CHECK(full[5].role == "user");
+  CHECK(full[5].content == "feedback1");
+
+  auto last = agent::build_messages(agent::HistoryPolicy::last_attempt, "SYS", "TASK", h);
+  REQUIRE(last.size() == 4);
+  CHECK(last[2].content == "(empty response)");
+  CHECK(last[3].content == "feedback1");
+
+  auto none = agent::build_messages(agent::HistoryPolicy::none, "SYS", "TASK", h);
+  REQUIRE(none.size() == 2);
+  CHECK(none[1].content == "TASK\n\nfeedback1");
+  CHECK(none[1].content.find("answer0") == std::string::npos);
+
+  for (auto p :
+       {agent::HistoryPolicy::full, agent::HistoryPolicy::last_attempt, agent::HistoryPolicy::none}) {
+    auto first = agent::build_messages(p, "SYS", "TASK", {});
+    REQUIRE(first.size() == 2);
+    CHECK(first[1].content == "TASK");
+  }
+}
+
+TEST_CASE("stop target") {
+  agent::StopTarget t;  // correct + targets executed
+  evaluator::Axes a;
+  CHECK_FALSE(t.reached(a));
+  a.correct = true;
+  CHECK_FALSE(t.reached(a));
+  a.targets_executed = true;
+  CHECK(t.reached(a));
+  t.min_speedup = 1.2;
+  a.speedup = 1.1;
+  CHECK_FALSE(t.reached(a));
+  a.speedup = 1.25;
+  CHECK(t.reached(a));
+  agent::StopTarget never{false, false, std::nullopt};
+  CHECK_FALSE(never.reached(a));
+}
+
+// ---------------------------------------------------------------- the loop
+
+TEST_CASE("loop: stop at the target, at the turn limit, at the token budget") {
+  ScratchDir tmp;
+  auto script = std::make_shared<Script>();
+  script->answer = [](const llm::ChatRequest &r) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+    // gemm_n7168_k5120 fixes itself at turn 1; gemm_n4096_k4096 never does.
+    if (r.task_id == "gemm_n7168_k5120" && r.turn_index >= 1) return text("CORRECT kernel");
+    return text("BROKEN kernel");
+  };
+  auto c = base_config(tmp.dir / "run", 1, 2, 4);
+  auto result = run_config(c, script);
+  CHECK(result.end == agent::RunEnd::completed);
+  CHECK(result.turns_recorded == 2 * 2 + 2 * 4);
+  CHECK(script->calls == 12);
+  auto all = by_trajectory(tmp.dir / "run");
+  REQUIRE(all.size() == 4);
+  const auto &fixed = all["m0/gemm_n7168_k5120/0"];
+  REQUIRE(fixed.size() == 2);
+  CHECK(fixed[0]["stop_reason"] == "");
+  CHECK(fixed[0]["verdict"]["status"] == "compile_error");
+  CHECK_FALSE(fixed[0]["feedback"].get<std::string>().empty());
+  CHECK(fixed[1]["stop_reason"] == "target_reached");
+  CHECK(fixed[1]["feedback"] == "");
+  // The feedback of turn 0 is the last user message of turn 1's request.
+  CHECK(fixed[1]["messages"].back()["content"] == fixed[0]["feedback"]);
+  CHECK(fixed[1]["messages"].size() == 4);
+  const auto &stuck = all["m0/gemm_n4096_k4096/1"];
+  REQUIRE(stuck.size() == 4);
+  CHECK(stuck[3]["stop_reason"] == "turn_limit");
+  CHECK(stuck[3]["messages"].size() == 8);  // full history
+  // Record shape (traces/record.hpp).
+  for (const char *key : {"format_version", "run_id", "model", "task_id", "sample", "turn", "trajectory_id",
+                          "messages", "response", "request_error", "candidate", "verdict", "feedback",
+                          "stop_reason", "timings", "started_at", "finished_at"}) {
+    CHECK_MESSAGE(stuck[0].contains(key), key);
+  }
+  CHECK(stuck[0]["timings"]["orchestrator_cpu_ms"].get<double>() > 0);
+  CHECK(stuck[0]["verdict"]["stages"]["correctness"]["summary"] == "no GPU: disabled by --no-gpu");
+  CHECK(stuck[0]["candidate"]["kernel_source"] == "BROKEN kernel");
+  // run.json
+  const Json run = Json::parse(slurp(tmp.dir / "run" / "run.json"));
+  CHECK(run["config"]["turns"] == 4);
+  CHECK(run["gpu_stages"]["enabled"] == false);
+  CHECK(run["program"]["git_revision"].get<std::string>().size() >= 7);
+  CHECK(run["tasks"].size() == 2);
+  // Summary
+  REQUIRE(result.summary.rows.size() == 2);
+  CHECK(result.summary.finished_trajectories == 4);
+  const auto &row =
+      result.summary.rows[0].task_id == "gemm_n7168_k5120" ? result.summary.rows[0] : result.summary.rows[1];
+  CHECK(row.correct == 2);
+  CHECK(row.best_speedup == doctest::Approx(1.5));
+  CHECK(result.summary.table().find("gemm_n4096_k4096") != std::string::npos);
+
+  SUBCASE("token budget per trajectory") {
+    auto c2 = base_config(tmp.dir / "budget", 1, 1, 6);
+    c2.budgets.per_trajectory = 250;  // 100 tokens per turn: stop after the third turn
+    auto r2 = run_config(c2, script);
+    CHECK(r2.end == agent::RunEnd::completed);
+    auto t = by_trajectory(tmp.dir / "budget")["m0/gemm_n4096_k4096/0"];
+    REQUIRE(t.size() == 3);
+    CHECK(t[2]["stop_reason"] == "token_budget");
+  }
+  SUBCASE("history policies in the recorded requests") {
+    for (auto [policy, expected] :
+         {std::pair{agent::HistoryPolicy::last_attempt, 4}, std::pair{agent::HistoryPolicy::none, 2}}) {
+      const fs::path out = tmp.dir / ("h" + agent::to_string(policy));
+      auto c3 = base_config(out, 1, 1, 3);
+      c3.tasks = {"gemm_n4096_k4096"};
+      c3.history = policy;
+      run_config(c3, script);
+      auto t = by_trajectory(out)["m0/gemm_n4096_k4096/0"];
+      REQUIRE(t.size() == 3);
+      CHECK(t[2]["messages"].size() == static_cast<std::size_t>(expected));
+    }
+  }
+}
+
+TEST_CASE("loop: a dead endpoint is not hammered; other endpoints go on") {
+  ScratchDir tmp;
+  auto script = std::make_shared<Script>();
+  std::atomic<int> dead_calls{0};
+  script->answer = [&](const llm::ChatRequest &) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+    return text("BROKEN kernel");  // endpoint m1 answers; m0 (below) always fails with 401
+  };
+  auto c = base_config(tmp.dir / "run", 2, 3, 2);
+  c.concurrency.endpoint_failures_before_dead = 2;
+  c.endpoints[0].max_in_flight =
+      1;  // sequential, so exactly two requests fail before the endpoint is given up
+  auto services = fake_services(script);
+  services.make_client =
+      [&](const llm::EndpointConfig &e) -> util::Expected<std::unique_ptr<llm::ChatClient>> {
+    if (e.name == "m0") {
+      auto failing = std::make_shared<Script>();
+      failing->answer = [&](const llm::ChatRequest &) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+        ++dead_calls;
+        return util::unexpected(llm::ChatError{
+            llm::ChatErrorKind::http_status, 401, "HTTP 401 Unauthorized: check the key in $MY_KEY", 1, {}});
+      };
+      return std::unique_ptr<llm::ChatClient>(new FakeClient(failing));
+    }
+    return std::unique_ptr<llm::ChatClient>(new FakeClient(script));
+  };
+  auto runner = agent::Runner::start(c, services, quiet());
+  REQUIRE(runner);
+  auto result = (*runner)->run();
+  CHECK(result.end == agent::RunEnd::completed);
+  CHECK(dead_calls == 2);
+  auto all = by_trajectory(tmp.dir / "run");
+  int sent_failures = 0, not_sent = 0, good = 0;
+  for (const auto &[id, records] : all) {
+    if (id.rfind("m0/", 0) == 0) {
+      REQUIRE(records.size() == 1);  // a failed request ends the trajectory
+      CHECK(records[0]["stop_reason"] == "request_failed");
+      CHECK(records[0]["response"].is_null());
+      CHECK(records[0]["request_error"]["http_status"] == 401);
+      const std::string msg = records[0]["request_error"]["message"];
+      if (msg.rfind("not sent", 0) == 0) {
+        ++not_sent;
+        CHECK(msg.find("failed 2 requests in a row") != std::string::npos);
+        CHECK(msg.find("check the key") != std::string::npos);
+      } else {
+        ++sent_failures;
+      }
+    } else {
+      ++good;
+      REQUIRE(records.size() == 2);
+    }
+  }
+  CHECK(sent_failures == 2);
+  CHECK(not_sent == 4);
+  CHECK(good == 6);
+}
+
+TEST_CASE("loop: Ctrl-C stops cleanly (resumable), then resume finishes with no turn lost or duplicated") {
+  ScratchDir tmp;
+  auto script = std::make_shared<Script>();
+  std::atomic<int> interrupts{0};
+  script->delay = std::chrono::milliseconds(5);
+  script->answer = [&](const llm::ChatRequest &) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+    if (script->calls == 10) interrupts = 1;  // "Ctrl-C" while requests are in flight
+    return text("BROKEN");
+  };
+  auto c = base_config(tmp.dir / "run", 2, 3, 3);
+  agent::RunOptions o = quiet();
+  o.interrupts = &interrupts;
+  auto first = run_config(c, script, o);
+  CHECK(first.end == agent::RunEnd::interrupted);
+  CHECK(first.turns_recorded >= 1);
+  CHECK(first.turns_recorded < 2 * 2 * 3 * 3);
+  auto partial = traces::load_run(tmp.dir / "run");
+  REQUIRE(partial);
+  CHECK(static_cast<int>(partial->turns.size()) == first.turns_recorded);
+
+  std::atomic<int> no_interrupts{0};
+  agent::RunOptions o2 = quiet();
+  o2.interrupts = &no_interrupts;
+  auto resumed = agent::Runner::resume(tmp.dir / "run", fake_services(script), o2);
+  REQUIRE(resumed);
+  auto second = (*resumed)->run();
+  CHECK(second.end == agent::RunEnd::completed);
+  CHECK(first.turns_recorded + second.turns_recorded == 2 * 2 * 3 * 3);
+  check_exactly_once(tmp.dir / "run", 12, 3);
+  const Json run = Json::parse(slurp(tmp.dir / "run" / "run.json"));
+  CHECK(run["resumes"].size() == 1);
+
+  // Resuming a finished run does nothing and succeeds.
+  auto again = agent::Runner::resume(tmp.dir / "run", fake_services(script), quiet());
+  REQUIRE(again);
+  auto third = (*again)->run();
+  CHECK(third.end == agent::RunEnd::completed);
+  CHECK(third.turns_recorded == 0);
+}
+
+TEST_CASE(
+    "loop: SIGKILL mid-run (child process), then resume: every trajectory has turns 0..n-1 exactly once") {
+  ScratchDir tmp;
+  const fs::path dir = tmp.dir / "run";
+  auto c = base_config(dir, 2, 4, 4);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    auto script = std::make_shared<Script>();
+    script->delay = std::chrono::milliseconds(20);
+    script->answer = [](const llm::ChatRequest &) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+      return text(std::string(2000, 'B'));  // BROKEN-like: never correct
+    };
+    auto runner = agent::Runner::start(c, fake_services(script), quiet());
+    if (!runner) ::_exit(3);
+    (*runner)->run();
+    ::_exit(0);
+  }
+  // Wait until some turns are recorded, then kill without warning.
+  const fs::path trace = dir / "trajectories.jsonl";
+  for (int i = 0; i < 500; ++i) {
+    std::error_code ec;
+    if (fs::exists(trace, ec) && fs::file_size(trace, ec) > 30'000) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFSIGNALED(status));
+  // Simulate the kill landing mid-write: a partial record at the end.
+  {
+    std::ofstream out(trace, std::ios::app | std::ios::binary);
+    out << R"({"format_version":1,"trajectory_id":"m0/gemm_n7168_k5120/0","turn":3,"mess)";
+  }
+  auto before = traces::load_run(dir);
+  REQUIRE(before);
+  CHECK(before->skipped_partial_lines == 1);
+  const std::size_t kept = before->turns.size();
+  CHECK(kept > 0);
+  CHECK(kept < 64);
+
+  auto script = std::make_shared<Script>();
+  script->answer = [](const llm::ChatRequest &) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+    return text(std::string(2000, 'B'));
+  };
+  auto resumed = agent::Runner::resume(dir, fake_services(script), quiet());
+  REQUIRE(resumed);
+  auto result = (*resumed)->run();
+  CHECK(result.end == agent::RunEnd::completed);
+  CHECK(kept + static_cast<std::size_t>(result.turns_recorded) == 64);
+  CHECK(script->calls == result.turns_recorded);
+  check_exactly_once(dir, 16, 4);
+}
+
+TEST_CASE(
+    "loop: disk full (RLIMIT_FSIZE) stops the run with a clear message; the trace stays valid; resume "
+    "works") {
+  ScratchDir tmp;
+  const fs::path dir = tmp.dir / "run";
+  auto c = base_config(dir, 1, 3, 3);
+  int pipefd[2];
+  REQUIRE(::pipe(pipefd) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(pipefd[0]);
+    rlimit lim{};
+    lim.rlim_cur = lim.rlim_max = 60'000;  // bytes: run.json fits, a few records fit
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    auto script = std::make_shared<Script>();
+    script->answer = [](const llm::ChatRequest &) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+      return text(std::string(8000, 'B'));
+    };
+    auto runner = agent::Runner::start(c, fake_services(script), quiet());
+    if (!runner) ::_exit(3);
+    auto r = (*runner)->run();
+    (void)!::write(pipefd[1], r.message.data(), r.message.size());
+    ::_exit(r.end == agent::RunEnd::write_failed ? 42 : 43);
+  }
+  ::close(pipefd[1]);
+  std::string message;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(pipefd[0], buf, sizeof buf)) > 0;)
+    message.append(buf, static_cast<std::size_t>(n));
+  ::close(pipefd[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 42);
+  CHECK(message.find("file size limit") != std::string::npos);
+  CHECK(message.find("ptxbench resume") != std::string::npos);
+  const std::string text_before = slurp(dir / "trajectories.jsonl");
+  REQUIRE_FALSE(text_before.empty());
+  CHECK(text_before.back() == '\n');
+  auto before = traces::load_run(dir);
+  REQUIRE(before);
+  CHECK(before->skipped_partial_lines == 0);
+  CHECK(before->turns.size() < 18);
+
+  auto script = std::make_shared<Script>();
+  script->answer = [](const llm::ChatRequest &) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+    return text(std::string(8000, 'B'));
+  };
+  auto resumed = agent::Runner::resume(dir, fake_services(script), quiet());
+  REQUIRE(resumed);
+  CHECK((*resumed)->run().end == agent::RunEnd::completed);
+  check_exactly_once(dir, 6, 3);
+}
+
+TEST_CASE(
+    "real client, unreachable endpoint: recorded per turn, run completes, the API key never reaches the run "
+    "dir") {
+  ScratchDir tmp;
+  const std::string key = "sk-ptxbench-test-secret-8f3a1c";
+  ::setenv("PTXBENCH_TEST_API_KEY", key.c_str(), 1);
+  auto c = base_config(tmp.dir / "run", 1, 2, 2);
+  c.endpoints[0].base_url = "http://127.0.0.1:1/v1";  // nothing listens on port 1
+  c.endpoints[0].api_key_env = "PTXBENCH_TEST_API_KEY";
+  c.endpoints[0].max_retries = 0;
+  c.endpoints[0].request_timeout = std::chrono::milliseconds(3000);
+  agent::RunServices services = agent::RunServices::defaults();
+  services.cpu_stages = fake_cpu_stages;
+  auto runner = agent::Runner::start(c, services, quiet());
+  REQUIRE(runner);
+  auto result = (*runner)->run();
+  CHECK(result.end == agent::RunEnd::completed);
+  auto all = by_trajectory(tmp.dir / "run");
+  REQUIRE(all.size() == 4);
+  for (const auto &[id, records] : all) {
+    REQUIRE(records.size() == 1);
+    CHECK(records[0]["stop_reason"] == "request_failed");
+    CHECK_FALSE(records[0]["request_error"]["message"].get<std::string>().empty());
+  }
+  for (const auto &entry : fs::recursive_directory_iterator(tmp.dir)) {
+    if (entry.is_regular_file())
+      CHECK_MESSAGE(slurp(entry.path()).find(key) == std::string::npos, entry.path());
+  }
+  const Json run = Json::parse(slurp(tmp.dir / "run" / "run.json"));
+  CHECK(run["config"]["endpoints"][0]["api_key_env"] == "PTXBENCH_TEST_API_KEY");
+  ::unsetenv("PTXBENCH_TEST_API_KEY");
+}
+
+TEST_CASE("setup errors are clear: unknown task, existing run directory") {
+  ScratchDir tmp;
+  auto script = std::make_shared<Script>();
+  script->answer = [](const llm::ChatRequest &) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+    return text("x");
+  };
+  auto c = base_config(tmp.dir / "run");
+  c.tasks = {"gemm_nope"};
+  auto r = agent::Runner::start(c, fake_services(script), quiet());
+  REQUIRE_FALSE(r);
+  CHECK(r.error().find("unknown task 'gemm_nope'") != std::string::npos);
+  CHECK(r.error().find("gemm_n7168_k5120") != std::string::npos);
+
+  auto ok = base_config(tmp.dir / "run2", 1, 1, 1);
+  run_config(ok, script);
+  auto twice = agent::Runner::start(ok, fake_services(script), quiet());
+  REQUIRE_FALSE(twice);
+  CHECK(twice.error().find("ptxbench resume") != std::string::npos);
+}
