@@ -341,7 +341,7 @@ void run_sanitizer(Verdict &v, const json &job, const fs::path &job_dir, const f
   json small = job;
   small["mode"] = "sanitize";
   small["stages"] = {"correctness"};
-  small["kernel_hang_ms"] = 20'000.0;
+  small["kernel_hang_ms"] = 10'000.0;
   auto &w = small["workloads"];
   std::size_t pick = 0;
   for (std::size_t i = 1; i < w.size(); ++i)
@@ -358,7 +358,7 @@ void run_sanitizer(Verdict &v, const json &job, const fs::path &job_dir, const f
   const WorkerRun run =
       run_worker({*tool_path, "--tool", tool, "--print-limit", "20", "--show-backtrace", "device",
                   worker.string(), "--job", job_path.string(), "--result", result_path.string()},
-                 job_dir, result_path, settings.device, std::chrono::milliseconds(90'000), 300);
+                 job_dir, result_path, settings.device, std::chrono::milliseconds(60'000), 300);
   s.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!run.started) {
     s.status = Status::skipped;
@@ -485,6 +485,8 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
       s.summary = "not run: an earlier GPU stage ended the worker";
     }
   }
+
+  if (v.timing.status != Status::skipped) v.timing.figures["policy"] = settings.timing.to_json();
 
   // Environment: what ran it.
   if (run.result.is_object() && run.result.contains("environment"))

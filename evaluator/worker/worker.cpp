@@ -296,6 +296,15 @@ double rel_spread(std::vector<double> v) {
   return med > 0 ? (p75 - p25) / med : 1;
 }
 
+/// Relative half-width of the ~95% confidence interval of the median
+/// (1.57·IQR/√n, the box-plot notch): the adaptive stopping rule compares this
+/// with TimingPolicy::target_rel_spread, so that the reported median, not each
+/// sample, is known to that precision.
+double median_ci_rel(const std::vector<double> &v) {
+  if (v.size() < 4) return 1;
+  return 1.57 * rel_spread(v) / std::sqrt(static_cast<double>(v.size()));
+}
+
 class Worker {
  public:
   Worker(Job job, std::string result_path)
@@ -703,8 +712,8 @@ class Worker {
         }
         const double t = seconds_since(loop_start);
         const bool enough = static_cast<int>(cand_ms.size()) >= tp.min_samples && t >= tp.min_seconds &&
-                            rel_spread(cand_ms) <= tp.target_rel_spread &&
-                            rel_spread(lib_ms) <= tp.target_rel_spread;
+                            median_ci_rel(cand_ms) <= tp.target_rel_spread &&
+                            median_ci_rel(lib_ms) <= tp.target_rel_spread;
         if (enough || t >= tp.max_seconds) break;
       }
       if (auto mhz = detail::sm_clock_mhz(device_.facts.pci_bus_id)) sm_clock = *mhz;
@@ -737,6 +746,9 @@ class Worker {
                  {"candidate_tflops", cmed > 0 ? w.spec.flops / (cmed * 1e9) : 0},
                  {"library_tflops", lmed > 0 ? w.spec.flops / (lmed * 1e9) : 0},
                  {"sol_floor_ms", floor_ms},
+                 {"candidate_median_ci", median_ci_rel(cand_ms)},
+                 {"library_median_ci", median_ci_rel(lib_ms)},
+                 {"sampling_seconds", seconds_since(loop_start)},
                  {"samples", cand_ms.size()},
                  {"library_samples", lib_ms.size()},
                  {"reverified", reverify},

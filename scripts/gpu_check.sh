@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# GPU check on a CUDA machine: configure + build (Release), run the GPU test
+# label, evaluate every response under tasks/solutions/gemm_*/ with
+# `ptxbench eval --json`, and print a table of verdicts.
+#
+#   scripts/gpu_check.sh [BUILD_DIR]
+# Environment:
+#   OUT=dir                 where logs and verdict JSON files go (default BUILD_DIR/gpu_check)
+#   GPU_CHECK_SKIP_BUILD=1  use an existing build
+#   GPU_CHECK_CTEST_REGEX=  restrict ctest -L gpu to tests matching this regex
+#   GPU_CHECK_SOLUTIONS=    glob under tasks/solutions (default gemm_*/*)
+#   GPU_CHECK_BENCH=1       also bench_eval (median of 5) on gemm_n7168_k5120/wgmma_tma and the
+#                           cuBLASLt-vs-torch fidelity check (bench/fidelity_gemm.py)
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$ROOT/build-gpu}
+OUT=${OUT:-$BUILD/gpu_check}
+mkdir -p "$OUT/verdicts"
+NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
+
+if [[ -z ${GPU_CHECK_SKIP_BUILD:-} ]]; then
+  echo "== configure + build ($BUILD)"
+  if ! cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
+      >"$OUT/configure.log" 2>&1; then
+    tail -30 "$OUT/configure.log"; exit 3
+  fi
+  if ! cmake --build "$BUILD" -j"$(nproc)" --target ptxbench ptxbench-worker test_gpu_gemm bench_eval \
+      >"$OUT/build.log" 2>&1; then
+    grep -E "error|FAILED" "$OUT/build.log" | head -30; exit 3
+  fi
+fi
+PTXBENCH="$BUILD/apps/ptxbench"
+export PTXBENCH_WORKER="$BUILD/evaluator/worker/ptxbench-worker"
+
+echo "== doctor"
+"$PTXBENCH" doctor | tee "$OUT/doctor.log"
+
+echo "== ctest -L gpu ${GPU_CHECK_CTEST_REGEX:+-R $GPU_CHECK_CTEST_REGEX}"
+(cd "$BUILD" && ctest -L gpu ${GPU_CHECK_CTEST_REGEX:+-R "$GPU_CHECK_CTEST_REGEX"} --output-on-failure \
+  --timeout 900) >"$OUT/ctest.log" 2>&1
+grep -E "tests passed|Passed|Failed|SKIPPED|\*\*\*" "$OUT/ctest.log" | head -20
+
+echo "== evaluations"
+: >"$OUT/walls.tsv"
+for resp in "$ROOT"/tasks/solutions/${GPU_CHECK_SOLUTIONS:-gemm_*/*}/response.md; do
+  [[ -f $resp ]] || continue
+  sol=$(basename "$(dirname "$resp")")
+  task=$(basename "$(dirname "$(dirname "$resp")")")
+  start=$(date +%s.%N)
+  "$PTXBENCH" eval --task "$task" --response "$resp" --json --tasks-dir "$ROOT/tasks" \
+    >"$OUT/verdicts/$task.$sol.json" 2>"$OUT/verdicts/$task.$sol.err"
+  end=$(date +%s.%N)
+  printf '%s\t%s\t%s\n' "$task" "$sol" "$(echo "$end - $start" | bc)" >>"$OUT/walls.tsv"
+done
+
+python3 - "$OUT" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+rows = []
+for line in open(os.path.join(out, "walls.tsv")):
+    task, sol, wall = line.rstrip("\n").split("\t")
+    path = os.path.join(out, "verdicts", f"{task}.{sol}.json")
+    try:
+        v = json.load(open(path))
+    except Exception as e:
+        err = open(path.replace(".json", ".err")).read().strip().splitlines()
+        rows.append((task, sol, "error", "-", (err[-1] if err else str(e))[:60], "-", "-", "-", "-", float(wall)))
+        continue
+    st = v["stages"]
+    ex = st["execution"]["figures"].get("targets", [])
+    targets = " ".join(f"{t['name']}:{t['warp_executions']}{'' if t['present_in_sass'] else '(absent)'}" for t in ex) \
+        or st["execution"]["status"]
+    tw = st["timing"]["figures"].get("workloads", [])
+    cand = "/".join(f"{w['candidate_ms']:.3f}" for w in tw) or "-"
+    lib = "/".join(f"{w['library_ms']:.3f}" for w in tw) or "-"
+    spd = "/".join(f"{w['speedup']:.3f}" for w in tw) or "-"
+    tfl = "/".join(f"{w['candidate_tflops']:.0f}" for w in tw) or "-"
+    correct = v["axes"]["correct"]
+    rows.append((task, sol, v["status"], "-" if correct is None else str(correct).lower(), targets, cand, lib, spd,
+                 tfl, float(wall)))
+hdr = ("task", "solution", "status", "correct", "targets executed (warp instr.)", "cand ms", "cuBLASLt ms",
+       "speedup", "TFLOP/s", "wall s")
+w = [max(len(str(r[i])) if not isinstance(r[i], float) else 6 for r in rows + [hdr]) for i in range(len(hdr))]
+fmt = lambda r: "  ".join((f"{r[i]:.2f}" if isinstance(r[i], float) else str(r[i])).ljust(w[i]) for i in range(len(r)))
+print(fmt(hdr))
+for r in rows:
+    print(fmt(r))
+PY
+
+if [[ -n ${GPU_CHECK_BENCH:-} ]]; then
+  echo "== bench_eval (median of 5 full evaluations)"
+  "$BUILD/bench/bench_eval" --task gemm_n7168_k5120 --runs 5 --tasks-dir "$ROOT/tasks" \
+    --response "$ROOT/tasks/solutions/gemm_n7168_k5120/wgmma_tma/response.md" | tee "$OUT/bench_eval.log"
+  echo "== fidelity: our cuBLASLt vs torch.matmul (do_bench)"
+  for t in gemm_n7168_k5120 gemm_n4096_k4096; do
+    v="$OUT/verdicts/$t.wgmma_tma.json"
+    [[ -f $v ]] && python3 "$ROOT/bench/fidelity_gemm.py" --verdict "$v" --task "$ROOT/tasks/$t.json" \
+      | tee -a "$OUT/fidelity.log"
+  done
+fi
