@@ -117,7 +117,7 @@ void print_task(const Task &t) {
   fmt::print("Workloads (the first is the headline):\n");
   for (const auto &w : t.workloads) {
     std::vector<std::string> symbols;
-    for (const auto &[k, v] : w.symbols) symbols.push_back(fmt::format("{}={}", k, v));
+    for (const auto &name : t.symbols) symbols.push_back(fmt::format("{}={}", name, w.symbols.at(name)));
     fmt::print("  {:<22} {}   FLOPs {}   min bytes {}\n", w.name, join(symbols, " "), evaluated(t.flops, w),
                evaluated(t.bytes, w));
   }

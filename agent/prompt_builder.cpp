@@ -1,0 +1,565 @@
+#include "agent/prompt_builder.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/core.h>
+
+#include "agent/detail/template.hpp"
+#include "util/int_expr.hpp"
+
+namespace ptxbench::agent {
+namespace {
+
+using evaluator::Diagnostic;
+using evaluator::StageResult;
+using evaluator::Status;
+using evaluator::Verdict;
+using nlohmann::json;
+using Values = std::map<std::string, std::string>;
+
+// Bounds on what feedback repeats back to the model (it is read every turn).
+constexpr std::size_t kMaxDiagnostics = 12;       // diagnostics listed per stage
+constexpr std::size_t kMaxDiagnosticChars = 600;  // characters of one diagnostic
+constexpr std::size_t kMaxListedWorkloads = 8;    // workload rows in a table
+constexpr std::size_t kMaxTopOpcodes = 8;         // executed-opcode families listed
+constexpr std::size_t kMaxFeedbackChars = 12000;  // characters of one feedback message
+constexpr std::size_t kMaxTemplateBytes = 64 << 10;
+
+// Assumed peaks for the speed-of-light hint in the task prompt (dense, no sparsity).
+struct ArchPeaks {
+  double bf16_tflops;  ///< TFLOP/s, dense bf16 tensor cores
+  double fp8_tflops;   ///< TFLOP/s, dense fp8 tensor cores
+  double dram_tbps;    ///< TB/s of DRAM bandwidth
+};
+
+const std::set<std::string> kSystemKeys = {"arch", "arch_name", "target_list", "reference_library",
+                                           "reference_notes"};
+const std::set<std::string> kTaskKeys = {
+    "id",      "title",     "arch",    "arch_name",  "description",       "tensors", "scalars",
+    "symbols", "workloads", "targets", "tolerances", "reference_library", "speed"};
+const std::set<std::string> kFeedbackKeys = {
+    "message",   "details", "symbols",   "summary",       "diagnostics",       "resources", "sanitizer",
+    "workloads", "timing",  "execution", "targets_state", "reference_library", "verified",  "reason"};
+const char *const kFeedbackTemplates[] = {
+    "no_kernel",       "bad_manifest", "static_error", "compile_error",    "launch_error",
+    "runtime_error",   "timeout",      "incorrect",    "nondeterministic", "suspicious",
+    "ok_not_executed", "ok_slow",      "ok_fast",      "ok_unverified",    "unusable_response"};
+const char *const kNotes[] = {"wgmma", "tma", "setmaxnreg", "tcgen05"};
+
+std::string arch_name(const std::string &arch) {
+  if (arch.rfind("sm_90", 0) == 0) return "Hopper (H100/H200)";
+  if (arch.rfind("sm_100", 0) == 0 || arch.rfind("sm_103", 0) == 0) return "Blackwell (B200)";
+  if (arch.rfind("sm_120", 0) == 0) return "Blackwell (RTX 50xx)";
+  return arch;
+}
+
+ArchPeaks peaks_for(const std::string &arch) {
+  if (arch.rfind("sm_90", 0) == 0) return {989, 1979, 4.8};  // H200 SXM
+  return {2250, 4500, 8.0};                                  // B200
+}
+
+std::string reference_library(const tasks::Task &t) {
+  if (t.reference == "cublaslt") return "cuBLASLt";
+  if (t.reference == "cudnn_sdpa_fwd") return "cuDNN fused attention (SDPA forward)";
+  if (t.reference == "cudnn_sdpa_bwd") return "cuDNN fused attention (SDPA backward)";
+  return t.reference;
+}
+
+std::string join(const std::vector<std::string> &items, std::string_view separator) {
+  std::string out;
+  for (const auto &s : items) {
+    if (!out.empty()) out += separator;
+    out += s;
+  }
+  return out;
+}
+
+std::string number(double v) {
+  return fmt::format("{:.4g}", v);
+}
+
+// ---- tolerant readers for verdict figures (other stages may omit keys) ----
+
+std::optional<double> num(const json &j, const char *key) {
+  if (!j.is_object()) return std::nullopt;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+std::optional<bool> boolean(const json &j, const char *key) {
+  if (!j.is_object()) return std::nullopt;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_boolean()) return std::nullopt;
+  return it->get<bool>();
+}
+
+std::string str(const json &j, const char *key, std::string fallback = "") {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return fallback;
+  return it->get<std::string>();
+}
+
+const json &array_at(const json &j, const char *key) {
+  static const json empty = json::array();
+  if (!j.is_object()) return empty;
+  auto it = j.find(key);
+  return it != j.end() && it->is_array() ? *it : empty;
+}
+
+std::string yes_no(std::optional<bool> b) {
+  return !b ? "unknown" : *b ? "yes" : "no";
+}
+
+// ---- sections ----
+
+std::string diagnostic_line(const Diagnostic &d) {
+  std::string prefix = d.line ? fmt::format("line {}: ", *d.line) : "";
+  std::string severity = d.severity == "error" ? "" : d.severity + ": ";
+  return prefix + severity + d.text;
+}
+
+std::string diagnostics_section(const StageResult &s) {
+  std::vector<std::string> lines;
+  for (const auto &d : s.diagnostics) lines.push_back(diagnostic_line(d));
+  return detail::bullet_list(lines, kMaxDiagnostics, kMaxDiagnosticChars);
+}
+
+std::string sanitizer_section(const Verdict &v) {
+  if (v.sanitizer.status == Status::skipped && v.sanitizer.diagnostics.empty()) return "";
+  std::string out = "compute-sanitizer";
+  if (!v.sanitizer.summary.empty()) out += ": " + v.sanitizer.summary;
+  out += "\n";
+  return out + diagnostics_section(v.sanitizer);
+}
+
+std::string resources_section(const Verdict &v) {
+  const json &f = v.compile.figures;
+  std::vector<std::string> parts;
+  if (auto r = num(f, "registers")) parts.push_back(fmt::format("{} registers/thread", *r));
+  auto spill_st = num(f, "spill_store_bytes"), spill_ld = num(f, "spill_load_bytes");
+  if (spill_st || spill_ld)
+    parts.push_back(
+        fmt::format("spills {} B stored / {} B loaded", spill_st.value_or(0), spill_ld.value_or(0)));
+  if (auto s = num(f, "shared_bytes")) parts.push_back(fmt::format("{} B static shared", *s));
+  if (auto s = num(f, "stack_bytes")) parts.push_back(fmt::format("{} B stack", *s));
+  std::string out = parts.empty() ? "not reported" : join(parts, ", ");
+  std::vector<std::string> warnings;
+  for (const auto &w : array_at(f, "warnings"))
+    if (w.is_string()) warnings.push_back(w.get<std::string>());
+  if (!warnings.empty()) out += "\nptxas warnings:\n" + detail::bullet_list(warnings, 6, 300);
+  return out;
+}
+
+std::string index_text(const json &index) {
+  if (!index.is_array()) return "?";
+  std::vector<std::string> parts;
+  for (const auto &i : index) parts.push_back(i.is_number() ? number(i.get<double>()) : i.dump());
+  return "[" + join(parts, ", ") + "]";
+}
+
+std::string value_text(const json &j, const char *key) {
+  if (!j.is_object() || !j.contains(key)) return "?";
+  const json &v = j[key];
+  if (v.is_number()) return number(v.get<double>());
+  if (v.is_string()) return v.get<std::string>();  // e.g. "nan"
+  return v.dump();
+}
+
+std::string correctness_workloads_section(const Verdict &v, bool only_failed) {
+  std::vector<std::string> rows;
+  for (const auto &w : array_at(v.correctness.figures, "workloads")) {
+    auto passed = num(w, "passed"), trials = num(w, "trials");
+    bool failed = (passed && trials && *passed < *trials) || boolean(w, "deterministic") == false ||
+                  boolean(w, "guard_damage") == true || boolean(w, "inputs_mutated") == true;
+    if (only_failed && !failed) continue;
+    std::string row = str(w, "name", "?") + ": ";
+    if (passed && trials) row += fmt::format("{} of {} trials passed", *passed, *trials);
+    if (auto e = num(w, "max_abs_error")) row += fmt::format("; max abs error {}", number(*e));
+    if (auto e = num(w, "max_rel_error")) row += fmt::format(", max rel error {}", number(*e));
+    if (auto m = num(w, "mismatches")) row += fmt::format("; {} mismatching elements", *m);
+    const json &first = w.is_object() && w.contains("first_mismatch") ? w["first_mismatch"] : json();
+    if (first.is_object())
+      row += fmt::format("; first mismatch {}{}: got {}, expected {}", str(first, "tensor", "?"),
+                         index_text(first.contains("index") ? first["index"] : json()),
+                         value_text(first, "got"), value_text(first, "expected"));
+    if (auto n = num(w, "nan_count"); n && *n > 0) row += fmt::format("; {} NaN outputs", *n);
+    if (auto n = num(w, "unwritten_count"); n && *n > 0)
+      row += fmt::format("; {} output elements never written (still NaN poison)", *n);
+    if (auto g = w.is_object() && w.contains("guard_damage") ? w["guard_damage"] : json();
+        g.is_boolean() && g.get<bool>())
+      row += "; wrote outside a tensor (guard region damaged)";
+    else if (g.is_number() && g.get<double>() > 0)
+      row += fmt::format("; wrote outside a tensor ({} guard bytes damaged)", g.get<double>());
+    else if (g.is_string() && !g.get<std::string>().empty())
+      row += "; wrote outside a tensor: " + g.get<std::string>();
+    if (boolean(w, "inputs_mutated") == true) row += "; modified an input tensor";
+    if (boolean(w, "deterministic") == false) row += "; a second identical launch gave different bits";
+    rows.push_back(row);
+  }
+  return detail::bullet_list(rows, kMaxListedWorkloads, kMaxDiagnosticChars);
+}
+
+std::string timing_section(const Verdict &v, const std::string &library) {
+  const StageResult &t = v.timing;
+  if (t.status == Status::skipped)
+    return "Timing not measured" + (t.summary.empty() ? "." : ": " + t.summary + ".");
+  std::vector<std::string> rows;
+  for (const auto &w : array_at(t.figures, "workloads")) {
+    std::string row = str(w, "name", "?") + ": ";
+    auto cand = num(w, "candidate_ms"), lib = num(w, "library_ms");
+    row += cand ? fmt::format("yours {} ms", number(*cand)) : "yours ? ms";
+    if (auto tf = num(w, "candidate_tflops")) row += fmt::format(" ({} TFLOP/s)", number(*tf));
+    row += lib ? fmt::format(", {} {} ms", library, number(*lib)) : "";
+    if (auto tf = num(w, "library_tflops")) row += fmt::format(" ({} TFLOP/s)", number(*tf));
+    if (auto s = num(w, "speedup")) row += fmt::format(", speedup {:.3f}x", *s);
+    if (auto floor = num(w, "sol_floor_ms")) row += fmt::format("; physical floor {} ms", number(*floor));
+    rows.push_back(row);
+  }
+  std::string out = "Timing (median, cold L2):\n" + detail::bullet_list(rows, kMaxListedWorkloads, 400);
+  auto geo = num(t.figures, "geomean_speedup"), mn = num(t.figures, "min_speedup");
+  if (geo) out += fmt::format("Geomean speedup {:.3f}x", *geo);
+  if (mn) out += fmt::format("{}min {:.3f}x", geo ? ", " : "", *mn);
+  if (geo || mn) out += ".\n";
+  return out;
+}
+
+/// Per-target lines joining what the static, compile and execution stages saw.
+std::string execution_section(const tasks::Task &task, const Verdict &v) {
+  const json &in_ptx =
+      v.static_checks.figures.is_object() && v.static_checks.figures.contains("targets_in_ptx")
+          ? v.static_checks.figures["targets_in_ptx"]
+          : json::object();
+  const json &in_sass = v.compile.figures.is_object() && v.compile.figures.contains("targets_in_sass")
+                            ? v.compile.figures["targets_in_sass"]
+                            : json::object();
+  const json &executed = array_at(v.execution.figures, "targets");
+  std::string out;
+  std::vector<std::string> rows;
+  for (const auto &target : task.targets) {
+    const json *row = nullptr;
+    for (const auto &e : executed)
+      if (str(e, "name") == target.name) row = &e;
+    std::optional<bool> ptx = boolean(in_ptx, target.name.c_str());
+    std::optional<bool> sass = row ? boolean(*row, "present_in_sass") : boolean(in_sass, target.name.c_str());
+    std::optional<double> runs = row ? num(*row, "warp_executions") : std::nullopt;
+    std::string line = fmt::format("{} ({}): in PTX {}, in SASS ({}) {}", target.ptx_mnemonic, target.name,
+                                   yes_no(ptx), join(target.sass_families, "/"), yes_no(sass));
+    if (runs)
+      line += fmt::format(", executed {} times (warp-level)", number(*runs));
+    else if (v.execution.status == Status::skipped)
+      line += ", execution not measured";
+    if (runs && *runs == 0 && ptx == true && sass == true)
+      line += fmt::format(". {} is in your PTX and in the SASS but executed 0 times", target.ptx_mnemonic);
+    else if (runs && *runs == 0 && sass == false)
+      line += fmt::format(". {} is not in the SASS: ptxas removed or never emitted it", target.ptx_mnemonic);
+    rows.push_back(line);
+  }
+  out += "Target instructions:\n" + detail::bullet_list(rows, kMaxListedWorkloads, 400);
+  std::vector<std::string> top;
+  for (const auto &op : array_at(v.execution.figures, "top_opcodes")) {
+    if (top.size() >= kMaxTopOpcodes) break;
+    if (auto n = num(op, "warp_executions"))
+      top.push_back(fmt::format("{} {}", str(op, "family", "?"), number(*n)));
+  }
+  if (!top.empty()) out += "Top executed opcodes (warp-level counts): " + join(top, ", ") + "\n";
+  if (auto share = num(v.execution.figures, "tensor_core_share"))
+    out += fmt::format("Tensor-core instructions are {:.1f}% of executed instructions.\n", *share * 100);
+  return out;
+}
+
+std::string static_details(const tasks::Task &task, const Verdict &v) {
+  std::vector<std::string> lines;
+  const json &f = v.static_checks.figures;
+  if (f.is_object() && f.contains("targets_in_ptx") && f["targets_in_ptx"].is_object())
+    for (const auto &t : task.targets)
+      if (boolean(f["targets_in_ptx"], t.name.c_str()) == false)
+        lines.push_back(fmt::format("target {} ({}) is not in your PTX", t.name, t.ptx_mnemonic));
+  for (const auto &g : array_at(f, "module_globals"))
+    if (g.is_string())
+      lines.push_back(fmt::format("module-scope .global variable '{}'", g.get<std::string>()));
+  if (lines.empty()) return "";
+  return detail::bullet_list(lines, kMaxDiagnostics, kMaxDiagnosticChars);
+}
+
+/// What did pass when the GPU stages could not run (no GPU, or disabled).
+std::string verified_section(const tasks::Task &task, const Verdict &v) {
+  std::vector<std::string> lines;
+  if (v.parse.status == Status::ok) lines.push_back("kernel block and manifest parsed");
+  if (v.static_checks.status == Status::ok) lines.push_back("static PTX checks passed");
+  if (v.compile.status == Status::ok) lines.push_back("compiled with ptxas for " + task.arch);
+  std::string out = lines.empty() ? "" : "Passed: " + join(lines, "; ") + ".\n";
+  return out + execution_section(task, v);
+}
+
+/// Every feedback key, empty: each template is rendered with all of them set.
+Values empty_feedback_values() {
+  Values values;
+  for (const auto &k : kFeedbackKeys) values[k] = "";
+  return values;
+}
+
+const StageResult &failing_stage(const Verdict &v) {
+  for (const StageResult *s :
+       {&v.parse, &v.static_checks, &v.compile, &v.correctness, &v.execution, &v.timing})
+    if (s->status == v.status) return *s;
+  return v.parse;
+}
+
+std::string read_file(const std::filesystem::path &path, std::string &error) {
+  std::error_code ec;
+  auto size = std::filesystem::file_size(path, ec);
+  if (ec) {
+    error = fmt::format("{}: cannot read: {}", path.string(), ec.message());
+    return "";
+  }
+  if (size > kMaxTemplateBytes) {
+    error = fmt::format("{}: {} bytes, more than a template may have ({})", path.string(), size,
+                        kMaxTemplateBytes);
+    return "";
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string distribution_text(tasks::Distribution d) {
+  switch (d) {
+    case tasks::Distribution::normal:
+      return "values N(0,1)";
+    case tasks::Distribution::uniform:
+      return "values U(-1,1)";
+    case tasks::Distribution::spiky:
+      return "values N(0,1) with rare N(0,100) outliers";
+    case tasks::Distribution::derived:
+      return "computed by the reference from the other inputs";
+  }
+  return "";
+}
+
+}  // namespace
+
+util::Expected<PromptBuilder> PromptBuilder::load(const std::filesystem::path &dir) {
+  PromptBuilder builder;
+  std::vector<std::pair<std::string, const std::set<std::string> *>> wanted = {{"system", &kSystemKeys},
+                                                                               {"task", &kTaskKeys}};
+  static const std::set<std::string> kNoKeys;
+  for (const char *n : kNotes) wanted.emplace_back(std::string("notes/") + n, &kNoKeys);
+  for (const char *f : kFeedbackTemplates) wanted.emplace_back(std::string("feedback/") + f, &kFeedbackKeys);
+  std::vector<std::string> errors;
+  for (const auto &[name, keys] : wanted) {
+    std::filesystem::path file = dir / (name + ".txt");
+    std::string error;
+    std::string text = read_file(file, error);
+    if (!error.empty()) {
+      errors.push_back(error);
+      continue;
+    }
+    for (const auto &p : detail::template_placeholders(text))
+      if (!keys->count(p)) {
+        std::vector<std::string> known(keys->begin(), keys->end());
+        errors.push_back(fmt::format("{}: unknown placeholder {{{{{}}}}} (this template may use: {})",
+                                     file.string(), p, known.empty() ? "none" : join(known, ", ")));
+      }
+    builder.templates_[name] = std::move(text);
+  }
+  if (!errors.empty()) return util::unexpected(join(errors, "\n"));
+  return builder;
+}
+
+std::filesystem::path PromptBuilder::default_dir() {
+  if (const char *env = std::getenv("PTXBENCH_PROMPTS"); env && *env) return env;
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    auto installed = (exe.parent_path() / ".." / "share" / "ptxbench" / "prompts").lexically_normal();
+    if (std::filesystem::is_directory(installed, ec)) return installed;
+  }
+  return std::filesystem::path(PTXBENCH_SOURCE_DIR) / "prompts";
+}
+
+std::string PromptBuilder::system_prompt(const tasks::Task &task) const {
+  std::vector<std::string> targets;
+  std::set<std::string> notes;
+  for (const auto &t : task.targets) {
+    targets.push_back(fmt::format("{} (SASS {})", t.ptx_mnemonic, join(t.sass_families, "/")));
+    if (t.ptx_mnemonic.rfind("wgmma", 0) == 0) notes.insert("wgmma");
+    if (t.ptx_mnemonic.rfind("cp.async.bulk", 0) == 0) notes.insert("tma");
+    if (t.ptx_mnemonic.rfind("tcgen05", 0) == 0) notes.insert("tcgen05");
+  }
+  if (notes.count("wgmma")) notes.insert("setmaxnreg");  // warp-specialized wgmma kernels rely on it
+  std::string reference_notes;
+  for (const char *n : kNotes)  // fixed order: wgmma, tma, setmaxnreg, tcgen05
+    if (notes.count(n)) reference_notes += templates_.at(std::string("notes/") + n) + "\n";
+  Values values{{"arch", task.arch},
+                {"arch_name", arch_name(task.arch)},
+                {"target_list", join(targets, ", ")},
+                {"reference_library", reference_library(task)},
+                {"reference_notes", reference_notes}};
+  return detail::render_template(templates_.at("system"), values, "system");
+}
+
+std::string PromptBuilder::task_prompt(const tasks::Task &task) const {
+  const tasks::Workload *headline = task.workloads.empty() ? nullptr : &task.workloads.front();
+  std::string tensors;
+  for (const auto &t : task.tensors) {
+    std::string dims = "[" + join(t.shape, ", ") + "]";
+    if (headline) {
+      std::vector<std::string> values;
+      for (auto d : task.shape_of(t, *headline)) values.push_back(std::to_string(d));
+      dims += " = [" + join(values, ", ") + "] at the headline";
+    }
+    bool input = t.role == tasks::TensorRole::input;
+    tensors +=
+        fmt::format("  - {}: {} {} {}", t.name, input ? "input" : "output", tasks::to_string(t.dtype), dims);
+    if (!t.description.empty()) tensors += "; " + t.description;
+    if (input) tensors += "; " + distribution_text(t.distribution);
+    tensors += "\n";
+  }
+  std::string scalars;
+  if (!task.scalars.empty()) {
+    scalars = "\n## Scalars (pass them with {\"scalar\": name})\n";
+    for (const auto &s : task.scalars)
+      scalars += fmt::format("  - {}: {} = {:.9g}{}\n", s.name, s.type, s.value,
+                             s.description.empty() ? "" : "; " + s.description);
+  }
+  const ArchPeaks peaks = peaks_for(task.arch);
+  bool fp8 = std::any_of(task.tensors.begin(), task.tensors.end(), [](const tasks::Tensor &t) {
+    return t.dtype == tasks::DType::e4m3 || t.dtype == tasks::DType::e5m2;
+  });
+  double peak_tflops = fp8 ? peaks.fp8_tflops : peaks.bf16_tflops;
+  std::string workloads;
+  std::string speed;
+  for (const auto &w : task.workloads) {
+    std::vector<std::string> symbols;
+    for (const auto &name : task.symbols) symbols.push_back(fmt::format("{}={}", name, w.symbols.at(name)));
+    auto flops = util::evaluate_int_expression(task.flops, w.symbols);
+    auto bytes = util::evaluate_int_expression(task.bytes, w.symbols);
+    workloads += fmt::format("  - {}: {}", w.name, join(symbols, " "));
+    if (flops && bytes) {
+      double floor_ms = std::max(*flops / (peak_tflops * 1e12), *bytes / (peaks.dram_tbps * 1e12)) * 1e3;
+      workloads +=
+          fmt::format("; {:.4g} FLOPs, at least {:.4g} bytes of DRAM traffic; physical floor ~{:.3f} ms",
+                      static_cast<double>(*flops), static_cast<double>(*bytes), floor_ms);
+    }
+    workloads += "\n";
+  }
+  speed = fmt::format(
+      "The floors above assume about {:g} TFLOP/s of dense {} tensor-core throughput and {:g} TB/s "
+      "of DRAM bandwidth.",
+      peak_tflops, fp8 ? "fp8" : "bf16", peaks.dram_tbps);
+  std::string targets;
+  for (const auto &t : task.targets)
+    targets += fmt::format("  - {}: PTX {} (SASS {}){}\n", t.name, t.ptx_mnemonic, join(t.sass_families, "/"),
+                           t.description.empty() ? "" : ". " + t.description);
+  std::string tolerances;
+  for (const auto &[name, tol] : task.tolerances)
+    tolerances += fmt::format("  - {}: atol {:g}, rtol {:g}{}\n", name, tol.atol, tol.rtol,
+                              tol.reason.empty() ? "" : ". " + tol.reason);
+  Values values{{"id", task.id},
+                {"title", task.title},
+                {"arch", task.arch},
+                {"arch_name", arch_name(task.arch)},
+                {"description", task.description},
+                {"tensors", tensors},
+                {"scalars", scalars},
+                {"symbols", join(task.symbols, ", ")},
+                {"workloads", workloads},
+                {"targets", targets},
+                {"tolerances", tolerances},
+                {"reference_library", reference_library(task)},
+                {"speed", speed}};
+  return detail::render_template(templates_.at("task"), values, "task");
+}
+
+std::string PromptBuilder::feedback(const tasks::Task &task, const Verdict &verdict) const {
+  const std::string library = reference_library(task);
+  const StageResult &stage = failing_stage(verdict);
+  Values values = empty_feedback_values();
+  values["message"] = stage.summary.empty() ? "(no details were recorded)" : stage.summary;
+  values["symbols"] = join(task.symbols, ", ");
+  values["summary"] =
+      stage.summary.empty() ? std::string(evaluator::to_string(verdict.status)) : stage.summary;
+  values["diagnostics"] = diagnostics_section(stage);
+  values["resources"] = resources_section(verdict);
+  values["sanitizer"] = sanitizer_section(verdict);
+  values["reference_library"] = library;
+  std::string name;
+  switch (verdict.status) {
+    case Status::no_kernel:
+      name = "no_kernel";
+      if (!stage.diagnostics.empty()) values["message"] += "\n" + values["diagnostics"];
+      break;
+    case Status::bad_manifest:
+      name = "bad_manifest";
+      values["details"] = values["diagnostics"];
+      break;
+    case Status::static_error:
+      name = "static_error";
+      values["details"] = static_details(task, verdict);
+      break;
+    case Status::compile_error:
+      name = "compile_error";
+      break;
+    case Status::launch_error:
+      name = "launch_error";
+      break;
+    case Status::runtime_error:
+      name = "runtime_error";
+      break;
+    case Status::timeout:
+      name = "timeout";
+      break;
+    case Status::incorrect:
+      name = "incorrect";
+      values["workloads"] = correctness_workloads_section(verdict, /*only_failed=*/true);
+      break;
+    case Status::nondeterministic:
+      name = "nondeterministic";
+      values["diagnostics"] = correctness_workloads_section(verdict, true) + values["diagnostics"];
+      break;
+    case Status::suspicious:
+      name = "suspicious";
+      values["timing"] = timing_section(verdict, library);
+      break;
+    case Status::ok:
+    case Status::skipped: {
+      values["execution"] = execution_section(task, verdict);
+      values["timing"] = timing_section(verdict, library);
+      if (verdict.axes.targets_executed == true)
+        values["targets_state"] = " and every target instruction executed";
+      if (!verdict.axes.correct.has_value()) {
+        name = "ok_unverified";
+        const StageResult &why = verdict.correctness;
+        values["summary"] = why.summary.empty() ? "the GPU stages were skipped" : why.summary;
+        values["verified"] = verified_section(task, verdict);
+      } else if (verdict.axes.targets_executed == false) {
+        name = "ok_not_executed";
+      } else if (verdict.axes.speedup && *verdict.axes.speedup >= 1.0) {
+        name = "ok_fast";
+      } else {
+        name = "ok_slow";
+      }
+      break;
+    }
+  }
+  std::string text = detail::render_template(templates_.at("feedback/" + name), values, "feedback/" + name);
+  return detail::truncate_text(text, kMaxFeedbackChars);
+}
+
+std::string PromptBuilder::feedback_unusable_response(const std::string &reason) const {
+  Values values = empty_feedback_values();
+  values["reason"] = detail::truncate_text(reason, 2000);
+  return detail::render_template(templates_.at("feedback/unusable_response"), values,
+                                 "feedback/unusable_response");
+}
+
+}  // namespace ptxbench::agent

@@ -1,0 +1,378 @@
+// Prompt builder: templates load and validate; system/task prompts carry the
+// contract and the task's facts; feedback for each outcome carries the
+// specific numbers, lines and coordinates of a hand-made verdict.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
+
+#include "agent/detail/template.hpp"
+#include "agent/prompt_builder.hpp"
+#include "tasks/task.hpp"
+
+namespace fs = std::filesystem;
+using namespace ptxbench;
+using evaluator::Diagnostic;
+using evaluator::Status;
+using evaluator::Verdict;
+using nlohmann::json;
+
+namespace {
+
+const fs::path kPrompts = fs::path(PTXBENCH_SOURCE_DIR) / "prompts";
+const fs::path kTasks = fs::path(PTXBENCH_SOURCE_DIR) / "tasks";
+
+const agent::PromptBuilder &builder() {
+  static const agent::PromptBuilder b = [] {
+    auto loaded = agent::PromptBuilder::load(kPrompts);
+    if (!loaded) FAIL(loaded.error());
+    return std::move(loaded).value();
+  }();
+  return b;
+}
+
+tasks::Task load_task(const std::string &id) {
+  auto t = tasks::load_task_file(kTasks / (id + ".json"));
+  REQUIRE_MESSAGE(t.has_value(), (t ? "" : t.error()));
+  return std::move(t).value();
+}
+
+bool has(const std::string &text, const std::string &needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+#define CHECK_HAS(text, needle) \
+  CHECK_MESSAGE(has(text, needle), "missing: " << (needle) << "\n--- in:\n" << (text))
+
+/// A verdict whose CPU stages passed (wgmma + TMA present in PTX and SASS).
+Verdict compiled_verdict() {
+  Verdict v;
+  v.task_id = "gemm_n7168_k5120";
+  v.parse.status = Status::ok;
+  v.static_checks.status = Status::ok;
+  v.static_checks.figures = {{"entry", "gemm"}, {"targets_in_ptx", {{"wgmma", true}, {"tma_load", true}}}};
+  v.compile.status = Status::ok;
+  v.compile.figures = {{"registers", 168},       {"spill_store_bytes", 16},
+                       {"spill_load_bytes", 24}, {"shared_bytes", 0},
+                       {"stack_bytes", 0},       {"warnings", json::array()},
+                       {"sass_available", true}, {"targets_in_sass", {{"wgmma", true}, {"tma_load", true}}}};
+  return v;
+}
+
+Verdict with_gpu_results(double speedup, double wgmma_runs) {
+  Verdict v = compiled_verdict();
+  v.correctness.status = Status::ok;
+  v.correctness.figures = {{"workloads", json::array({{{"name", "M=8192"}, {"trials", 3}, {"passed", 3}}})}};
+  v.execution.status = Status::ok;
+  v.execution.figures = {{"targets", json::array({{{"name", "wgmma"},
+                                                   {"sass_families", {"HGMMA"}},
+                                                   {"present_in_sass", true},
+                                                   {"warp_executions", wgmma_runs},
+                                                   {"executed", wgmma_runs > 0}},
+                                                  {{"name", "tma_load"},
+                                                   {"sass_families", {"UTMALDG"}},
+                                                   {"present_in_sass", true},
+                                                   {"warp_executions", 4096},
+                                                   {"executed", true}}})},
+                         {"top_opcodes", json::array({{{"family", "HGMMA"}, {"warp_executions", 1200000}},
+                                                      {{"family", "LDS"}, {"warp_executions", 30000}}})},
+                         {"tensor_core_share", 0.42}};
+  v.timing.status = Status::ok;
+  v.timing.figures = {{"workloads", json::array({{{"name", "M=8192"},
+                                                  {"candidate_ms", 0.9},
+                                                  {"library_ms", 0.9 * speedup},
+                                                  {"speedup", speedup},
+                                                  {"candidate_tflops", 668.1},
+                                                  {"library_tflops", 668.1 * speedup},
+                                                  {"sol_floor_ms", 0.608}}})},
+                      {"geomean_speedup", speedup},
+                      {"min_speedup", speedup}};
+  v.axes.correct = true;
+  v.axes.targets_executed = wgmma_runs > 0;
+  v.axes.speedup = speedup;
+  v.finalize_status();
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("templates: one-pass fill, placeholders, missing values are bugs") {
+  using agent::detail::render_template;
+  CHECK(agent::detail::template_placeholders("a {{x}} b {{y_2}} {{ bad }} {{x}}") ==
+        std::set<std::string>{"x", "y_2"});
+  CHECK(render_template("[{{a}}|{{b}}]", {{"a", "{{b}}"}, {"b", "2"}}, "t") == "[{{b}}|2]");
+  CHECK(render_template("a\n\n\n\n\nb{{e}}", {{"e", ""}}, "t") == "a\n\nb");
+  CHECK_THROWS_AS(render_template("{{nope}}", {}, "t"), std::logic_error);
+  CHECK(agent::detail::bullet_list({"a", "b", "c"}, 2, 100) == "  - a\n  - b\n  ... 1 more\n");
+  CHECK(agent::detail::truncate_text(std::string(50, 'x'), 10) == "xxxxxxxxxx... (40 more characters)");
+  // Never cuts inside a UTF-8 sequence.
+  std::string cut = agent::detail::truncate_text("ab\xC3\xA9\xC3\xA9", 3);
+  CHECK(cut.rfind("ab...", 0) == 0);
+}
+
+TEST_CASE("load: every template present and valid; missing files and unknown placeholders are named") {
+  CHECK(agent::PromptBuilder::load(kPrompts).has_value());
+
+  fs::path dir = fs::temp_directory_path() / ("ptxbench_prompts_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::copy(kPrompts, dir, fs::copy_options::recursive);
+  fs::remove(dir / "feedback" / "ok_fast.txt");
+  std::ofstream(dir / "feedback" / "incorrect.txt") << "wrong {{max_error}} here";
+  auto bad = agent::PromptBuilder::load(dir);
+  REQUIRE_FALSE(bad.has_value());
+  CHECK_HAS(bad.error(), (dir / "feedback" / "ok_fast.txt").string() + ": cannot read");
+  CHECK_HAS(bad.error(),
+            (dir / "feedback" / "incorrect.txt").string() + ": unknown placeholder {{max_error}}");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("system prompt: contract, target architecture, and only the relevant reference notes") {
+  auto gemm = load_task("gemm_n7168_k5120");
+  std::string s = builder().system_prompt(gemm);
+  CHECK_HAS(s, ".target sm_90a");
+  CHECK_HAS(s, "Hopper");
+  CHECK_HAS(s, "wgmma.mma_async (SASS HGMMA), cp.async.bulk.tensor (SASS UTMALDG)");
+  CHECK_HAS(s, ".param .align 64 .b8 name[128]");
+  CHECK_HAS(s, "LAST ```ptx or\n```cuda block is the kernel");
+  CHECK_HAS(s, "\"tensor_map\": \"A\", \"box\": [64, 128], \"swizzle\": \"128B\"");
+  CHECK_HAS(s, "cuBLASLt");
+  CHECK_HAS(s, "wgmma.fence.sync.aligned");  // notes/wgmma
+  CHECK_HAS(s, "mbarrier.try_wait.parity");  // notes/tma
+  CHECK_HAS(s, "setmaxnreg.dec");            // notes/setmaxnreg
+  CHECK_FALSE(has(s, "tcgen05.alloc"));
+  CHECK_FALSE(has(s, "{{"));
+
+  auto sm100 = load_task("mha_fwd_d128_sm100");
+  std::string b = builder().system_prompt(sm100);
+  CHECK_HAS(b, ".target sm_100a");
+  CHECK_HAS(b, "Blackwell");
+  CHECK_HAS(b, "tcgen05.alloc.cta_group::1");
+  CHECK_HAS(b, "tcgen05.mma (SASS UTCHMMA)");
+  CHECK_HAS(b, "cuDNN fused attention (SDPA forward)");
+  CHECK_FALSE(has(b, "wgmma.fence.sync.aligned"));
+}
+
+TEST_CASE("task prompt: tensors with headline shapes, scalars, workloads, targets, tolerances, speed floor") {
+  auto gemm = load_task("gemm_n7168_k5120");
+  std::string p = builder().task_prompt(gemm);
+  CHECK_HAS(p, "# Task gemm_n7168_k5120");
+  CHECK_HAS(p, "A: input bf16 [M, K] = [8192, 5120] at the headline; row-major, K contiguous; values N(0,1)");
+  CHECK_HAS(p, "C: output bf16 [M, N] = [8192, 7168]");
+  CHECK_HAS(p, "M=8192: M=8192 N=7168 K=5120; 6.013e+11 FLOPs");
+  CHECK_HAS(p, "physical floor ~0.608 ms");
+  CHECK_HAS(p, "C: atol 0.125, rtol 0.0078125");
+  CHECK_HAS(p, "wgmma: PTX wgmma.mma_async (SASS HGMMA)");
+  CHECK_HAS(p, "Symbols usable in the manifest's expressions: M, N, K.");
+  CHECK_FALSE(has(p, "## Scalars"));
+  CHECK_FALSE(has(p, "{{"));
+
+  auto attn = load_task("mha_bwd_d128_causal");
+  std::string a = builder().task_prompt(attn);
+  CHECK_HAS(a, "softmax_scale: f32 = 0.0883883476");
+  CHECK_HAS(a, "LSE: input f32 [B, H, S] = [4, 48, 4096] at the headline");
+  CHECK_HAS(a, "computed by the reference from the other inputs");
+  CHECK_HAS(a, "Causal: query i attends only to keys j <= i");
+  CHECK_HAS(a, "cuDNN fused attention (SDPA backward)");
+  CHECK_HAS(a, "dQ: atol 0.002, rtol 0.03125");
+}
+
+TEST_CASE("feedback: parse, manifest, static and compile failures quote the specific problem") {
+  auto task = load_task("gemm_n7168_k5120");
+  {
+    Verdict v;
+    v.parse.status = Status::no_kernel;
+    v.parse.summary = "no ```ptx or ```cuda block found (1 ```json block seen)";
+    v.finalize_status();
+    std::string f = builder().feedback(task, v);
+    CHECK_HAS(f, "could not be evaluated: no ```ptx or ```cuda block found (1 ```json block seen)");
+  }
+  {
+    Verdict v;
+    v.parse.status = Status::bad_manifest;
+    v.parse.summary = "manifest rejected";
+    v.parse.diagnostics.push_back(
+        {"error", "params[2]: 'X' is not a tensor or scalar of this task (known: A, B, C)", {}});
+    v.finalize_status();
+    std::string f = builder().feedback(task, v);
+    CHECK_HAS(f, "params[2]: 'X' is not a tensor or scalar of this task (known: A, B, C)");
+    CHECK_HAS(f, "expressions may only use\nM, N, K");
+  }
+  {
+    Verdict v = compiled_verdict();
+    v.static_checks.status = Status::static_error;
+    v.static_checks.summary = "the manifest lists 4 parameters but entry 'gemm' declares 3";
+    v.static_checks.diagnostics.push_back({"error", "entry 'gemm' has 3 parameters", 12});
+    v.static_checks.figures["targets_in_ptx"] = {{"wgmma", false}, {"tma_load", true}};
+    v.static_checks.figures["module_globals"] = {"counter"};
+    v.compile.status = Status::skipped;
+    v.finalize_status();
+    REQUIRE(v.status == Status::static_error);
+    std::string f = builder().feedback(task, v);
+    CHECK_HAS(f, "the manifest lists 4 parameters but entry 'gemm' declares 3");
+    CHECK_HAS(f, "line 12: entry 'gemm' has 3 parameters");
+    CHECK_HAS(f, "target wgmma (wgmma.mma_async) is not in your PTX");
+    CHECK_HAS(f, "module-scope .global variable 'counter'");
+    CHECK_FALSE(has(f, "target tma_load"));
+  }
+  {
+    Verdict v = compiled_verdict();
+    v.compile.status = Status::compile_error;
+    v.compile.summary = "ptxas failed with 2 errors";
+    v.compile.diagnostics.push_back(
+        {"error", "ptxas: Arguments mismatch for instruction 'wgmma.mma_async'", 45});
+    v.compile.diagnostics.push_back({"warning", "ptxas: unused register %r9", 46});
+    v.finalize_status();
+    std::string f = builder().feedback(task, v);
+    CHECK_HAS(f, "Compilation failed: ptxas failed with 2 errors");
+    CHECK_HAS(f, "line 45: ptxas: Arguments mismatch for instruction 'wgmma.mma_async'");
+    CHECK_HAS(f, "line 46: warning: ptxas: unused register %r9");
+  }
+}
+
+TEST_CASE("feedback: launch, runtime, timeout, sanitizer") {
+  auto task = load_task("gemm_n7168_k5120");
+  {
+    Verdict v = compiled_verdict();
+    v.correctness.status = Status::launch_error;
+    v.correctness.summary = "cuLaunchKernelEx: CUDA_ERROR_INVALID_VALUE (shared_bytes 300000 > 232448)";
+    v.finalize_status();
+    std::string f = builder().feedback(task, v);
+    CHECK_HAS(f, "shared_bytes 300000 > 232448");
+    CHECK_HAS(f, "168 registers/thread, spills 16 B stored / 24 B loaded");
+  }
+  {
+    Verdict v = compiled_verdict();
+    v.correctness.status = Status::runtime_error;
+    v.correctness.summary = "CUDA_ERROR_ILLEGAL_ADDRESS at workload M=8192";
+    v.sanitizer.status = Status::runtime_error;
+    v.sanitizer.summary = "memcheck: 3 errors";
+    v.sanitizer.diagnostics.push_back(
+        {"error", "Invalid __global__ write of size 2 bytes at C + 117440512", 88});
+    v.finalize_status();
+    std::string f = builder().feedback(task, v);
+    CHECK_HAS(f, "CUDA_ERROR_ILLEGAL_ADDRESS at workload M=8192");
+    CHECK_HAS(f, "compute-sanitizer: memcheck: 3 errors");
+    CHECK_HAS(f, "line 88: Invalid __global__ write of size 2 bytes at C + 117440512");
+  }
+  {
+    Verdict v = compiled_verdict();
+    v.correctness.status = Status::timeout;
+    v.correctness.summary = "a launch ran longer than 10.0 s";
+    v.finalize_status();
+    std::string f = builder().feedback(task, v);
+    CHECK_HAS(f, "(a launch ran longer than 10.0 s)");
+    CHECK_HAS(f, "mbarrier wait whose phase never completes");
+    CHECK_FALSE(has(f, "compute-sanitizer"));
+  }
+}
+
+TEST_CASE("feedback: incorrect and nondeterministic report coordinates and counts") {
+  auto task = load_task("gemm_n4096_k4096");
+  Verdict v = compiled_verdict();
+  v.correctness.status = Status::incorrect;
+  v.correctness.summary = "1 of 2 workloads failed";
+  v.correctness.figures = {
+      {"workloads",
+       json::array(
+           {{{"name", "M=4096"}, {"trials", 3}, {"passed", 3}, {"deterministic", true}},
+            {{"name", "M=3000"},
+             {"trials", 3},
+             {"passed", 0},
+             {"max_abs_error", 41.5},
+             {"max_rel_error", 1.0},
+             {"mismatches", 1234},
+             {"first_mismatch", {{"tensor", "C"}, {"index", {2944, 17}}, {"got", 1.5}, {"expected", 2.25}}},
+             {"nan_count", 512},
+             {"unwritten_count", 512},
+             {"guard_damage", true},
+             {"inputs_mutated", false},
+             {"deterministic", true}}})}};
+  v.finalize_status();
+  std::string f = builder().feedback(task, v);
+  CHECK_HAS(f,
+            "M=3000: 0 of 3 trials passed; max abs error 41.5, max rel error 1; 1234 mismatching elements");
+  CHECK_HAS(f, "first mismatch C[2944, 17]: got 1.5, expected 2.25");
+  CHECK_HAS(f, "512 output elements never written");
+  CHECK_HAS(f, "guard region damaged");
+  CHECK_FALSE(has(f, "M=4096:"));  // passing workloads are not listed
+
+  Verdict nd = compiled_verdict();
+  nd.correctness.status = Status::nondeterministic;
+  nd.correctness.summary = "outputs differ between two identical launches (17 elements)";
+  nd.correctness.figures = {
+      {"workloads",
+       json::array({{{"name", "M=4096"}, {"trials", 3}, {"passed", 3}, {"deterministic", false}}})}};
+  nd.finalize_status();
+  std::string g = builder().feedback(task, nd);
+  CHECK_HAS(g, "(17 elements)");
+  CHECK_HAS(g, "M=4096: 3 of 3 trials passed; a second identical launch gave different bits");
+}
+
+TEST_CASE("feedback: the execution axis names the target that ran 0 times") {
+  auto task = load_task("gemm_n7168_k5120");
+  Verdict v = with_gpu_results(0.93, 0);
+  REQUIRE(v.status == Status::ok);
+  std::string f = builder().feedback(task, v);
+  CHECK_HAS(f, "wgmma.mma_async is in your PTX and in the SASS but executed 0 times");
+  CHECK_HAS(f, "cp.async.bulk.tensor (tma_load): in PTX yes, in SASS (UTMALDG) yes, executed 4096 times");
+  CHECK_HAS(f, "Top executed opcodes (warp-level counts): HGMMA 1.2e+06, LDS 3e+04");
+}
+
+TEST_CASE("feedback: speed, slow and fast, with times, TFLOP/s, registers and spills") {
+  auto task = load_task("gemm_n7168_k5120");
+  std::string slow = builder().feedback(task, with_gpu_results(0.85, 320000));
+  CHECK_HAS(slow, "Correct and every target instruction executed, but slower than cuBLASLt");
+  CHECK_HAS(slow, "M=8192: yours 0.9 ms (668.1 TFLOP/s), cuBLASLt 0.765 ms (567.9 TFLOP/s), speedup 0.850x");
+  CHECK_HAS(slow, "physical floor 0.608 ms");
+  CHECK_HAS(slow, "Geomean speedup 0.850x, min 0.850x.");
+  CHECK_HAS(slow, "168 registers/thread, spills 16 B stored / 24 B loaded");
+  CHECK_HAS(slow, "Tensor-core instructions are 42.0% of executed instructions.");
+
+  std::string fast = builder().feedback(task, with_gpu_results(1.25, 320000));
+  CHECK_HAS(fast, "faster than cuBLASLt");
+  CHECK_HAS(fast, "speedup 1.250x");
+}
+
+TEST_CASE("feedback: suspicious timing, GPU skipped, unusable response") {
+  auto task = load_task("gemm_n7168_k5120");
+  Verdict s = with_gpu_results(60, 320000);
+  s.timing.status = Status::suspicious;
+  s.timing.summary = "0.01 ms is below the physical floor of 0.608 ms";
+  s.finalize_status();
+  std::string f = builder().feedback(task, s);
+  CHECK_HAS(f, "0.01 ms is below the physical floor of 0.608 ms");
+  CHECK_HAS(f, "speedup 60.000x");
+
+  Verdict cpu = compiled_verdict();
+  cpu.correctness.status = Status::skipped;
+  cpu.correctness.summary = "no CUDA driver (libcuda.so.1 not found)";
+  cpu.finalize_status();
+  REQUIRE(cpu.status == Status::ok);
+  std::string g = builder().feedback(task, cpu);
+  CHECK_HAS(g, "it was not executed: no CUDA driver (libcuda.so.1 not found)");
+  CHECK_HAS(g, "wgmma.mma_async (wgmma): in PTX yes, in SASS (HGMMA) yes, execution not measured");
+
+  std::string u =
+      builder().feedback_unusable_response("the response was cut at max_tokens (finish_reason=length)");
+  CHECK_HAS(u, "could not be used: the response was cut at max_tokens (finish_reason=length)");
+}
+
+TEST_CASE("feedback is bounded and never expands placeholders inside model or compiler text") {
+  auto task = load_task("gemm_n7168_k5120");
+  Verdict v = compiled_verdict();
+  v.compile.status = Status::compile_error;
+  v.compile.summary = "ptxas failed with 100 errors";
+  for (int i = 0; i < 100; ++i)
+    v.compile.diagnostics.push_back({"error", "ptxas: error {{summary}} " + std::string(2000, 'x'), i + 1});
+  v.finalize_status();
+  std::string f = builder().feedback(task, v);
+  CHECK_HAS(f, "... 88 more");
+  CHECK_HAS(f, "line 12: ptxas: error {{summary}} ");
+  CHECK_FALSE(has(f, "line 13:"));
+  CHECK_HAS(f, "more characters)");  // each 2000-char diagnostic is cut
+  CHECK(f.size() < 12100);
+}
