@@ -298,7 +298,14 @@ AttemptResult OpenAiClient::attempt(const std::string &body) const {
                 "malformed stream from " + url_ + ": " + redacted_excerpt(*t.stream_error, api_key_), false);
   if (t.retry_after) result.retry_after = parse_retry_after(*t.retry_after, std::chrono::system_clock::now());
 
-  if (sse && !t.stream.done() && !t.stream.finished()) {
+  // A stream that reached [DONE] or a finish_reason is complete even if the connection then broke.
+  const bool stream_complete = sse && (t.stream.done() || t.stream.finished());
+  if (code == CURLE_OPERATION_TIMEDOUT && !stream_complete)
+    return fail(ChatErrorKind::timeout,
+                fmt::format("no complete response from {} within request_timeout ({} ms) after {} bytes",
+                            url_, config_.request_timeout.count(), t.body_bytes),
+                true);
+  if (sse && !stream_complete) {
     // Cut short without [DONE] or a finish_reason: a transport failure, worth retrying.
     std::string partial = t.stream.partial_content();
     std::string message = fmt::format(
@@ -307,12 +314,7 @@ AttemptResult OpenAiClient::attempt(const std::string &body) const {
     if (!partial.empty()) message += "; partial text: " + redacted_excerpt(partial, api_key_, 300);
     return fail(ChatErrorKind::bad_response, std::move(message), true);
   }
-  if (code == CURLE_OPERATION_TIMEDOUT)
-    return fail(ChatErrorKind::timeout,
-                fmt::format("no complete response from {} within request_timeout ({} ms)", url_,
-                            config_.request_timeout.count()),
-                true);
-  if (code != CURLE_OK) {
+  if (code != CURLE_OK && !stream_complete) {
     std::string detail = error_buffer[0] ? std::string(error_buffer) : curl_easy_strerror(code);
     bool permanent = code == CURLE_URL_MALFORMAT || code == CURLE_UNSUPPORTED_PROTOCOL;
     return fail(permanent ? ChatErrorKind::config : ChatErrorKind::network,

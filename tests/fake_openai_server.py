@@ -20,6 +20,7 @@ Behaviours:
   always500         500 every time (the body echoes the Authorization header)
   hang              sleeps 5 s before answering
   stream-stall      SSE: one chunk, then silence for 5 s
+  stream-slow       SSE: a chunk every 0.1 s for 3 s (trips request_timeout, never the idle timeout)
   malformed         200 with a body that is not JSON
   stream-malformed  SSE event that is not JSON
   stream-cut        SSE: two chunks, then the connection closes (no finish_reason, no [DONE])
@@ -169,6 +170,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.start_sse()
             self.write(chunk(model, {"content": "first words"}))
             time.sleep(5)
+        elif b == "stream-slow":
+            self.start_sse()
+            for i in range(30):
+                self.write(chunk(model, {"content": "w%d " % i}))
+                time.sleep(0.1)
+            self.write(chunk(model, finish="stop") + "data: [DONE]\n\n")
         elif b == "malformed":
             data = b'{"choices": [{"message": {"content": "unterminated'
             self.send_response(200)
