@@ -246,7 +246,7 @@ std::string opt_fixed(const std::optional<double> &v, int digits, const std::str
   return v ? fmt::format("{:.{}f}{}", *v, digits, suffix) : "—";
 }
 std::string p_label(double p) {
-  return fmt::format("fast_{}", p);
+  return detail::fast_label(p);
 }
 
 std::string csv_field(const std::string &s) {

@@ -36,6 +36,12 @@ std::string_view status_color(std::string_view status) {
   return it == kColors.end() ? "#000000" : it->second;
 }
 
+std::string fast_label(double p) {
+  std::string s = fmt::format("{}", p);
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";  // fast_1.0, not fast_1
+  return "fast_" + s;
+}
+
 namespace {
 
 constexpr double kW = 380, kH = 250;                                // chart size, px
@@ -51,17 +57,26 @@ struct Series {
   std::vector<double> values;  ///< per turn, 0..1
 };
 
-std::string legend(const std::vector<std::pair<std::string, std::string_view>> &items, double y) {
+/// Legend swatches from (kLeft, y), wrapping at max_width; returns the SVG and the rows used.
+std::pair<std::string, int> legend(const std::vector<std::pair<std::string, std::string_view>> &items,
+                                   double y, double max_width) {
   std::string s;
   double x = kLeft;
+  int rows = 1;
   for (const auto &[name, color] : items) {
+    const double width = 26 + 6.5 * static_cast<double>(name.size());
+    if (x > kLeft && x + width > max_width) {
+      x = kLeft;
+      y += 18;
+      ++rows;
+    }
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>", fmt_px(x),
                      fmt_px(y - 10), color);
     s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"lg\">{}</text>", fmt_px(x + 16), fmt_px(y),
                      html_escape(name));
-    x += 26 + 6.5 * static_cast<double>(name.size());
+    x += width;
   }
-  return s;
+  return {s, rows};
 }
 
 std::string line_chart(const std::string &title, int turns, const std::vector<Series> &series) {
@@ -103,7 +118,7 @@ std::string line_chart(const std::string &title, int turns, const std::vector<Se
   }
   std::vector<std::pair<std::string, std::string_view>> items;
   for (const auto &ser : series) items.emplace_back(ser.name, ser.color);
-  s += legend(items, 30);
+  s += legend(items, 30, kW - kRight).first;
   return s + "</svg>";
 }
 
@@ -170,17 +185,22 @@ std::string speedup_chart(const Report &r) {
 
 std::string taxonomy_chart(const std::string &model, const GroupReport &g,
                            const std::vector<std::string> &statuses) {
-  const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom - 26;
+  std::vector<std::pair<std::string, std::string_view>> items;
+  for (const auto &st : statuses) items.emplace_back(st, status_color(st));
+  auto [legend_svg, legend_rows] = legend(items, 32, kW - kRight);
+  const double top = kTop + 18.0 * legend_rows, ph = kH - kTop - kBottom - 26;
+  const double height = top + ph + kBottom;
+  const double pw = kW - kLeft - kRight;
   const int turns = static_cast<int>(g.failures_by_turn.size());
   const double slot = turns ? pw / turns : pw;
   std::string s = fmt::format(
       "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 "
       "{0} {1}\" "
       "role=\"img\" aria-label=\"failure taxonomy {2}\"><title>Failure taxonomy: {2}</title>",
-      kW, kH, html_escape(model));
+      kW, fmt_px(height), html_escape(model));
   s += fmt::format("<text x=\"{}\" y=\"14\" class=\"tt\">Outcomes by turn: {}</text>", fmt_px(kLeft),
                    html_escape(model));
-  const double top = kTop + 26;
+  s += legend_svg;
   for (int i = 0; i <= 4; ++i) {
     double y = top + ph * (1 - i / 4.0);
     s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"end\">{}%</text>", fmt_px(kLeft - 4),
@@ -202,15 +222,9 @@ std::string taxonomy_chart(const std::string &model, const GroupReport &g,
           fmt_px(x), fmt_px(y), fmt_px(slot * 0.7), fmt_px(bar), status_color(st), t, html_escape(st),
           it->second, total);
     }
-    s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"middle\">{} (n={})</text>",
+    s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"middle\">turn {} (n={})</text>",
                      fmt_px(x + slot * 0.35), fmt_px(top + ph + 16), t, total);
   }
-  std::vector<std::pair<std::string, std::string_view>> items;
-  for (const auto &st : statuses) items.emplace_back(st, status_color(st));
-  // Two legend rows: status names are long.
-  std::size_t half = (items.size() + 1) / 2;
-  s += legend({items.begin(), items.begin() + static_cast<long>(half)}, 32);
-  s += legend({items.begin() + static_cast<long>(half), items.end()}, 50);
   return s + "</svg>";
 }
 
@@ -246,7 +260,7 @@ std::string render_html_report(const Report &r) {
   h += "<h2>Summary (end of "
        "trajectory)</h2>\n<table><tr><th>model</th><th>task</th><th>trajectories</th><th>compile</th>"
        "<th>correct</th><th>executed</th>";
-  for (double p : ps) h += fmt::format("<th>fast_{}</th>", p);
+  for (double p : ps) h += "<th>" + fast_label(p) + "</th>";
   h += "<th>pass@1</th><th>geomean speedup</th><th>best</th><th>tokens/success</th></tr>\n";
   for (const auto &g : r.groups) {
     h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
@@ -270,7 +284,7 @@ std::string render_html_report(const Report &r) {
       {"correct", [](const AxisCounts &c) { return c.correct; }},
       {"targets executed", [](const AxisCounts &c) { return c.executed; }}};
   for (std::size_t i = 0; i < ps.size(); ++i) {
-    axes.emplace_back(fmt::format("fast_{}", ps[i]), [i](const AxisCounts &c) { return c.fast[i]; });
+    axes.emplace_back(fast_label(ps[i]), [i](const AxisCounts &c) { return c.fast[i]; });
   }
   for (const auto &[name, get] : axes) {
     std::vector<Series> series;

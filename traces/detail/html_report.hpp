@@ -12,6 +12,8 @@ namespace ptxbench::traces::detail {
 
 std::string render_html_report(const Report &report);
 
+/// Column and chart name of fast_p: "fast_0.5", "fast_1.0".
+std::string fast_label(double p);
 /// The colour (#rrggbb) a series (model index) is drawn in; stable across charts.
 std::string_view series_color(std::size_t index);
 /// The colour a verdict status is drawn in in the failure taxonomy.
