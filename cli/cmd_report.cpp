@@ -41,14 +41,14 @@ int run_report(const ReportArgs &a) {
     fmt::print(stderr, "ptxbench report: {}\n", written.error());
     return kExitEnvironment;
   }
-  const traces::GroupReport *all = report->find("all", "all");
+  const traces::GroupReport *all = &report->overall();
   fmt::print("{} trajectories, {} attempts, {} model(s), {} task(s)", all->trajectories, all->attempts,
              report->models.size(), report->tasks.size());
   if (report->skipped_partial_lines)
     fmt::print(", {} partial line(s) skipped", report->skipped_partial_lines);
   fmt::print("\n");
   for (const auto &m : report->models) {
-    const traces::GroupReport *g = report->find(m, "all");
+    const traces::GroupReport *g = report->find_model(m);
     fmt::print("  {}: correct {}/{}, executed {}/{}, geomean speedup {}\n", m, g->end.correct,
                g->trajectories, g->end.executed, g->trajectories,
                g->geomean_speedup ? fmt::format("{:.3f}x", *g->geomean_speedup) : "n/a");

@@ -29,8 +29,12 @@ Report load_report(const std::vector<std::string> &names) {
   return std::move(*report);
 }
 
+// "all" as model or task selects the pooled group (the fixtures have no model or task named "all").
 const GroupReport &group(const Report &r, const std::string &model, const std::string &task) {
-  const GroupReport *g = r.find(model, task);
+  const GroupReport *g = model == "all" && task == "all" ? &r.overall()
+                         : model == "all"                ? r.find_task(task)
+                         : task == "all"                 ? r.find_model(model)
+                                                         : r.find(model, task);
   REQUIRE_MESSAGE(g != nullptr, model << " × " << task);
   return *g;
 }
@@ -231,6 +235,22 @@ TEST_CASE("report: bad input gives clear messages; partial lines are counted, no
     REQUIRE_FALSE(report.has_value());
     CHECK(report.error().find("another format version") != std::string::npos);
   }
+  SUBCASE("a model named \"all\" is not confused with the pooled groups") {
+    ptxbench::util::TempDir dir("h7-all");
+    std::ofstream(dir.path() / "trajectories.jsonl")
+        << R"({"format_version":1,"model":"all","task_id":"t","sample":0,"turn":0,"verdict":{"status":"ok","axes":{"correct":true}}})"
+        << "\n"
+        << R"({"format_version":1,"model":"b","task_id":"t","sample":0,"turn":0,"verdict":{"status":"incorrect"}})"
+        << "\n";
+    auto run = load_run(dir.path());
+    REQUIRE(run.has_value());
+    auto report = build_report({*run});
+    REQUIRE(report.has_value());
+    CHECK(report->find_model("all")->trajectories == 1);
+    CHECK(report->find_task("t")->trajectories == 2);
+    CHECK(report->overall().trajectories == 2);
+    CHECK(report->overall().end.correct == 1);
+  }
   SUBCASE("two runs: trajectories of both are pooled") {
     Report r = load_report({"two_models", "truncated"});
     CHECK(group(r, "alpha", "mha_b").trajectories == 3 + 2);  // truncated holds s0 and s1 of alpha × mha_b
@@ -246,6 +266,7 @@ TEST_CASE("report: bad input gives clear messages; partial lines are counted, no
     REQUIRE(run.has_value());
     auto report = build_report({*run});
     REQUIRE(report.has_value());
+    REQUIRE(report->find("m", "t") != nullptr);
     CHECK(report->find("m", "t")->attempts == 1);
     CHECK(report->find("m", "t")->end.correct == 0);
     bool warned = false;

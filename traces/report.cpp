@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include <fmt/core.h>
 
@@ -15,11 +16,31 @@ namespace ptxbench::traces {
 
 using detail::Json;
 
-const GroupReport *Report::find(const std::string &model, const std::string &task) const {
+namespace {
+const GroupReport *find_group(const std::vector<GroupReport> &groups, GroupScope scope,
+                              const std::string &model, const std::string &task) {
   for (const auto &g : groups) {
-    if (g.model == model && g.task == task) return &g;
+    if (g.scope == scope && (scope == GroupScope::task || g.model == model) &&
+        (scope == GroupScope::model || g.task == task)) {
+      return &g;
+    }
   }
   return nullptr;
+}
+}  // namespace
+
+const GroupReport *Report::find(const std::string &model, const std::string &task) const {
+  return find_group(groups, GroupScope::model_task, model, task);
+}
+const GroupReport *Report::find_model(const std::string &model) const {
+  return find_group(groups, GroupScope::model, model, "");
+}
+const GroupReport *Report::find_task(const std::string &task) const {
+  return find_group(groups, GroupScope::task, "", task);
+}
+const GroupReport &Report::overall() const {
+  // build_report always adds the overall group last.
+  return groups.back();
 }
 
 double pass_at_k(int n, int c, int k) {
@@ -110,11 +131,12 @@ util::Expected<Report> build_report(const std::vector<LoadedRun> &runs, const Re
     return c;
   };
 
-  std::map<std::pair<std::string, std::string>, Accumulator> acc;
-  auto group = [&](const std::string &model, const std::string &task) -> Accumulator & {
-    auto [it, inserted] = acc.try_emplace({model, task});
+  std::map<std::tuple<GroupScope, std::string, std::string>, Accumulator> acc;
+  auto group = [&](GroupScope scope, const std::string &model, const std::string &task) -> Accumulator & {
+    auto [it, inserted] = acc.try_emplace({scope, model, task});
     if (inserted) {
       GroupReport &g = it->second.g;
+      g.scope = scope;
       g.model = model;
       g.task = task;
       g.end = fresh_counts();
@@ -135,8 +157,9 @@ util::Expected<Report> build_report(const std::vector<LoadedRun> &runs, const Re
   std::map<std::pair<std::string, std::string>, PairCounts> pair_counts;
 
   for (const auto &t : index.trajectories) {
-    Accumulator *targets[] = {&group(t.model, t.task_id), &group(t.model, "all"), &group("all", t.task_id),
-                              &group("all", "all")};
+    Accumulator *targets[] = {
+        &group(GroupScope::model_task, t.model, t.task_id), &group(GroupScope::model, t.model, "all"),
+        &group(GroupScope::task, "all", t.task_id), &group(GroupScope::overall, "all", "all")};
     std::map<int, const Json *> by_turn;
     for (const Json *r : t.turns) by_turn[static_cast<int>(detail::int_field(*r, "turn").value_or(0))] = r;
     AttemptFacts reached;  // carried forward: what the trajectory reached by turn t
@@ -227,13 +250,13 @@ util::Expected<Report> build_report(const std::vector<LoadedRun> &runs, const Re
   };
   for (const auto &m : report.models) {
     for (const auto &t : report.tasks) {
-      auto it = acc.find({m, t});
+      auto it = acc.find({GroupScope::model_task, m, t});
       if (it != acc.end()) finish(it->second);
     }
   }
-  for (const auto &m : report.models) finish(acc.at({m, "all"}));
-  for (const auto &t : report.tasks) finish(acc.at({"all", t}));
-  finish(acc.at({"all", "all"}));
+  for (const auto &m : report.models) finish(acc.at({GroupScope::model, m, "all"}));
+  for (const auto &t : report.tasks) finish(acc.at({GroupScope::task, "all", t}));
+  finish(acc.at({GroupScope::overall, "all", "all"}));
   return report;
 }
 

@@ -38,8 +38,12 @@ struct TurnRow {
   AxisCounts cumulative;   ///< trajectories that reached the axis at any turn ≤ this one
 };
 
+/// Which trajectories a group pools.
+enum class GroupScope { model_task, model, task, overall };
+
 struct GroupReport {
-  std::string model;  ///< "all" when the group spans models
+  GroupScope scope = GroupScope::model_task;
+  std::string model;  ///< "all" when the group spans models (a model may itself be named "all": use scope)
   std::string task;   ///< "all" when the group spans tasks
   int trajectories = 0;
   int attempts = 0;
@@ -77,7 +81,11 @@ struct Report {
   int skipped_partial_lines = 0;
   std::vector<std::string> warnings;
 
-  const GroupReport *find(const std::string &model, const std::string &task) const;
+  const GroupReport *find(const std::string &model,
+                          const std::string &task) const;         ///< one model × task pair
+  const GroupReport *find_model(const std::string &model) const;  ///< one model, all tasks
+  const GroupReport *find_task(const std::string &task) const;    ///< one task, all models
+  const GroupReport &overall() const;                             ///< everything
 };
 
 /// Unbiased pass@k estimator 1 - C(n-c, k) / C(n, k), computed as a product (no large binomials).

@@ -169,7 +169,7 @@ std::string speedup_chart(const Report &r) {
           fmt_px(xpos(p->speedup)), fmt_px(y + jitter), series_color(m), html_escape(p->task),
           html_escape(p->trajectory_id), p->turn, p->speedup);
     }
-    if (const GroupReport *g = r.find(r.models[m], "all"); g && g->geomean_speedup) {
+    if (const GroupReport *g = r.find_model(r.models[m]); g && g->geomean_speedup) {
       s += fmt::format(
           "<rect x=\"{}\" y=\"{}\" width=\"3\" height=\"{}\" fill=\"#000000\"><title>geomean "
           "{:.3f}x</title></rect>",
@@ -289,7 +289,7 @@ std::string render_html_report(const Report &r) {
   for (const auto &[name, get] : axes) {
     std::vector<Series> series;
     for (std::size_t m = 0; m < r.models.size(); ++m) {
-      const GroupReport *g = r.find(r.models[m], "all");
+      const GroupReport *g = r.find_model(r.models[m]);
       if (!g) continue;
       Series s{r.models[m], series_color(m), {}};
       for (const auto &row : g->by_turn) {
@@ -316,7 +316,7 @@ std::string render_html_report(const Report &r) {
   statuses.insert(statuses.end(), seen.begin(), seen.end());
   h += "<h2>Failure taxonomy (verdict status of each attempt)</h2>\n<div class=\"charts\">\n";
   for (const auto &m : r.models) {
-    if (const GroupReport *g = r.find(m, "all")) h += taxonomy_chart(m, *g, statuses) + "\n";
+    if (const GroupReport *g = r.find_model(m)) h += taxonomy_chart(m, *g, statuses) + "\n";
   }
   h += "</div>\n";
   if (!r.warnings.empty()) {
