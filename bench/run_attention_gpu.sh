@@ -23,13 +23,11 @@ else
   mkdir -p $build/alone
   defs=(-DNV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING=1 -DPTXBENCH_CUDNN_BUILD_LIBDIR=\"/usr/lib/x86_64-linux-gnu\")
   (g++ -std=c++20 -O2 "${inc[@]}" "${defs[@]}" -c evaluator/worker/cudnn_sdpa.cpp -o $build/alone/sdpa.o &
-   g++ -std=c++20 -O2 "${inc[@]}" -c evaluator/worker/detail/cuda_check.cpp -o $build/alone/check.o &
-   g++ -std=c++20 -O2 "${inc[@]}" -c evaluator/worker/family.cpp -o $build/alone/family.o &
    g++ -std=c++20 -O2 "${inc[@]}" -c tests/test_gpu_attention.cpp -o $build/alone/test.o &
    /usr/local/cuda/bin/nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -I. \
      -c evaluator/worker/attention_reference.cu -o $build/alone/ref.o &
    wait) >>"$out/build.log" 2>&1
-  g++ -o $build/alone/test_gpu_attention $build/alone/*.o -L/usr/local/cuda/lib64 -lcudart -lcuda -ldl \
+  g++ -o $build/alone/test_gpu_attention $build/alone/*.o -L/usr/local/cuda/lib64 -lcudart -ldl \
     >>"$out/build.log" 2>&1 && bin=$build/alone/test_gpu_attention
 fi
 [ -n "$bin" ] || { tail -40 "$out/build.log"; exit 1; }

@@ -452,6 +452,47 @@ int write_cudnn_times(const std::string &path) {
                   causal ? " causal" : "", median, flops / (median * 1e-3) / 1e12, plan->name.c_str(),
                   plan->plans_timed);
     }
+  // Our fp32 reference at the core shape: its time (the worker runs it every trial) and its
+  // agreement with cuDNN on the full tensors (non-causal; O and LSE from cuDNN's forward above).
+  {
+    const ref::Problem rp{B, H, S, D, scale, false};
+    const sdpa::Problem p{B, H, S, D, scale, false};
+    Device<float> o_ref(n), lse_ref(B * H * S), dq_ref(n), dk_ref(n), dv_ref(n);
+    sdpa::forward(q.ptr, k.ptr, v.ptr, o.ptr, lse.ptr, p, nullptr);
+    sdpa::backward(q.ptr, k.ptr, v.ptr, o.ptr, d_o.ptr, lse.ptr, dq.ptr, dk.ptr, dv.ptr, p, nullptr);
+    float fwd_ms = 0, bwd_ms = 0;
+    cuda_ok(cudaEventRecord(e0, nullptr), "record");
+    ref::forward(q.ptr, k.ptr, v.ptr, o_ref.ptr, nullptr, lse_ref.ptr, rp, {}, nullptr);
+    cuda_ok(cudaEventRecord(e1, nullptr), "record");
+    cuda_ok(cudaEventSynchronize(e1), "sync");
+    cuda_ok(cudaEventElapsedTime(&fwd_ms, e0, e1), "elapsed");
+    cuda_ok(cudaEventRecord(e0, nullptr), "record");
+    ref::backward(q.ptr, k.ptr, v.ptr, o.ptr, d_o.ptr, lse.ptr, dq_ref.ptr, dk_ref.ptr, dv_ref.ptr, rp, {},
+                  nullptr);
+    cuda_ok(cudaEventRecord(e1, nullptr), "record");
+    cuda_ok(cudaEventSynchronize(e1), "sync");
+    cuda_ok(cudaEventElapsedTime(&bwd_ms, e0, e1), "elapsed");
+    const Error eo = compare(to_float(o.download()), o_ref.download());
+    const Error el = compare(lse.download(), lse_ref.download());
+    const Error eq = compare(to_float(dq.download()), dq_ref.download());
+    const Error ek = compare(to_float(dk.download()), dk_ref.download());
+    const Error ev = compare(to_float(dv.download()), dv_ref.download());
+    out["reference"] = {
+        {"forward_ms", fwd_ms},
+        {"backward_ms", bwd_ms},
+        {"cudnn_vs_reference_rel_l2",
+         {{"O", eo.rel_l2}, {"LSE", el.rel_l2}, {"dQ", eq.rel_l2}, {"dK", ek.rel_l2}, {"dV", ev.rel_l2}}},
+        {"cudnn_vs_reference_max_rel",
+         {{"O", eo.max_rel},
+          {"LSE", el.max_rel},
+          {"dQ", eq.max_rel},
+          {"dK", ek.max_rel},
+          {"dV", ev.max_rel}}}};
+    std::printf("fp32 reference at the core shape: forward %.1f ms, backward %.1f ms\n", fwd_ms, bwd_ms);
+    std::printf(
+        "cuDNN vs reference rel_l2: O %.2e LSE %.2e dQ %.2e dK %.2e dV %.2e (max_rel O %.2e dQ %.2e)\n",
+        eo.rel_l2, el.rel_l2, eq.rel_l2, ek.rel_l2, ev.rel_l2, eo.max_rel, eq.max_rel);
+  }
   std::ofstream(path) << out.dump(2) << "\n";
   return 0;
 }

@@ -13,8 +13,19 @@
 #include <cmath>
 #include <string>
 
-#include "evaluator/worker/detail/cuda_check.hpp"
 #include "evaluator/worker/family.hpp"
+
+// CUDA runtime checks for the attention references. Kept here rather than using
+// detail/cuda_check (which needs libcuda) so this code links with the runtime alone.
+#define ATTN_CUDA(call) ::ptxbench::worker::attention_check((call), #call, __FILE__, __LINE__)
+namespace ptxbench::worker {
+inline void attention_check(cudaError_t e, const char *call, const char *file, int line) {
+  if (e != cudaSuccess)
+    throw WorkerError("runtime_error", std::string(call) + " failed: " + cudaGetErrorName(e) + " (" +
+                                           cudaGetErrorString(e) + ") at " + file + ":" +
+                                           std::to_string(line));
+}
+}  // namespace ptxbench::worker
 
 namespace ptxbench::worker::attention_reference {
 namespace {
@@ -349,7 +360,7 @@ dim3 grid_for(const Problem &p, const HeadList &list, int rows_per_block) {
 
 template <class Kernel>
 void allow_smem(Kernel kernel, std::size_t bytes) {
-  PTXB_CUDA(
+  ATTN_CUDA(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
@@ -362,7 +373,7 @@ void forward_d(const Problem &p, const HeadList &list, const void *q, const void
       static_cast<const __nv_bfloat16 *>(q), static_cast<const __nv_bfloat16 *>(k),
       static_cast<const __nv_bfloat16 *>(v), o_f32, static_cast<__nv_bfloat16 *>(o_bf16), lse,
       static_cast<int>(p.seq_len), p.softmax_scale, p.causal, list);
-  PTXB_CUDA(cudaGetLastError());
+  ATTN_CUDA(cudaGetLastError());
 }
 
 template <int D>
@@ -377,11 +388,11 @@ void backward_d(const Problem &p, const HeadList &list, const void *q, const voi
   allow_smem(dkdv_kernel<D>, dkdv_smem<D>());
   dkdv_kernel<D><<<grid_for(p, list, Tiling<D>::T), kThreads, dkdv_smem<D>(), stream>>>(
       qb, kb, vb, ob, lse, delta, dk, dv, S, p.softmax_scale, p.causal, list);
-  PTXB_CUDA(cudaGetLastError());
+  ATTN_CUDA(cudaGetLastError());
   allow_smem(dq_kernel<D>, dq_smem<D>());
   dq_kernel<D><<<grid_for(p, list, Tiling<D>::T), kThreads, dq_smem<D>(), stream>>>(
       qb, kb, vb, ob, lse, delta, dq, S, p.softmax_scale, p.causal, list);
-  PTXB_CUDA(cudaGetLastError());
+  ATTN_CUDA(cudaGetLastError());
 }
 
 }  // namespace
@@ -418,12 +429,12 @@ void backward(const void *q, const void *k, const void *v, const void *o, const 
   const HeadList list = make_head_list(p, heads);
   float *delta = nullptr;
   const std::size_t rows = static_cast<std::size_t>(p.batch * p.heads * p.seq_len);
-  PTXB_CUDA(cudaMallocAsync(reinterpret_cast<void **>(&delta), rows * sizeof(float), stream));
+  ATTN_CUDA(cudaMallocAsync(reinterpret_cast<void **>(&delta), rows * sizeof(float), stream));
   constexpr int kRowsPerBlock = 8;  // 8 warps of 32 lanes
   delta_kernel<<<grid_for(p, list, kRowsPerBlock), 32 * kRowsPerBlock, 0, stream>>>(
       static_cast<const __nv_bfloat16 *>(o), static_cast<const __nv_bfloat16 *>(d_o), delta,
       static_cast<int>(p.seq_len), static_cast<int>(p.head_dim), list);
-  PTXB_CUDA(cudaGetLastError());
+  ATTN_CUDA(cudaGetLastError());
   switch (p.head_dim) {
     case 64:
       backward_d<64>(p, list, q, k, v, d_o, lse, delta, dq, dk, dv, stream);
@@ -435,7 +446,7 @@ void backward(const void *q, const void *k, const void *v, const void *o, const 
       backward_d<256>(p, list, q, k, v, d_o, lse, delta, dq, dk, dv, stream);
       break;
   }
-  PTXB_CUDA(cudaFreeAsync(delta, stream));
+  ATTN_CUDA(cudaFreeAsync(delta, stream));
 }
 
 }  // namespace ptxbench::worker::attention_reference

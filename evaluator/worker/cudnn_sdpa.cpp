@@ -15,8 +15,19 @@
 
 #include <cudnn_frontend.h>
 
-#include "evaluator/worker/detail/cuda_check.hpp"
 #include "evaluator/worker/family.hpp"
+
+// CUDA runtime checks for the attention references. Kept here rather than using
+// detail/cuda_check (which needs libcuda) so this code links with the runtime alone.
+#define ATTN_CUDA(call) ::ptxbench::worker::attention_check((call), #call, __FILE__, __LINE__)
+namespace ptxbench::worker {
+inline void attention_check(cudaError_t e, const char *call, const char *file, int line) {
+  if (e != cudaSuccess)
+    throw WorkerError("runtime_error", std::string(call) + " failed: " + cudaGetErrorName(e) + " (" +
+                                           cudaGetErrorString(e) + ") at " + file + ":" +
+                                           std::to_string(line));
+}
+}  // namespace ptxbench::worker
 
 // The frontend, built with NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING, resolves every
 // cuDNN symbol through this handle; we set it to the library we choose.
@@ -34,8 +45,11 @@ enum Uid : std::int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
 
 constexpr int kSelectionWarmups = 2;  // untimed launches per plan before its samples
 constexpr int kSelectionSamples = 7;  // event-timed launches per plan (median kept)
+constexpr std::int64_t kMaxWorkspaceBytes = std::int64_t{4} << 30;  // bytes; plans needing more are skipped
 
-[[noreturn]] void library_error(const std::string &what) { throw WorkerError("library", "cuDNN: " + what); }
+[[noreturn]] void library_error(const std::string &what) {
+  throw WorkerError("library", "cuDNN: " + what);
+}
 
 std::string version_string(std::size_t v) {
   return std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
@@ -69,7 +83,8 @@ std::vector<std::string> candidate_libraries() {
     if (root == "/opt") {
       for (const auto &env : fs::directory_iterator(root, ec)) {
         fs::path lib = env.path() / ".venv" / "lib";
-        for (const auto &py : fs::directory_iterator(lib, ec)) site_dirs.push_back(py.path() / "site-packages");
+        for (const auto &py : fs::directory_iterator(lib, ec))
+          site_dirs.push_back(py.path() / "site-packages");
       }
     } else {
       for (const auto &py : fs::directory_iterator(root, ec))
@@ -90,7 +105,7 @@ std::vector<std::string> candidate_libraries() {
 // sub-libraries it pulls in (libcudnn_graph.so.9, same soname in every build)
 // never mix with the ones of the library finally chosen.
 struct Probe {
-  std::string path;     // resolved path
+  std::string path;  // resolved path
   std::size_t version = 0;
   std::string error;
 };
@@ -153,8 +168,9 @@ Loaded load_newest() {
     if (!best || p.version > best->version) best = &p;
   }
   if (!best) {
-    out.error = "no usable libcudnn.so." + std::to_string(CUDNN_MAJOR) + " found (tried: " +
-                out.versions.candidates.dump() + "); set PTXBENCH_CUDNN_LIBRARY to its path";
+    out.error = "no usable libcudnn.so." + std::to_string(CUDNN_MAJOR) +
+                " found (tried: " + out.versions.candidates.dump() +
+                "); set PTXBENCH_CUDNN_LIBRARY to its path";
     return out;
   }
   dlerror();
@@ -182,7 +198,7 @@ std::mutex g_mutex;
 cudnnHandle_t handle_for_current_device() {
   static std::map<int, cudnnHandle_t> handles;
   int device = 0;
-  PTXB_CUDA(cudaGetDevice(&device));
+  ATTN_CUDA(cudaGetDevice(&device));
   auto it = handles.find(device);
   if (it != handles.end()) return it->second;
   cudnnHandle_t h = nullptr;
@@ -207,7 +223,7 @@ std::map<Key, std::unique_ptr<Entry>> g_cache;
 
 Key make_key(Direction dir, const Problem &p) {
   int device = 0;
-  PTXB_CUDA(cudaGetDevice(&device));
+  ATTN_CUDA(cudaGetDevice(&device));
   std::uint32_t scale_bits = 0;
   std::memcpy(&scale_bits, &p.softmax_scale, sizeof scale_bits);
   return {device, static_cast<int>(dir), p.batch, p.heads, p.seq_len, p.head_dim, scale_bits, p.causal};
@@ -218,7 +234,7 @@ void check(fe::error_t status, const std::string &what) {
 }
 
 std::shared_ptr<fe::graph::Tensor_attributes> bhsd(fe::graph::Graph &g, const char *name, std::int64_t uid,
-                                                    const Problem &p) {
+                                                   const Problem &p) {
   const std::int64_t b = p.batch, h = p.heads, s = p.seq_len, d = p.head_dim;
   return g.tensor(fe::graph::Tensor_attributes()
                       .set_name(name)
@@ -242,10 +258,15 @@ std::shared_ptr<fe::graph::Graph> build_graph(Direction dir, const Problem &p, c
                      .set_attn_scale(p.softmax_scale)
                      .set_causal_mask(p.causal);
     auto [o, stats] = g->sdpa(q, k, v, attrs);
-    o->set_output(true).set_uid(kO).set_dim({b, h, s, p.head_dim}).set_stride(
-        {h * s * p.head_dim, s * p.head_dim, p.head_dim, 1});
-    stats->set_output(true).set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim({b, h, s, 1}).set_stride(
-        {h * s, s, 1, 1});
+    o->set_output(true)
+        .set_uid(kO)
+        .set_dim({b, h, s, p.head_dim})
+        .set_stride({h * s * p.head_dim, s * p.head_dim, p.head_dim, 1});
+    stats->set_output(true)
+        .set_uid(kStats)
+        .set_data_type(fe::DataType_t::FLOAT)
+        .set_dim({b, h, s, 1})
+        .set_stride({h * s, s, 1, 1});
   } else {
     auto o = bhsd(*g, "O", kO, p), d_o = bhsd(*g, "dO", kDO, p);
     auto stats = g->tensor(fe::graph::Tensor_attributes()
@@ -260,13 +281,20 @@ std::shared_ptr<fe::graph::Graph> build_graph(Direction dir, const Problem &p, c
                      .set_causal_mask(p.causal);
     auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, d_o, stats, attrs);
     for (auto [t, uid] : {std::pair{dq, kDQ}, std::pair{dk, kDK}, std::pair{dv, kDV}})
-      t->set_output(true).set_uid(uid).set_dim({b, h, s, p.head_dim}).set_stride(
-          {h * s * p.head_dim, s * p.head_dim, p.head_dim, 1});
+      t->set_output(true)
+          .set_uid(uid)
+          .set_dim({b, h, s, p.head_dim})
+          .set_stride({h * s * p.head_dim, s * p.head_dim, p.head_dim, 1});
   }
   check(g->validate(), "graph validation");
   check(g->build_operation_graph(handle), "operation graph");
-  check(g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "heuristics");
-  check(g->check_support(), "no engine supports this attention problem");
+  // Heuristics mode A lists the fused (flash) engines; the fallback list, tried only when
+  // A offers nothing, holds unfused engines that materialize S×S scores.
+  check(g->create_execution_plans({fe::HeurMode_t::A}), "heuristics");
+  if (g->check_support().is_bad()) {
+    check(g->create_execution_plans({fe::HeurMode_t::FALLBACK}), "fallback heuristics");
+    check(g->check_support(), "no engine supports this attention problem");
+  }
   return g;
 }
 
@@ -278,10 +306,10 @@ double median(std::vector<float> v) {
 
 void ensure_workspace(Entry &e, std::int64_t bytes) {
   if (bytes <= e.workspace_bytes) return;
-  if (e.workspace) PTXB_CUDA(cudaFree(e.workspace));
+  if (e.workspace) ATTN_CUDA(cudaFree(e.workspace));
   e.workspace = nullptr;
   e.workspace_bytes = 0;
-  PTXB_CUDA(cudaMalloc(&e.workspace, static_cast<std::size_t>(bytes)));
+  ATTN_CUDA(cudaMalloc(&e.workspace, static_cast<std::size_t>(bytes)));
   e.workspace_bytes = bytes;
 }
 
@@ -292,8 +320,8 @@ void select_plan(Entry &e, cudnnHandle_t handle, std::unordered_map<std::int64_t
   auto &g = *e.graph;
   const std::int64_t count = g.get_execution_plan_count();
   cudaEvent_t start = nullptr, stop = nullptr;
-  PTXB_CUDA(cudaEventCreate(&start));
-  PTXB_CUDA(cudaEventCreate(&stop));
+  ATTN_CUDA(cudaEventCreate(&start));
+  ATTN_CUDA(cudaEventCreate(&stop));
   struct EventGuard {
     cudaEvent_t a, b;
     ~EventGuard() {
@@ -321,6 +349,10 @@ void select_plan(Entry &e, cudnnHandle_t handle, std::unordered_map<std::int64_t
       fail("workspace: " + st.get_message());
       continue;
     }
+    if (ws > kMaxWorkspaceBytes) {
+      fail("needs " + std::to_string(ws) + " bytes of workspace");
+      continue;
+    }
     ensure_workspace(e, std::max<std::int64_t>(ws, 1));
     bool ok = true;
     for (int w = 0; w < kSelectionWarmups && ok; ++w) {
@@ -333,17 +365,17 @@ void select_plan(Entry &e, cudnnHandle_t handle, std::unordered_map<std::int64_t
     if (!ok) continue;
     std::vector<float> samples;
     for (int r = 0; r < kSelectionSamples; ++r) {
-      PTXB_CUDA(cudaEventRecord(start, stream));
+      ATTN_CUDA(cudaEventRecord(start, stream));
       auto st = g.execute_plan_at_index(handle, ptrs, e.workspace, i);
-      PTXB_CUDA(cudaEventRecord(stop, stream));
-      PTXB_CUDA(cudaEventSynchronize(stop));
+      ATTN_CUDA(cudaEventRecord(stop, stream));
+      ATTN_CUDA(cudaEventSynchronize(stop));
       if (st.is_bad()) {
         fail("execute: " + st.get_message());
         ok = false;
         break;
       }
       float ms = 0;
-      PTXB_CUDA(cudaEventElapsedTime(&ms, start, stop));
+      ATTN_CUDA(cudaEventElapsedTime(&ms, start, stop));
       samples.push_back(ms);
     }
     if (!ok) continue;
@@ -382,8 +414,8 @@ const PlanChoice &run(Direction dir, const Problem &p, std::unordered_map<std::i
     select_plan(*e, handle, ptrs, stream);
     // Only the chosen plan's workspace is needed from now on.
     if (e->workspace_bytes > std::max<std::int64_t>(e->choice.workspace_bytes, 1)) {
-      PTXB_CUDA(cudaStreamSynchronize(stream));
-      PTXB_CUDA(cudaFree(e->workspace));
+      ATTN_CUDA(cudaStreamSynchronize(stream));
+      ATTN_CUDA(cudaFree(e->workspace));
       e->workspace = nullptr;
       e->workspace_bytes = 0;
       ensure_workspace(*e, std::max<std::int64_t>(e->choice.workspace_bytes, 1));
@@ -413,10 +445,13 @@ const Versions &versions() {
   return l.versions;
 }
 
-const PlanChoice &forward(const void *q, const void *k, const void *v, void *o, float *lse, const Problem &problem,
-                          cudaStream_t stream) {
+const PlanChoice &forward(const void *q, const void *k, const void *v, void *o, float *lse,
+                          const Problem &problem, cudaStream_t stream) {
   return run(Direction::forward, problem,
-             {{kQ, const_cast<void *>(q)}, {kK, const_cast<void *>(k)}, {kV, const_cast<void *>(v)}, {kO, o},
+             {{kQ, const_cast<void *>(q)},
+              {kK, const_cast<void *>(k)},
+              {kV, const_cast<void *>(v)},
+              {kO, o},
               {kStats, lse}},
              stream);
 }
