@@ -43,7 +43,8 @@ int main(int argc, char **argv) {
         stderr, "usage: bench_eval --task ID --response FILE [--runs N] [--tasks-dir DIR] [--worker PATH]\n");
     return 2;
   }
-  const std::filesystem::path dir = tasks_dir.empty() ? ptxbench::tasks::default_task_dir() : tasks_dir;
+  const std::filesystem::path dir =
+      tasks_dir.empty() ? ptxbench::tasks::default_task_dir() : std::filesystem::path(tasks_dir);
   auto task = ptxbench::tasks::load_task_file(dir / (task_id + ".json"));
   if (!task) {
     std::fprintf(stderr, "%s\n", task.error().c_str());
