@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "tasks" / "solutions"
 CUDA = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
-ARCH = "90a"  # every GEMM task here targets sm_90a
+ARCH = "90a"  # every GEMM and attention task here targets sm_90a
 
 
 def run(cmd):
@@ -106,7 +106,7 @@ def main():
     parser.add_argument("folders", nargs="*", type=Path)
     args = parser.parse_args()
     folders = [f.resolve() for f in args.folders] or sorted(
-        p.parent for p in SOLUTIONS.glob("gemm_*/*/kernel.cu"))
+        p.parent for pattern in ("gemm_*/*/kernel.cu", "mha_*/*/kernel.cu") for p in SOLUTIONS.glob(pattern))
     ok = all([build(folder, args.check) for folder in folders])
     sys.exit(0 if ok else 1)
 
