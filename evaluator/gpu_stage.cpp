@@ -54,7 +54,7 @@ fs::path self_executable_dir() {
 }
 
 /// The worker: the setting, $PTXBENCH_WORKER, next to this executable, or in the build tree layout.
-std::optional<fs::path> find_worker(const EvaluatorSettings &settings) {
+std::optional<fs::path> find_worker_impl(const EvaluatorSettings &settings) {
   std::vector<fs::path> candidates;
   if (!settings.worker_path.empty()) {
     candidates.push_back(settings.worker_path);
@@ -383,6 +383,10 @@ void run_sanitizer(Verdict &v, const json &job, const fs::path &job_dir, const f
 
 }  // namespace
 
+std::optional<std::filesystem::path> find_worker_binary(const EvaluatorSettings &settings) {
+  return find_worker_impl(settings);
+}
+
 std::string gpu_unavailable_reason(const EvaluatorSettings &settings) {
   if (!settings.run_gpu) return "GPU stages disabled (--no-gpu)";
   // The driver answer does not change within a process; the worker binary may.
@@ -395,7 +399,7 @@ std::string gpu_unavailable_reason(const EvaluatorSettings &settings) {
   });
   std::string reason = probed_device == settings.device ? driver_reason : probe_driver(settings.device);
   if (!reason.empty()) return reason;
-  if (!find_worker(settings))
+  if (!find_worker_binary(settings))
     return "the GPU worker (ptxbench-worker) was not found next to ptxbench, in the build tree or at "
            "$PTXBENCH_WORKER; build the target ptxbench-worker";
   return "";
@@ -415,7 +419,7 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
     v.finalize_status();
     return;
   }
-  const fs::path worker = *find_worker(settings);
+  const fs::path worker = *find_worker_binary(settings);
   util::TempDir dir("ptxbench-gpu");
   const fs::path cubin_path = dir.path() / "kernel.cubin";
   const fs::path job_path = dir.path() / "job.json";
