@@ -33,6 +33,6 @@ emit() {  # $1 = name, $2 = define, $3 $4 = block
 }
 emit naive_ok "" 16 16
 emit wrong_column VARIANT_WRONG 16 16
-emit launch_error VARIANT_BOUNDED 32 16
+emit launch_error VARIANT_REGS 32 32
 emit endless_loop VARIANT_HANG 16 16
 emit dead_branch VARIANT_DEAD 16 16
