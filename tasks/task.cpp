@@ -657,8 +657,10 @@ util::Expected<std::vector<Task>> load_task_dir(const std::filesystem::path &dir
     return util::unexpected(fmt::format(
         "{}: not a directory (point --tasks-dir or PTXBENCH_TASKS at the tasks folder)", dir.string()));
   std::vector<std::filesystem::path> files;
-  for (const auto &entry : std::filesystem::directory_iterator(dir, ec))
-    if (entry.path().extension() == ".json" && entry.is_regular_file()) files.push_back(entry.path());
+  for (const auto &entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::error_code entry_ec;  // an unreadable entry is skipped, not a listing failure
+    if (entry.path().extension() == ".json" && entry.is_regular_file(entry_ec)) files.push_back(entry.path());
+  }
   if (ec) return util::unexpected(fmt::format("{}: cannot list: {}", dir.string(), ec.message()));
   if (files.empty()) return util::unexpected(fmt::format("{}: no task files (*.json)", dir.string()));
   std::sort(files.begin(), files.end());
