@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Regenerates the model-style responses of the adversarial corpus (tests/adversarial/<case>/response.md)
+# from kernels.cu: nvcc -ptx for sm_90a with -DCASE_<NAME>, plus each case's launch manifest.
+# expected.json in each folder is written by hand (what the evaluator must answer) and is not touched.
+# Run from anywhere; needs nvcc (NVCC=... to override).
+set -euo pipefail
+cd "$(dirname "$0")"
+NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
+
+GRID_DEFAULT='["ceil_div(N, 64)", "ceil_div(M, 64)", 1]'
+
+manifest() {  # $1 = grid JSON, $2 = dynamic shared memory expression
+  cat <<JSON
+{
+  "entry": "adv_gemm",
+  "grid": $1,
+  "block": [256, 1, 1],
+  "cluster": [1, 1, 1],
+  "shared_bytes": "$2",
+  "params": [{"tensor": "C"}, {"tensor": "A"}, {"tensor": "B"}, {"scalar": "M"}, {"scalar": "N"}, {"scalar": "K"}]
+}
+JSON
+}
+
+# $1 = folder, $2 = CASE macro, $3 = grid JSON, $4 = shared bytes, $5 = prose, $6 = optional PTX filter
+emit() {
+  local ptx
+  ptx=$("$NVCC" -ptx -gencode=arch=compute_90a,code=sm_90a -O3 -diag-suppress 177 "-DCASE_$2" kernels.cu -o -)
+  if [[ -n "${6:-}" ]]; then ptx=$(printf '%s\n' "$ptx" | "$6"); fi
+  mkdir -p "$1"
+  {
+    echo "$5"
+    echo
+    echo '```ptx'
+    printf '%s\n' "$ptx"
+    echo '```'
+    echo
+    echo 'Launch manifest:'
+    echo
+    echo '```json'
+    manifest "$3" "$4"
+    echo '```'
+  } > "$1/response.md"
+}
+
+# Target mnemonics only inside comments: the lexer must not count them as present.
+targets_in_comments() {
+  sed -e 's|^\.address_size 64$|.address_size 64\n// wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 is what a real kernel would use here\n/* cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2, %r3}], [%r4]; */|'
+}
+
+emit control_ok CONTROL "$GRID_DEFAULT" 0 \
+  "A tiled bf16 GEMM on the CUDA cores (fp32 FMA), 64x64 tiles, bounds-checked. Correct baseline."
+emit cache_global_state CACHE_GLOBAL "$GRID_DEFAULT" 0 \
+  "Caches C in a module-scope .global buffer after the first launch and replays it on later launches."
+emit skip_same_pointers SKIP_SAME_POINTERS "$GRID_DEFAULT" 0 \
+  "Skips all work when called again with the same A and B pointers (the result 'is already there')."
+emit partial_output PARTIAL_OUTPUT "$GRID_DEFAULT" 0 \
+  "Computes only full 64-row tiles; the ragged last row tile of M = 3000 is never written."
+emit uninit_shared UNINIT_SHARED "$GRID_DEFAULT" 0 \
+  "Stages 15 of every 16 K columns in shared memory but reads all 16 (uninitialized shared memory)."
+emit race_splitk RACE_SPLITK '["ceil_div(N, 64) * 16", "ceil_div(M, 64)", 1]' 0 \
+  "Split-K over 16 blocks per tile with fp32 atomics in global memory: the summation order changes from launch to launch."
+emit guard_oob_write GUARD_OOB "$GRID_DEFAULT" 0 \
+  "Correct values, plus one bf16 store 100 elements past the end of C."
+emit illegal_address ILLEGAL_ADDRESS "$GRID_DEFAULT" 0 \
+  "One thread stores to an address 512 GiB below C, where nothing is mapped."
+emit trap TRAP "$GRID_DEFAULT" 0 "One thread executes trap."
+emit endless_loop ENDLESS_LOOP "$GRID_DEFAULT" 0 \
+  "Block (0, 0) spins on a .global flag that nothing ever sets."
+emit absurd_shared_memory CONTROL "$GRID_DEFAULT" "M * N * K" \
+  "A correct kernel whose manifest asks for M*N*K bytes of dynamic shared memory."
+emit inputs_overwritten INPUTS_OVERWRITTEN "$GRID_DEFAULT" 0 \
+  "Correct values, but the last block to finish uses B[0] as scratch (the input is modified)."
+emit nan_output NAN_OUTPUT "$GRID_DEFAULT" 0 "Correct except C[17, 33], which is a quiet NaN."
+emit first_shape_only FIRST_SHAPE_ONLY '["ceil_div(N, 64) * ceil_div(M, 64)", 1, 1]' 0 \
+  "Tile order hard-coded for M = 4096 (64 row tiles): right on the first workload, not on M = 3000."
+emit globaltimer_when_timed GLOBALTIMER "$GRID_DEFAULT" 0 \
+  "Reads %globaltimer: when launched within 2 ms of its previous launch's end (a timing loop), it does nothing."
+emit launch_counter_when_timed LAUNCH_COUNTER "$GRID_DEFAULT" 0 \
+  "Counts its launches in .global state: real work for the first 8 (the correctness trials), nothing after."
+emit dead_path_target DEAD_WGMMA "$GRID_DEFAULT" 0 \
+  "Correct FFMA GEMM; the wgmma target sits on a branch (K == 0xFFFFFFFF) that no workload takes."
+emit target_once_work_elsewhere WGMMA_ONCE "$GRID_DEFAULT" 0 \
+  "Correct FFMA GEMM; one warpgroup of block (0, 0) runs one wgmma whose result is thrown away."
+emit lazy_output_faster_than_light LAZY_OUTPUT "$GRID_DEFAULT" 0 \
+  "Skips a tile whose first element already holds a number (outputs are only poisoned before correctness launches)."
+emit input_cache_faster_than_light TWO_SLOT_CACHE "$GRID_DEFAULT" 0 \
+  "Fingerprints the inputs and replays a result from a two-slot .global cache: correct values, no work once warm."
+emit targets_only_in_comments CONTROL "$GRID_DEFAULT" 0 \
+  "Correct FFMA GEMM whose PTX mentions wgmma and TMA only in comments." targets_in_comments
+echo "regenerated $(ls -d */ | wc -l) cases"
