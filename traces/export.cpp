@@ -580,7 +580,8 @@ std::string render_card(const std::vector<LoadedRun> &runs, const ExportOptions 
   if (o.format == ExportFormat::improve_pairs)
     settings.push_back(fmt::format("min gain {}x", o.improve_min_gain));
   settings.push_back(o.deduplicate ? "de-duplicated by normalized kernel hash" : "no de-duplication");
-  md += join(settings) + "\n";
+  for (std::size_t i = 0; i < settings.size(); ++i) md += (i ? "; " : "") + settings[i];
+  md += "\n";
 
   int unusable = 0, filtered = 0;
   for (const auto &[k, v] : c.unusable) unusable += v;
@@ -597,9 +598,9 @@ std::string render_card(const std::vector<LoadedRun> &runs, const ExportOptions 
   if (!c.filtered.empty()) md += count_table("Filtered out, by first failing filter", "filter", c.filtered);
   md += count_table("Written, by task", "task", c.by_task);
   md += count_table("Written, by source failure category", "category", c.by_source_category);
-  std::map<std::string, int> by_turn;
-  for (const auto &[t, v] : c.by_turn) by_turn[fmt::format("{:03}", t)] = v;
-  md += count_table("Written, by target turn", "turn", by_turn);
+  md += "\n### Written, by target turn\n\n| turn | examples |\n|---|---:|\n";
+  if (c.by_turn.empty()) md += "| (none) | 0 |\n";
+  for (const auto &[t, v] : c.by_turn) md += fmt::format("| {} | {} |\n", t, v);
   md += count_table("Written, by model", "model", c.by_model);
   if (!warnings.empty()) {
     md += "\n## Warnings\n\n";
