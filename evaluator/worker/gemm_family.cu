@@ -150,7 +150,8 @@ class GemmHandler final : public FamilyHandler {
       // Per-tensor scales through device pointers, as fp8 GEMMs are called in practice.
       PTXB_CUDA(cudaMalloc(&scales_, 2 * sizeof(float)));
       const float host_scales[2] = {scale_b, scale_a};  // cuBLAS A = our B
-      PTXB_CUDA(cudaMemcpy(scales_, host_scales, sizeof(host_scales), cudaMemcpyHostToDevice));
+      PTXB_CUDA(cudaMemcpyAsync(scales_, host_scales, sizeof(host_scales), cudaMemcpyHostToDevice, stream));
+      PTXB_CUDA(cudaStreamSynchronize(stream));
       float *sa = scales_, *sb = scales_ + 1;
       PTXB_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa)));
       PTXB_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb)));

@@ -128,7 +128,7 @@ std::string coord_text(const std::vector<std::int64_t> &c) {
 /// (skipped after a fatal error: the process exits with _Exit instead).
 class BufferPool {
  public:
-  explicit BufferPool(std::size_t guard) : guard_((guard + 255) / 256 * 256) {}
+  BufferPool(std::size_t guard, cudaStream_t stream) : guard_((guard + 255) / 256 * 256), stream_(stream) {}
   ~BufferPool() {
     for (void *p : allocations_) cudaFree(p);
   }
@@ -143,7 +143,9 @@ class BufferPool {
     PTXB_CUDA(cudaMalloc(&t.base, t.bytes + 2 * guard_));
     allocations_.push_back(t.base);
     t.data = static_cast<unsigned char *>(t.base) + guard_;
-    PTXB_CUDA(cudaMemset(t.base, detail::kGuardByte, t.bytes + 2 * guard_));
+    // On the worker's stream: a plain cudaMemset would run on the legacy stream, unordered
+    // with the non-blocking stream that fills the inputs next.
+    PTXB_CUDA(cudaMemsetAsync(t.base, detail::kGuardByte, t.bytes + 2 * guard_, stream_));
     return t;
   }
 
@@ -163,6 +165,7 @@ class BufferPool {
 
  private:
   std::size_t guard_;
+  cudaStream_t stream_;
   std::vector<void *> allocations_;
 };
 
@@ -457,7 +460,7 @@ class Worker {
     for (std::size_t wi = 0; wi < job_.workloads.size(); ++wi) {
       const JobWorkload &w = job_.workloads[wi];
       prepare("correctness", w);
-      BufferPool pool(job_.correctness.guard_bytes);
+      BufferPool pool(job_.correctness.guard_bytes, device_.stream);
       TensorSet tensors;
       ReferenceSet reference;
       std::map<std::string, void *> snapshots;
@@ -618,7 +621,7 @@ class Worker {
     for (std::size_t wi = 0; wi < job_.workloads.size(); ++wi) {
       const JobWorkload &w = job_.workloads[wi];
       prepare("timing", w);
-      BufferPool pool(256);
+      BufferPool pool(256, device_.stream);
       const int sets = tp.input_sets;
       std::vector<TensorSet> cand(sets), lib(sets);
       std::vector<ReferenceSet> refs(sets);
@@ -795,7 +798,7 @@ class Worker {
       if (job_.workloads[i].spec.flops < job_.workloads[pick].spec.flops) pick = i;
     const JobWorkload &w = job_.workloads[pick];
     prepare("execution", w);
-    BufferPool pool(256);
+    BufferPool pool(256, device_.stream);
     TensorSet tensors;
     for (const auto &t : w.spec.tensors) tensors[t.name] = pool.tensor(t);
     fill_inputs(w.spec, tensors, mix(job_.correctness.base_seed ^ 0xE3ull));
@@ -937,7 +940,7 @@ json check_reference_gemm(int device) {
                  TensorSpec{"C", c.out, {c.m, c.n}, true, InputDistribution::normal, 0, 0}};
     if (c.in == ElemType::e4m3) w.scalars = {{"scale_a", "f32", c.scale_a}, {"scale_b", "f32", c.scale_b}};
     auto family = make_gemm_handler("cublaslt");
-    BufferPool pool(256);
+    BufferPool pool(256, d.stream);
     TensorSet inputs, lib_out;
     inputs["A"] = pool.tensor(w.tensors[0]);
     inputs["B"] = pool.tensor(w.tensors[1]);
