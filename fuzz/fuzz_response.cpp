@@ -11,7 +11,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size
   const auto parsed = ev::parse_response(ptxbench::fuzz::as_text(data, size), limits);
   if (parsed) {
     // What the parser returns must lie within the limits and the input.
-    if (parsed->kernel_source.size() > limits.max_kernel_bytes || parsed->kernel_source.size() > size) __builtin_trap();
+    if (parsed->kernel_source.size() > limits.max_kernel_bytes || parsed->kernel_source.size() > size)
+      __builtin_trap();
     if (parsed->manifest_text.size() > limits.max_manifest_bytes) __builtin_trap();
   } else if (parsed.error().message.empty()) {
     __builtin_trap();  // every rejection explains itself

@@ -5,7 +5,8 @@
 #include "fuzz_common.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t *data, std::size_t size) {
-  const auto j = nlohmann::json::parse(ptxbench::fuzz::as_text(data, size), nullptr, /*allow_exceptions=*/false);
+  const auto j =
+      nlohmann::json::parse(ptxbench::fuzz::as_text(data, size), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return 0;
   const auto config = ptxbench::agent::parse_run_config(j, "fuzz.json", "/nonexistent-fuzz-base");
   if (!config) {

@@ -5,7 +5,9 @@
 # target makes the script exit non-zero; the reproducer is left in build-fuzz/findings/<target>/.
 #
 #   scripts/fuzz.sh [seconds per target (default 30)] [target ...]
-# Env: CXX (clang++), BUILD (build-fuzz), JOBS (build jobs, default 2).
+# Env: CXX (clang++), BUILD (build-fuzz), JOBS (build jobs, default 2), CCACHE=1 (use ccache),
+#      CUDNN_FE_INCLUDE (cudnn_frontend headers; default: third_party/cudnn_frontend/include when present,
+#      else the configure step downloads the pinned wheel; the fuzzed modules do not use them).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build-fuzz}
@@ -15,14 +17,18 @@ TARGETS=("$@")
 [[ ${#TARGETS[@]} -gt 0 ]] || TARGETS=(fuzz_response fuzz_ptx fuzz_manifest fuzz_run_config fuzz_task)
 CXX=${CXX:-$(command -v clang++-14 || command -v clang++)}
 JOBS=${JOBS:-2}
+[[ -z "${CUDNN_FE_INCLUDE:-}" && -d "$ROOT/third_party/cudnn_frontend/include" ]] &&
+  CUDNN_FE_INCLUDE="$ROOT/third_party/cudnn_frontend/include"
 
 SAN="-fsanitize=fuzzer-no-link,address -fno-omit-frame-pointer"
 # The CUDA language is enabled project-wide, but none of the fuzzed modules is CUDA code.
+mkdir -p "$BUILD"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPTXBENCH_FUZZ=ON \
   -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_CXX_FLAGS="$SAN" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address" \
   -DCMAKE_CUDA_COMPILER="${NVCC:-/usr/local/cuda/bin/nvcc}" -DBUILD_TESTING=OFF \
-  ${CCACHE:+-DCMAKE_CXX_COMPILER_LAUNCHER=ccache} >"$BUILD.configure.log" 2>&1 ||
-  { tail -30 "$BUILD.configure.log"; echo "fuzz.sh: configure failed"; exit 2; }
+  ${CUDNN_FE_INCLUDE:+-DPTXBENCH_CUDNN_FRONTEND_INCLUDE="$CUDNN_FE_INCLUDE"} \
+  ${CCACHE:+-DCMAKE_CXX_COMPILER_LAUNCHER=ccache} >"$BUILD/configure.log" 2>&1 ||
+  { tail -30 "$BUILD/configure.log"; echo "fuzz.sh: configure failed"; exit 2; }
 cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}"
 
 status=0

@@ -43,7 +43,8 @@ ev::EvaluatorSettings corpus_settings(const json &expected) {
   s.correctness.base_seed = 20261202;
   if (expected.contains("settings")) {
     const json &o = expected["settings"];
-    if (o.contains("worker_wall_ms")) s.worker.wall = std::chrono::milliseconds(o["worker_wall_ms"].get<int>());
+    if (o.contains("worker_wall_ms"))
+      s.worker.wall = std::chrono::milliseconds(o["worker_wall_ms"].get<int>());
     if (o.contains("kernel_hang_ms"))
       s.worker.kernel_hang = std::chrono::milliseconds(o["kernel_hang_ms"].get<int>());
   }
@@ -111,8 +112,10 @@ std::string check_details(const json &expected, const ev::Verdict &v) {
       nans += w.value("nan_count", std::uint64_t{0});
       mutated = mutated || w.value("inputs_mutated", false);
     }
-    if (c.contains("unwritten_min")) want(unwritten >= c["unwritten_min"].get<std::uint64_t>(), "unwritten_count");
-    if (c.contains("guard_damage_min")) want(damage >= c["guard_damage_min"].get<std::uint64_t>(), "guard_damage");
+    if (c.contains("unwritten_min"))
+      want(unwritten >= c["unwritten_min"].get<std::uint64_t>(), "unwritten_count");
+    if (c.contains("guard_damage_min"))
+      want(damage >= c["guard_damage_min"].get<std::uint64_t>(), "guard_damage");
     if (c.contains("nan_min")) want(nans >= c["nan_min"].get<std::uint64_t>(), "nan_count");
     if (c.contains("inputs_mutated")) want(mutated == c["inputs_mutated"].get<bool>(), "inputs_mutated");
   }
@@ -170,7 +173,8 @@ TEST_CASE("every adversarial case gets its expected verdict and none stops the r
   };
   for (const auto &c : cases) run_case(c, c.name);
   // After every crash, trap, hang and kill above, an honest candidate still evaluates normally.
-  const auto control = std::find_if(cases.begin(), cases.end(), [](const Case &c) { return c.name == "control_ok"; });
+  const auto control =
+      std::find_if(cases.begin(), cases.end(), [](const Case &c) { return c.name == "control_ok"; });
   REQUIRE(control != cases.end());
   run_case(*control, "control_ok (again, after all faults)");
 

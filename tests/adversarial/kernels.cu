@@ -52,8 +52,10 @@ __device__ void accumulate_tile(float (&acc)[4][4], const uint16_t *A, const uin
       // Bug: the last column of every slice is never staged, but it is read below.
       if (k == kDepth - 1) continue;
 #endif
-      a_slice[k][r] = (m0 + r < M && gk < k_end) ? load_bf16(A + static_cast<uint64_t>(m0 + r) * K + gk) : 0.f;
-      b_slice[k][r] = (n0 + r < N && gk < k_end) ? load_bf16(B + static_cast<uint64_t>(n0 + r) * K + gk) : 0.f;
+      a_slice[k][r] =
+          (m0 + r < M && gk < k_end) ? load_bf16(A + static_cast<uint64_t>(m0 + r) * K + gk) : 0.f;
+      b_slice[k][r] =
+          (n0 + r < N && gk < k_end) ? load_bf16(B + static_cast<uint64_t>(n0 + r) * K + gk) : 0.f;
     }
     __syncthreads();
 #pragma unroll
@@ -221,7 +223,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
   {
     __shared__ bool done;
     if (threadIdx.x == 0) {
-      const uint16_t first = *reinterpret_cast<const volatile uint16_t *>(C + static_cast<uint64_t>(m0) * N + n0);
+      const uint16_t first =
+          *reinterpret_cast<const volatile uint16_t *>(C + static_cast<uint64_t>(m0) * N + n0);
       done = (first & 0x7F80) != 0x7F80 || (first & 0x007F) == 0;
     }
     __syncthreads();
@@ -234,7 +237,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     for (int i = 0; i < 4; ++i)
       for (int j = 0; j < 4; ++j) {
         const uint32_t row = m0 + ty + 16 * i, col = n0 + tx + 16 * j;
-        if (row < M && col < N) store_u16(C + static_cast<uint64_t>(row) * N + col, g_cache[row * 4096ull + col]);
+        if (row < M && col < N)
+          store_u16(C + static_cast<uint64_t>(row) * N + col, g_cache[row * 4096ull + col]);
       }
     return;
   }
@@ -249,7 +253,8 @@ extern "C" __global__ void __launch_bounds__(kThreads)
         for (int j = 0; j < 4; ++j) {
           const uint32_t row = m0 + ty + 16 * i, col = n0 + tx + 16 * j;
           if (row < M && col < N)
-            store_u16(C + static_cast<uint64_t>(row) * N + col, g_slots[s][static_cast<uint64_t>(row) * N + col]);
+            store_u16(C + static_cast<uint64_t>(row) * N + col,
+                      g_slots[s][static_cast<uint64_t>(row) * N + col]);
         }
       return;
     }
