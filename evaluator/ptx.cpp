@@ -463,28 +463,17 @@ class Parser {
     if (done() || peek().kind != PtxTokenKind::identifier)
       fail(fmt::format("expected an instruction{}", done() ? "" : " but found '" + peek().text + "'"));
     inst.mnemonic = next().text;
-    // Operands up to ';' (a stray '{' or '}' means a missing ';').
+    // Operands up to ';'. Braces there are vector operands ({%f1, %f2}); a '}' that
+    // closes nothing opened by this instruction means its ';' is missing.
+    int braces = 0;
     while (!done() && !is(";")) {
-      if (peek().text == "}" && !operand_brace_open()) fail("missing ';' after '" + inst.mnemonic + "'");
+      if (is("{")) ++braces;
+      if (is("}") && --braces < 0)
+        throw fmt::format("line {}: missing ';' after '{}'", inst.line, inst.mnemonic);
       ++i_;
     }
     expect(";", "after the instruction '" + inst.mnemonic + "'");
     module_.instructions.push_back(std::move(inst));
-  }
-
-  // Inside an instruction, '{' ... '}' are vector operands; scan back for an unmatched '{'.
-  bool operand_brace_open() const {
-    int depth = 0;
-    for (std::size_t k = i_; k-- > 0;) {
-      const std::string &x = t_[k].text;
-      if (x == ";") break;
-      if (x == "}") ++depth;
-      if (x == "{") {
-        if (depth == 0) return true;
-        --depth;
-      }
-    }
-    return false;
   }
 };
 

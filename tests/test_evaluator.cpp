@@ -3,10 +3,15 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 
+#include "evaluator/compile.hpp"
+#include "evaluator/evaluator.hpp"
+#include "evaluator/ptx.hpp"
 #include "evaluator/sass.hpp"
+#include "evaluator/static_checks.hpp"
 #include "util/files.hpp"
 
 using namespace ptxbench;
@@ -18,6 +23,60 @@ std::string data_file(const std::string &name) {
   auto text = util::read_file(fs::path(PTXBENCH_TEST_DATA) / "evaluator" / name);
   REQUIRE_MESSAGE(text.has_value(), text.error());
   return *text;
+}
+
+const tasks::Task &gemm_task() {
+  static const tasks::Task task = [] {
+    auto t = tasks::load_task_file(fs::path(PTXBENCH_SOURCE_DIR) / "tasks" / "gemm_n7168_k5120.json");
+    REQUIRE_MESSAGE(t.has_value(), t.error());
+    return *t;
+  }();
+  return task;
+}
+
+const char *kGoodManifest = R"json({
+  "entry": "gemm_tma_wgmma",
+  "grid": ["ceil_div(N, 128)", "ceil_div(M, 128)", 1],
+  "block": [128, 1, 1],
+  "params": [{"tensor": "C"}, {"tensor_map": "A", "box": [64, 128], "swizzle": "128B"}, {"scalar": "N"}]
+})json";
+
+// The manifest with one substring replaced; the replacement must happen.
+std::string manifest_with(const std::string &from, const std::string &to) {
+  std::string m = kGoodManifest;
+  auto pos = m.find(from);
+  REQUIRE_MESSAGE(pos != std::string::npos, from);
+  return m.replace(pos, from.size(), to);
+}
+
+std::string manifest_error(const std::string &text) {
+  auto m = parse_manifest(text, gemm_task());
+  REQUIRE_MESSAGE(!m.has_value(), text);
+  return m.error();
+}
+
+EvaluatorSettings cpu_settings() {
+  EvaluatorSettings s;
+  s.run_gpu = false;
+  s.ptxbench_path = fs::path(PTXBENCH_BINARY_DIR) / "apps" / "ptxbench";
+  return s;
+}
+
+// A PTX module that keeps ptxas busy for minutes: 60k FMAs over 600 live registers.
+std::string slow_ptx() {
+  std::string p =
+      ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry slow(.param .u64 out)\n{\n";
+  p += ".reg .f32 %f<602>;\n.reg .b64 %rd<2>;\nld.param.u64 %rd1, [out];\n";
+  for (int i = 0; i < 600; ++i) p += "mov.f32 %f" + std::to_string(i) + ", 0f3F800000;\n";
+  std::uint32_t x = 1;
+  auto next = [&x] { return (x = x * 1664525u + 1013904223u) >> 8; };
+  for (int k = 0; k < 60000; ++k) {
+    auto a = std::to_string(next() % 600), b = std::to_string(next() % 600), c = std::to_string(next() % 600);
+    p += "fma.rn.f32 %f" + a + ", %f" + b + ", %f" + c + ", %f" + a + ";\n";
+  }
+  for (int i = 0; i < 600; ++i)
+    p += "st.global.f32 [%rd1+" + std::to_string(4 * i) + "], %f" + std::to_string(i) + ";\n";
+  return p + "ret;\n}\n";
 }
 }  // namespace
 
@@ -88,4 +147,666 @@ TEST_CASE("sass: disassembling a real cubin when a disassembler exists") {
   SassListing l = parse_sass_listing(*text);
   CHECK(l.family_counts()["HGMMA"] == 1);
   CHECK(l.family_counts()["UTMALDG"] == 1);
+}
+
+// ---------------------------------------------------------------- PTX lexer
+
+TEST_CASE("ptx lexer: comments and strings are not code") {
+  const char *src = R"(.version 8.0
+.target sm_90a
+// wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 in a line comment
+/* cp.async.bulk.tensor.2d in a
+   block comment */
+.file 1 "wgmma.mma_async.cu"
+.visible .entry k(.param .u64 p)
+{
+  ret; // mov.u32 here is a comment too
+}
+)";
+  auto m = parse_ptx(src);
+  REQUIRE_MESSAGE(m.has_value(), m.error());
+  REQUIRE(m->instructions.size() == 1);
+  CHECK(m->instructions[0].mnemonic == "ret");
+  CHECK(m->instructions[0].line == 9);
+  CHECK(m->instructions_with_prefix("wgmma.mma_async").empty());
+  CHECK(m->instructions_with_prefix("cp.async.bulk.tensor").empty());
+}
+
+TEST_CASE("ptx lexer: tokens") {
+  auto toks = lex_ptx(
+      "mov.f32 %f1, 0f3F800000; mov.f64 %fd1, 0d3FF0000000000000;\n"
+      "@!%p1 bra $L__BB0_2; .shared::cta {%r1, %r2} %tid.x 1.5e-3 0x1F \"s\\\"q\"");
+  REQUIRE_MESSAGE(toks.has_value(), toks.error());
+  std::vector<std::string> texts;
+  for (const auto &t : *toks) texts.push_back(t.text);
+  CHECK(texts == std::vector<std::string>{"mov.f32",
+                                          "%f1",
+                                          ",",
+                                          "0f3F800000",
+                                          ";",
+                                          "mov.f64",
+                                          "%fd1",
+                                          ",",
+                                          "0d3FF0000000000000",
+                                          ";",
+                                          "@",
+                                          "!",
+                                          "%p1",
+                                          "bra",
+                                          "$L__BB0_2",
+                                          ";",
+                                          ".shared::cta",
+                                          "{",
+                                          "%r1",
+                                          ",",
+                                          "%r2",
+                                          "}",
+                                          "%tid.x",
+                                          "1.5e-3",
+                                          "0x1F",
+                                          "\"s\\\"q\""});
+  CHECK((*toks)[3].kind == PtxTokenKind::number);
+  CHECK((*toks)[16].kind == PtxTokenKind::directive);
+  CHECK((*toks)[25].kind == PtxTokenKind::string);
+  CHECK((*toks)[13].line == 2);
+  CHECK((*toks)[13].column == 7);
+}
+
+TEST_CASE("ptx lexer: errors carry a line") {
+  auto a = lex_ptx(".version 8.0\n/* never closed\nret;");
+  REQUIRE_FALSE(a.has_value());
+  CHECK(a.error() == "line 2, column 1: unterminated /* comment (no closing */)");
+  auto b = lex_ptx("mov.f32 %f1, 0f3F80;");
+  REQUIRE_FALSE(b.has_value());
+  CHECK(b.error().find("hex float '0f3F80' needs exactly 8 hex digits") != std::string::npos);
+  auto c = lex_ptx("ret;\n\x01");
+  REQUIRE_FALSE(c.has_value());
+  CHECK(c.error().find("line 2, column 1: unexpected byte 0x01") != std::string::npos);
+  auto d = lex_ptx(".file 1 \"unterminated\n");
+  REQUIRE_FALSE(d.has_value());
+  CHECK(d.error().find("unterminated string") != std::string::npos);
+}
+
+// ---------------------------------------------------------------- PTX parser
+
+TEST_CASE("ptx parser: the nvcc-generated wgmma + TMA kernel") {
+  std::string src = data_file("gemm_tma_wgmma.ptx");
+  auto m = parse_ptx(src);
+  REQUIRE_MESSAGE(m.has_value(), m.error());
+  CHECK(m->version == "9.0");
+  CHECK(m->target == "sm_90a");
+  CHECK(m->address_size == 64);
+  CHECK(m->entry_names() == std::vector<std::string>{"gemm_tma_wgmma"});
+  const PtxFunction *f = m->find_function("gemm_tma_wgmma");
+  REQUIRE(f != nullptr);
+  CHECK(f->is_entry);
+  CHECK(f->is_definition);
+  REQUIRE(f->params.size() == 3);
+  CHECK(f->params[0].type == ".u64");
+  CHECK(f->params[0].array_size == 0);
+  CHECK(f->params[1].type == ".b8");
+  CHECK(f->params[1].align == 128);
+  CHECK(f->params[1].array_size == 128);
+  CHECK(f->params[1].size_bytes() == 128);
+  CHECK(f->params[1].declaration() == ".param .align 128 .b8 gemm_tma_wgmma_param_1[128]");
+  CHECK(f->params[2].type == ".u32");
+  CHECK(f->maxntid == std::vector<std::int64_t>{128, 1, 1});
+  // Instruction lines point at the real source lines.
+  auto wgmma = m->instructions_with_prefix("wgmma.mma_async");
+  REQUIRE(wgmma.size() == 1);
+  CHECK(wgmma[0]->mnemonic == "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16");
+  CHECK(wgmma[0]->base() == "wgmma");
+  std::size_t line_start = 0;
+  for (int i = 1; i < wgmma[0]->line; ++i) line_start = src.find('\n', line_start) + 1;
+  CHECK(src.substr(line_start, src.find('\n', line_start) - line_start).find("wgmma.mma_async") !=
+        std::string::npos);
+  auto tma = m->instructions_with_prefix("cp.async.bulk.tensor");
+  REQUIRE(tma.size() == 1);
+  CHECK(tma[0]->mnemonic == "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes");
+  CHECK(m->instructions_with_prefix("wgmma").size() == 4);  // fence, mma_async, commit_group, wait_group
+  // Predicated branch with its guard.
+  bool saw_guard = false;
+  for (const auto &inst : m->instructions) saw_guard |= inst.predicate == "@%p1" && inst.mnemonic == "bra";
+  CHECK(saw_guard);
+  CHECK(m->instruction_lines("gemm_tma_wgmma").size() == m->instructions.size());
+  CHECK(m->module_variables.empty());  // the shared arrays were demoted into the function
+}
+
+TEST_CASE("ptx parser: module variables, .func, prototypes and errors") {
+  const char *src = R"(.version 8.7
+.target sm_90a
+.address_size 64
+.global .align 4 .b32 counter;
+.global .align 8 .u64 table[16] = {1, 2, 3};
+.shared .align 16 .b8 tile[4096];
+.extern .func (.param .b32 r) ext(.param .b32 x);
+.func (.param .b32 r) twice(.param .b32 x)
+{
+  .reg .b32 %r<3>;
+  ld.param.b32 %r1, [x];
+  add.s32 %r2, %r1, %r1;
+  st.param.b32 [r], %r2;
+  ret;
+}
+.visible .entry k(.param .u64 .ptr .global .align 16 out, .param .f32 alpha)
+.reqntid 256, 1, 1
+.reqnctapercluster 2, 1, 1
+{
+  { .reg .pred p; LAB: @!p bra LAB; }
+  ret;
+}
+)";
+  auto m = parse_ptx(src);
+  REQUIRE_MESSAGE(m.has_value(), m.error());
+  REQUIRE(m->module_variables.size() == 3);
+  CHECK(m->module_variables[0].name == "counter");
+  CHECK(m->module_variables[0].state_space == ".global");
+  CHECK(m->module_variables[1].array_size == 16);
+  CHECK(m->module_variables[2].state_space == ".shared");
+  CHECK(m->entry_names() == std::vector<std::string>{"k"});
+  const PtxFunction *ext = m->find_function("ext");
+  REQUIRE(ext != nullptr);
+  CHECK_FALSE(ext->is_definition);
+  const PtxFunction *k = m->find_function("k");
+  REQUIRE(k != nullptr);
+  REQUIRE(k->params.size() == 2);
+  CHECK(k->params[0].ptr);
+  CHECK(k->params[0].state_space == ".global");
+  CHECK(k->params[0].align == 16);
+  CHECK(k->params[0].type == ".u64");
+  CHECK(k->reqntid == std::vector<std::int64_t>{256, 1, 1});
+  CHECK(k->reqnctapercluster == std::vector<std::int64_t>{2, 1, 1});
+  CHECK(m->instruction_lines("twice") == std::vector<int>{11, 12, 13, 14});
+  CHECK(m->instruction_lines("k") == std::vector<int>{20, 21});
+
+  auto unclosed = parse_ptx(".version 8.0\n.target sm_90a\n.visible .entry k()\n{\n ret;\n");
+  REQUIRE_FALSE(unclosed.has_value());
+  CHECK(unclosed.error() == "line 4: the body of 'k' is never closed (no matching '}')");
+  auto missing_semicolon = parse_ptx(".visible .entry k()\n{\n mov.u32 %r1, 1\n}\n");
+  REQUIRE_FALSE(missing_semicolon.has_value());
+  CHECK(missing_semicolon.error().find("missing ';' after 'mov.u32'") != std::string::npos);
+}
+
+TEST_CASE("ptx: normalized hash ignores comments, whitespace and .loc") {
+  auto a = parse_ptx(".version 8.0\n.target sm_90a\n.visible .entry k() { ret; }");
+  auto b = parse_ptx(
+      "// header\n.version   8.0\n\n.target sm_90a /* c */\n.visible .entry k()\n{\n\t.loc 1 2 3\n "
+      "ret;\n}\n");
+  auto c = parse_ptx(".version 8.0\n.target sm_90a\n.visible .entry k() { exit; }");
+  REQUIRE((a && b && c));
+  CHECK(a->normalized_hash == b->normalized_hash);
+  CHECK(a->normalized_hash != c->normalized_hash);
+  CHECK(a->normalized_hash.size() == 16);
+}
+
+// ---------------------------------------------------------------- response parser
+
+TEST_CASE("response: several blocks, the last kernel and the last json win") {
+  auto r = parse_response(data_file("response_good_gemm.md"));
+  REQUIRE_MESSAGE(r.has_value(), r.error().message);
+  CHECK(r->language == KernelLanguage::ptx);
+  CHECK(r->kernel_blocks_seen == 2);
+  CHECK(r->json_blocks_seen == 1);
+  CHECK(r->kernel_source.find("gemm_tma_wgmma") != std::string::npos);
+  CHECK(r->kernel_source.find("draft_kernel") == std::string::npos);
+  CHECK(r->kernel_source == data_file("gemm_tma_wgmma.ptx"));
+  CHECK(r->manifest_text.find("\"entry\": \"gemm_tma_wgmma\"") != std::string::npos);
+  // The kernel block's first body line in the response.
+  std::string text = data_file("response_good_gemm.md");
+  int line = 1;
+  for (std::size_t i = 0; i < text.find("//\n// Generated by NVIDIA"); ++i) line += text[i] == '\n';
+  CHECK(r->kernel_first_line == line);
+}
+
+TEST_CASE("response: fences, labels and fallbacks") {
+  auto tilde = parse_response("text\n~~~~ptx\n.entry k() { ret; }\n~~~~\n```JSON {title}\n{\"a\": 1}\n```\n");
+  REQUIRE_MESSAGE(tilde.has_value(), tilde.error().message);
+  CHECK(tilde->kernel_source == ".entry k() { ret; }\n");
+  CHECK(tilde->manifest_text == "{\"a\": 1}\n");
+  CHECK(tilde->kernel_first_line == 3);
+
+  auto cuda = parse_response("```cuda\nextern \"C\" __global__ void k() {}\n```\n```json\n{}\n```\n");
+  REQUIRE(cuda.has_value());
+  CHECK(cuda->language == KernelLanguage::cuda);
+
+  // A shorter fence inside a longer one does not close it.
+  auto nested = parse_response("````ptx\n// ```\n.entry k() { ret; }\n````\n```json\n{}\n```\n");
+  REQUIRE(nested.has_value());
+  CHECK(nested->kernel_source == "// ```\n.entry k() { ret; }\n");
+
+  // Unlabeled blocks: PTX with an .entry, and JSON starting with '{'.
+  auto unlabeled = parse_response("```\n.visible .entry k() { ret; }\n```\n```\n{\"entry\": \"k\"}\n```\n");
+  REQUIRE(unlabeled.has_value());
+  CHECK(unlabeled->kernel_source.find(".entry k") != std::string::npos);
+  CHECK(unlabeled->manifest_text.find("\"entry\"") != std::string::npos);
+
+  // Inline code with backticks is not a fence.
+  auto inline_code =
+      parse_response("use ```ptx``` blocks\n```ptx\n.entry k() { ret; }\n```\n```json\n{}\n```\n");
+  REQUIRE(inline_code.has_value());
+  CHECK(inline_code->kernel_first_line == 3);
+}
+
+TEST_CASE("response: every failure has a specific message and status") {
+  auto unterminated = parse_response("Here:\n\n```ptx\n.version 8.0\n.target sm_90a\n");
+  REQUIRE_FALSE(unterminated.has_value());
+  CHECK(unterminated.error().status == Status::no_kernel);
+  CHECK(unterminated.error().message.find("the ```ptx block starting at line 3 is never closed") == 0);
+
+  auto none = parse_response("I cannot do that.\n```python\nprint(1)\n```\n");
+  REQUIRE_FALSE(none.has_value());
+  CHECK(none.error().status == Status::no_kernel);
+  CHECK(none.error().message ==
+        "no kernel found: expected a ```ptx (or ```cuda) block, saw 1 fenced block(s): python");
+
+  auto no_manifest = parse_response("```ptx\n.entry k() { ret; }\n```\n");
+  REQUIRE_FALSE(no_manifest.has_value());
+  CHECK(no_manifest.error().status == Status::bad_manifest);
+  CHECK(no_manifest.error().message.find("no launch manifest found") == 0);
+
+  auto json_open = parse_response("```ptx\n.entry k() { ret; }\n```\n```json\n{\"entry\":\n");
+  REQUIRE_FALSE(json_open.has_value());
+  CHECK(json_open.error().status == Status::bad_manifest);
+  CHECK(json_open.error().message.find("the ```json block starting at line 4 is never closed") == 0);
+
+  auto empty = parse_response("```ptx\n\n```\n```json\n{}\n```\n");
+  REQUIRE_FALSE(empty.has_value());
+  CHECK(empty.error().message == "the ```ptx block at line 1 is empty");
+
+  std::string with_nul = "```ptx\n.entry k() { ret; }\n```\n";
+  with_nul += '\0';
+  auto nul = parse_response(with_nul);
+  REQUIRE_FALSE(nul.has_value());
+  CHECK(nul.error().message.find("NUL byte at offset 31") != std::string::npos);
+
+  std::string garbage;
+  std::uint32_t x = 7;
+  for (int i = 0; i < 4096; ++i)
+    garbage += static_cast<char>((((x = x * 1103515245u + 12345u) >> 16) & 0xff) | 1);
+  auto binary = parse_response(garbage);
+  REQUIRE_FALSE(binary.has_value());
+  CHECK(binary.error().message.find("the response is not text") == 0);
+
+  ParseLimits small;
+  small.max_kernel_bytes = 10;
+  auto big_kernel = parse_response("```ptx\n.entry k() { ret; }\n```\n```json\n{}\n```\n", small);
+  REQUIRE_FALSE(big_kernel.has_value());
+  CHECK(big_kernel.error().message.find("more than the limit of 10 bytes") != std::string::npos);
+}
+
+TEST_CASE("response: a 50 MB response is rejected quickly without scanning") {
+  std::string huge(50u << 20, 'a');
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = parse_response(huge);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE_FALSE(r.has_value());
+  CHECK(r.error().status == Status::no_kernel);
+  CHECK(r.error().message.find("the response is 52428800 bytes, more than the limit of 4194304 bytes") == 0);
+  CHECK(seconds < 0.05);
+}
+
+// ---------------------------------------------------------------- manifest
+
+TEST_CASE("manifest: the good manifest resolves for every workload") {
+  auto m = parse_manifest(kGoodManifest, gemm_task());
+  REQUIRE_MESSAGE(m.has_value(), m.error());
+  CHECK(m->entry == "gemm_tma_wgmma");
+  REQUIRE(m->params.size() == 3);
+  CHECK(m->params[1].kind == ParamKind::tensor_map);
+  CHECK(m->params[1].swizzle == Swizzle::b128);
+  auto plan = resolve_launch(*m, gemm_task(), gemm_task().workloads.at(0));
+  REQUIRE_MESSAGE(plan.has_value(), plan.error());
+  CHECK(plan->grid == std::array<std::int64_t, 3>{56, 64, 1});
+  CHECK(plan->block == std::array<std::int64_t, 3>{128, 1, 1});
+  CHECK(plan->cluster == std::array<std::int64_t, 3>{1, 1, 1});
+  const ResolvedParam &a = plan->params[1];
+  CHECK(a.dims == std::vector<std::int64_t>{5120, 8192});  // A[M, K], innermost first
+  CHECK(a.strides_bytes == std::vector<std::int64_t>{10240});
+  CHECK(a.box == std::vector<std::int64_t>{64, 128});
+  CHECK(plan->params[2].scalar_value == 7168.0);
+  auto j = plan->to_json();
+  CHECK(j["params"][1]["swizzle"] == "128B");
+  CHECK(j["grid"][0] == 56);
+}
+
+TEST_CASE("manifest: each error names the field and the reason") {
+  CHECK(manifest_error("{\"entry\": \"k\",\n \"grid\": [1,]}")
+            .find("the json block is not valid JSON (line 2, column") == 0);
+  CHECK(manifest_error("[1, 2]") == "manifest: expected a JSON object, got an array");
+  CHECK(manifest_error(R"({"entry": "k", "grid": 1, "block": 1})") ==
+        "params: missing (required: entry, grid, block, params)");
+  CHECK(manifest_error(manifest_with("\"block\"", "\"blocks\""))
+            .find("blocks: unknown field (allowed here: entry, "
+                  "grid, block, cluster, shared_bytes, params)") == 0);
+  CHECK(manifest_error(manifest_with("\"swizzle\"", "\"swizle\"")).find("params[1].swizle: unknown field") ==
+        0);
+  CHECK(manifest_error(manifest_with("\"swizzle\": \"128B\"", "\"swizzle\": \"256B\"")) ==
+        "params[1].swizzle: '256B' is not one of none, 32B, 64B, 128B");
+  CHECK(manifest_error(manifest_with("{\"tensor\": \"C\"}", "{\"tensor\": \"D\"}")) ==
+        "params[0].tensor: 'D' is not a tensor of this task (tensors: A, B, C)");
+  CHECK(manifest_error(manifest_with("{\"scalar\": \"N\"}", "{\"scalar\": \"alpha\"}")) ==
+        "params[2].scalar: 'alpha' is neither a scalar nor a symbol of this task (known: M, N, K)");
+  CHECK(manifest_error(manifest_with("{\"tensor\": \"C\"}", "{\"tensor\": \"C\", \"scalar\": \"M\"}"))
+            .find("params[0]: give exactly one of") == 0);
+  CHECK(manifest_error(manifest_with("ceil_div(N, 128)", "ceil_div(Q, 128)")) ==
+        "workload M=8192: grid[0]: 'ceil_div(Q, 128)': unknown symbol 'Q' at column 10 (known: K, M, N)");
+  CHECK(manifest_error(manifest_with("ceil_div(N, 128)", "N / (K - 5120)")).find("division by zero") !=
+        std::string::npos);
+  CHECK(manifest_error(manifest_with("ceil_div(N, 128)", "1000000000000000000000000000000"))
+            .find("integer literal out of range") != std::string::npos);
+  CHECK(manifest_error(manifest_with("ceil_div(N, 128)", "M * N * K * M * N")).find("overflow") !=
+        std::string::npos);
+  CHECK(manifest_error(manifest_with("\"ceil_div(N, 128)\"", "1.5")) == "grid[0]: 1.5 is not an integer");
+  CHECK(manifest_error(manifest_with("[128, 1, 1]", "[2048, 1, 1]")).find("2048 threads; the limits are") !=
+        std::string::npos);
+  CHECK(manifest_error(manifest_with("[128, 1, 1]", "[32, 32, 2]")).find("2048 threads") !=
+        std::string::npos);
+  CHECK(manifest_error(manifest_with("\"block\"", "\"cluster\": [4, 8, 1], \"block\""))
+            .find("cluster: 32 CTAs per cluster") != std::string::npos);
+  CHECK(manifest_error(manifest_with("\"block\"", "\"cluster\": [3, 1, 1], \"block\""))
+            .find("grid[0]: 56 is not a multiple of the cluster's x dimension 3") != std::string::npos);
+  CHECK(manifest_error(manifest_with("\"block\"", "\"shared_bytes\": \"300 * 1024\", \"block\""))
+            .find("shared_bytes: 307200 bytes of dynamic shared memory exceed the sm_90a limit of 232448") !=
+        std::string::npos);
+  CHECK(manifest_error(manifest_with("[64, 128]", "[64, 512]")) ==
+        "workload M=8192: params[1].box[1]: 512 is outside 1..256 (TMA box limit)");
+  CHECK(manifest_error(manifest_with("[64, 128]", "[128, 128]"))
+            .find("params[1].box[0]: 128 elements x 2 bytes = 256 bytes exceed the 128B swizzle span; use "
+                  "box[0] <= 64") != std::string::npos);
+  CHECK(manifest_error(manifest_with("[64, 128]", "[4, 128]"))
+            .find("4 elements x 2 bytes = 8 bytes, not a multiple "
+                  "of 16") != std::string::npos);
+  CHECK(manifest_error(manifest_with("[64, 128]", "[64]"))
+            .find("params[1].box: has 1 dimensions but the tensor (view) "
+                  "has 2") != std::string::npos);
+  CHECK(manifest_error(manifest_with("\"box\"", "\"dims\": [1, 2, 3, 4, 5, 6], \"box\"")) ==
+        "params[1].dims: expected 1 to 5 dimensions, got 6");
+  CHECK(
+      manifest_error(manifest_with("\"box\"", "\"dims\": [64, 80, \"M\"], \"box\""))
+          .find(
+              "params[1].dims: the view [64, 80, 8192] holds 41943040 elements but tensor A has 41943040") ==
+      std::string::npos);  // a valid view: no such error
+  CHECK(
+      manifest_error(manifest_with("\"box\": [64, 128]", "\"dims\": [64, 64, \"M\"], \"box\": [64, 128, 1]"))
+          .find("holds 33554432 elements but tensor A has 41943040 (8192 x 5120)") != std::string::npos);
+  CHECK(manifest_error(
+            manifest_with("\"box\": [64, 128]", "\"dims\": [4, \"K / 4\", \"M\"], \"box\": [4, 8, 1]"))
+            .find("the stride of dimension 1 is 8 bytes, not a multiple of 16") != std::string::npos);
+  CHECK(manifest_error(
+            manifest_with("\"swizzle\": \"128B\"", "\"swizzle\": \"128B\", \"interleave\": \"32B\"")) ==
+        "workload M=8192: params[1].interleave: interleaved tensor maps need rank >= 3");
+}
+
+TEST_CASE("manifest: a valid tensor-map view with dims") {
+  auto m = parse_manifest(
+      manifest_with("\"box\": [64, 128]", "\"dims\": [64, 80, \"M\"], \"box\": [64, 16, 8]"), gemm_task());
+  REQUIRE_MESSAGE(m.has_value(), m.error());
+  auto plan = resolve_launch(*m, gemm_task(), gemm_task().workloads.at(0));
+  REQUIRE(plan.has_value());
+  CHECK(plan->params[1].dims == std::vector<std::int64_t>{64, 80, 8192});
+  CHECK(plan->params[1].strides_bytes == std::vector<std::int64_t>{128, 10240});
+}
+
+// ---------------------------------------------------------------- static checks
+
+namespace {
+StageResult static_stage(const std::string &ptx, const std::string &manifest_text = kGoodManifest) {
+  auto module = parse_ptx(ptx);
+  REQUIRE_MESSAGE(module.has_value(), module.error());
+  auto m = parse_manifest(manifest_text, gemm_task());
+  REQUIRE_MESSAGE(m.has_value(), m.error());
+  std::vector<LaunchPlan> plans;
+  for (const auto &w : gemm_task().workloads) plans.push_back(*resolve_launch(*m, gemm_task(), w));
+  return run_static_checks(*module, *m, gemm_task(), plans, 200000);
+}
+bool has_diagnostic(const StageResult &s, const std::string &severity, const std::string &fragment) {
+  for (const auto &d : s.diagnostics)
+    if (d.severity == severity && d.text.find(fragment) != std::string::npos) return true;
+  return false;
+}
+std::string replaced(std::string s, const std::string &from, const std::string &to) {
+  auto pos = s.find(from);
+  REQUIRE_MESSAGE(pos != std::string::npos, from);
+  return s.replace(pos, from.size(), to);
+}
+}  // namespace
+
+TEST_CASE("static: the good kernel passes and both targets are present") {
+  StageResult s = static_stage(data_file("gemm_tma_wgmma.ptx"));
+  CHECK_MESSAGE(s.status == Status::ok, s.summary);
+  CHECK(s.figures["targets_in_ptx"]["wgmma"] == true);
+  CHECK(s.figures["targets_in_ptx"]["tma_load"] == true);
+  CHECK(s.figures["entry"] == "gemm_tma_wgmma");
+  CHECK(s.figures["ptx_target"] == "sm_90a");
+  CHECK(s.figures["ptx_version"] == "9.0");
+  CHECK(s.figures["instruction_count"].get<int>() > 40);
+  CHECK(s.figures["module_globals"].empty());
+}
+
+TEST_CASE("static: failures explain themselves") {
+  const std::string good = data_file("gemm_tma_wgmma.ptx");
+  StageResult sm90 = static_stage(replaced(good, ".target sm_90a", ".target sm_90"));
+  CHECK(sm90.status == Status::static_error);
+  CHECK(has_diagnostic(sm90, "error",
+                       "`.target sm_90` lacks the 'a' suffix: this task needs `.target sm_90a`"));
+
+  StageResult other = static_stage(replaced(good, ".target sm_90a", ".target sm_100a"));
+  CHECK(has_diagnostic(other, "error", "`.target sm_100a` does not match this task's architecture sm_90a"));
+
+  StageResult old_version = static_stage(replaced(good, ".version 9.0", ".version 7.8"));
+  CHECK(has_diagnostic(old_version, "error", "`.version 7.8` is too old for sm_90a"));
+
+  StageResult no_entry = static_stage(good, manifest_with("\"gemm_tma_wgmma\"", "\"gemm\""));
+  CHECK(no_entry.status == Status::static_error);
+  CHECK(has_diagnostic(
+      no_entry, "error",
+      "the manifest's entry 'gemm' is not in the module; the module's entries: gemm_tma_wgmma"));
+
+  StageResult count = static_stage(good, manifest_with(", {\"scalar\": \"N\"}", ""));
+  CHECK(has_diagnostic(count, "error",
+                       "the manifest lists 2 parameter(s) but .entry gemm_tma_wgmma declares 3"));
+
+  StageResult map_as_pointer = static_stage(replaced(
+      good, ".param .align 128 .b8 gemm_tma_wgmma_param_1[128]", ".param .u64 gemm_tma_wgmma_param_1"));
+  CHECK(has_diagnostic(map_as_pointer, "error", "a tensor map is passed by value as 128 bytes"));
+
+  StageResult low_align = static_stage(replaced(good, ".param .align 128 .b8", ".param .align 8 .b8"));
+  CHECK(has_diagnostic(low_align, "error", "a tensor map must be 64-byte aligned"));
+
+  StageResult tensor_as_u32 = static_stage(
+      replaced(good, ".param .u64 gemm_tma_wgmma_param_0", ".param .u32 gemm_tma_wgmma_param_0"));
+  CHECK(has_diagnostic(tensor_as_u32, "error", "a tensor is passed as a 64-bit device pointer"));
+
+  StageResult scalar_as_float = static_stage(
+      replaced(good, ".param .u32 gemm_tma_wgmma_param_2", ".param .f32 gemm_tma_wgmma_param_2"));
+  CHECK(has_diagnostic(scalar_as_float, "error",
+                       "cannot hold it; use one of .u32, .s32, .b32, .u64, .s64, .b64"));
+
+  StageResult too_many_threads = static_stage(good, manifest_with("[128, 1, 1]", "[256, 1, 1]"));
+  CHECK(has_diagnostic(too_many_threads, "error", "allows at most 128 threads (.maxntid 128, 1, 1)"));
+}
+
+TEST_CASE("static: warnings for missing targets and module state; instruction limit") {
+  std::string ptx = data_file("gemm_tma_wgmma.ptx");
+  ptx = replaced(ptx, ".visible .entry", ".global .align 4 .u32 launches;\n.visible .entry");
+  ptx = replaced(ptx,
+                 "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd3, "
+                 "{%r7, %r8}], [%r3];",
+                 "// TMA load removed");
+  StageResult s = static_stage(ptx);
+  CHECK(s.status == Status::ok);  // warnings only
+  CHECK(s.figures["targets_in_ptx"]["tma_load"] == false);
+  CHECK(s.figures["module_globals"] == nlohmann::json::array({"launches"}));
+  CHECK(has_diagnostic(s, "warning", "target tma_load absent: no `cp.async.bulk.tensor` instruction"));
+  CHECK(has_diagnostic(s, "warning",
+                       "module-scope .global variable 'launches' keeps state across launches; results "
+                       "cached across launches are detected at run time"));
+
+  auto module = parse_ptx(data_file("gemm_tma_wgmma.ptx"));
+  auto m = parse_manifest(kGoodManifest, gemm_task());
+  std::vector<LaunchPlan> plans{*resolve_launch(*m, gemm_task(), gemm_task().workloads[0])};
+  StageResult limited = run_static_checks(*module, *m, gemm_task(), plans, 10);
+  CHECK(limited.status == Status::static_error);
+  CHECK(has_diagnostic(limited, "error", "more than the limit of 10"));
+  CHECK(plans[0].params[0].ptx_type == ".u64");
+  CHECK(plans[0].params[1].ptx_type == ".b8");
+}
+
+// ---------------------------------------------------------------- ptxas (real runs)
+
+TEST_CASE("ptxas output parser") {
+  PtxasReport r = parse_ptxas_output(
+      "ptxas info    : 0 bytes gmem\n"
+      "ptxas info    : Compiling entry function 'k' for 'sm_90a'\n"
+      "ptxas info    : Function properties for k\n"
+      "    8 bytes stack frame, 16 bytes spill stores, 12 bytes spill loads\n"
+      "ptxas info    : Used 168 registers, used 1 barriers, 16392 bytes smem, 400 bytes cmem[0]\n"
+      "ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized due "
+      "to ...\n"
+      "ptxas warning : (C7508) Potential Performance Loss: setmaxnreg ignored; unable to determine register "
+      "count\n"
+      "ptxas k.ptx, line 37; error   : Unknown modifier '.bar'\n"
+      "ptxas fatal   : Ptx assembly aborted due to errors\n");
+  const PtxasFunctionInfo *k = r.find("k");
+  REQUIRE(k != nullptr);
+  CHECK(k->registers == 168);
+  CHECK(k->barriers == 1);
+  CHECK(k->shared_bytes == 16392);
+  CHECK(k->constant_bytes == 400);
+  CHECK(k->stack_bytes == 8);
+  CHECK(k->spill_store_bytes == 16);
+  CHECK(k->spill_load_bytes == 12);
+  REQUIRE(r.warnings.size() == 2);
+  CHECK(r.warnings[0].text.find("wgmma.mma_async instructions are serialized") != std::string::npos);
+  CHECK(r.warnings[1].text.find("setmaxnreg ignored") != std::string::npos);
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].text == "Unknown modifier '.bar'");
+  CHECK(r.errors[0].line == 37);
+}
+
+TEST_CASE("ptxas: a real compile of the good kernel") {
+  auto ptxas = find_ptxas();
+  REQUIRE_MESSAGE(ptxas.has_value(), "ptxas is needed for this test (CUDA toolkit)");
+  util::TempDir dir("ptxbench-test");
+  auto run = run_ptxas(*ptxas, data_file("gemm_tma_wgmma.ptx"), "sm_90a", dir.path(), {});
+  REQUIRE_MESSAGE(run.has_value(), run.error());
+  REQUIRE_MESSAGE(run->ok, run->failure);
+  CHECK(run->cubin.size() > 1000);
+  CHECK(run->cubin.substr(1, 3) == "ELF");
+  const PtxasFunctionInfo *f = run->report.find("gemm_tma_wgmma");
+  REQUIRE(f != nullptr);
+  CHECK(f->registers > 16);
+  CHECK(f->shared_bytes == 16392);  // 16384 tile + 8 barrier
+  CHECK(f->spill_store_bytes == 0);
+}
+
+TEST_CASE("ptxas: a broken kernel gives the message and the line") {
+  util::TempDir dir("ptxbench-test");
+  auto run = run_ptxas(*find_ptxas(), data_file("gemm_tma_wgmma_broken.ptx"), "sm_90a", dir.path(), {});
+  REQUIRE(run.has_value());
+  CHECK_FALSE(run->ok);
+  REQUIRE(!run->report.errors.empty());
+  CHECK(run->report.errors[0].text == "Unknown vector selector: 'q'");
+  CHECK(run->report.errors[0].line == 36);
+}
+
+TEST_CASE("ptxas: a kernel that compiles for too long is stopped") {
+  util::TempDir dir("ptxbench-test");
+  util::ProcessLimits limits;
+  limits.wall_time = std::chrono::milliseconds(1000);
+  auto t0 = std::chrono::steady_clock::now();
+  auto run = run_ptxas(*find_ptxas(), slow_ptx(), "sm_90a", dir.path(), limits);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE(run.has_value());
+  CHECK_FALSE(run->ok);
+  CHECK(run->failure.find("ptxas took longer than 1.0 s") == 0);
+  CHECK(seconds < 5.0);
+}
+
+// ---------------------------------------------------------------- the CPU stages end to end
+
+TEST_CASE("evaluate: the good wgmma + TMA response compiles with resource figures") {
+  Verdict v = evaluate(gemm_task(), data_file("response_good_gemm.md"), cpu_settings());
+  CHECK_MESSAGE(v.parse.status == Status::ok, v.parse.summary);
+  CHECK_MESSAGE(v.static_checks.status == Status::ok, v.static_checks.summary);
+  CHECK_MESSAGE(v.compile.status == Status::ok, v.compile.summary);
+  CHECK(v.status == Status::ok);
+  CHECK(v.kernel_hash.size() == 16);
+  CHECK(v.compile.figures["registers"].get<int>() > 16);
+  CHECK(v.compile.figures["shared_bytes"] == 16392);
+  CHECK(v.compile.figures["spill_store_bytes"] == 0);
+  CHECK(v.compile.figures["stack_bytes"] == 0);
+  CHECK(v.compile.figures.contains("warnings"));
+  CHECK(v.static_checks.figures["targets_in_ptx"]["wgmma"] == true);
+  CHECK(v.static_checks.figures["targets_in_ptx"]["tma_load"] == true);
+  if (v.compile.figures["sass_available"].get<bool>()) {
+    CHECK(v.compile.figures["targets_in_sass"]["wgmma"] == true);
+    CHECK(v.compile.figures["targets_in_sass"]["tma_load"] == true);
+    CHECK(v.compile.figures["sass_families"]["HGMMA"] == 1);
+  } else {
+    CHECK(has_diagnostic(v.compile, "note", "no cuobjdump/nvdisasm: SASS checks skipped"));
+  }
+  for (const StageResult *s : {&v.correctness, &v.execution, &v.timing}) {
+    CHECK(s->status == Status::skipped);
+    CHECK(s->summary == "disabled by --no-gpu");
+  }
+  auto j = v.to_json();
+  CHECK(j["axes"]["correct"].is_null());
+  CHECK(j["settings"]["run_gpu"] == false);
+  CHECK(j["stages"]["compile"]["status"] == "ok");
+}
+
+TEST_CASE("evaluate: a broken kernel reports compile_error with ptxas's message and line") {
+  Verdict v = evaluate(gemm_task(), data_file("response_broken_gemm.md"), cpu_settings());
+  CHECK(v.status == Status::compile_error);
+  REQUIRE(!v.compile.diagnostics.empty());
+  const Diagnostic &d = v.compile.diagnostics[0];
+  CHECK(d.line == 36);
+  CHECK(d.text == "ptxas, line 36 of the PTX block (response line 39): Unknown vector selector: 'q'");
+  CHECK(v.correctness.status == Status::skipped);
+  CHECK(v.correctness.summary == "not run: an earlier stage ended with compile_error");
+}
+
+TEST_CASE("evaluate: bad input becomes a verdict") {
+  Verdict none = evaluate(gemm_task(), "I don't know.", cpu_settings());
+  CHECK(none.status == Status::no_kernel);
+  CHECK(none.static_checks.status == Status::skipped);
+
+  std::string text = data_file("response_good_gemm.md");
+  Verdict bad_manifest =
+      evaluate(gemm_task(), replaced(text, "\"box\": [64, 128]", "\"box\": [64, 999]"), cpu_settings());
+  CHECK(bad_manifest.status == Status::bad_manifest);
+  CHECK(bad_manifest.parse.summary.find("params[1].box[1]: 999 is outside 1..256") != std::string::npos);
+
+  Verdict syntax = evaluate(gemm_task(), replaced(text, "\tret;\n\n}", "\tret;\n\n"), cpu_settings());
+  CHECK(syntax.status == Status::static_error);
+  CHECK(syntax.static_checks.summary.find("is never closed") != std::string::npos);
+
+  Verdict huge = evaluate(gemm_task(), std::string(50u << 20, 'x'), cpu_settings());
+  CHECK(huge.status == Status::no_kernel);
+}
+
+TEST_CASE("nvrtc: CUDA device code compiles to PTX in process and through the child") {
+  std::string source = data_file("gemm_tma_wgmma_nvrtc.cu");
+  auto ptx = nvrtc_compile_in_process(source, "sm_90a");
+  REQUIRE_MESSAGE(ptx.has_value(), ptx.error());
+  CHECK(ptx->find(".target sm_90a") != std::string::npos);
+  CHECK(ptx->find("wgmma.mma_async") != std::string::npos);
+  auto broken = nvrtc_compile_in_process("extern \"C\" __global__ void k() { undefined_call(); }", "sm_90a");
+  REQUIRE_FALSE(broken.has_value());
+  CHECK(broken.error().find("undefined_call") != std::string::npos);
+
+  fs::path exe = fs::path(PTXBENCH_BINARY_DIR) / "apps" / "ptxbench";
+  REQUIRE_MESSAGE(fs::exists(exe), "build the ptxbench executable first: " << exe.string());
+  Verdict v = evaluate(gemm_task(), data_file("response_cuda_gemm.md"), cpu_settings());
+  CHECK_MESSAGE(v.compile.status == Status::ok, v.compile.summary);
+  CHECK(v.static_checks.figures["targets_in_ptx"]["wgmma"] == true);
+  CHECK(v.static_checks.figures["targets_in_ptx"]["tma_load"] == true);
+
+  std::string bad =
+      replaced(data_file("response_cuda_gemm.md"), "float s = 0.f;", "float s = undefined_name;");
+  Verdict vb = evaluate(gemm_task(), bad, cpu_settings());
+  CHECK(vb.status == Status::compile_error);
+  CHECK(vb.compile.summary.find("NVRTC: ") == 0);
+  CHECK(vb.compile.summary.find("undefined_name") != std::string::npos);
 }

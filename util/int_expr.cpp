@@ -38,8 +38,9 @@ class Parser {
   std::size_t pos_ = 0;
   int depth_ = 0;
 
-  [[noreturn]] void fail_at(std::size_t pos, const std::string &what) {
-    throw Failure{fmt::format("{} at column {}", what, pos + 1)};
+  // "<what> at column N<detail>", e.g. "unknown symbol 'Q' at column 5 (known: B, D)".
+  [[noreturn]] void fail_at(std::size_t pos, const std::string &what, const std::string &detail = "") {
+    throw Failure{fmt::format("{} at column {}{}", what, pos + 1, detail)};
   }
   bool at_end() const { return pos_ >= text_.size(); }
   void skip_space() {
@@ -160,7 +161,7 @@ class Parser {
       skip_space();
       if (!at_end() && text_[pos_] == '(') return call(name, start);
       auto it = symbols_.find(name);
-      if (it == symbols_.end()) fail_at(start, fmt::format("unknown symbol '{}'", name) + known_suffix());
+      if (it == symbols_.end()) fail_at(start, fmt::format("unknown symbol '{}'", name), known_suffix());
       return it->second;
     }
     fail_at(pos_, fmt::format("unexpected '{}'", c));
@@ -174,7 +175,7 @@ class Parser {
 
   std::int64_t call(std::string_view name, std::size_t start) {
     if (name != "ceil_div" && name != "min" && name != "max")
-      fail_at(start, fmt::format("unknown function '{}' (known: ceil_div, min, max)", name));
+      fail_at(start, fmt::format("unknown function '{}'", name), " (known: ceil_div, min, max)");
     expect('(');
     enter(start);
     std::vector<std::int64_t> args{expr()};

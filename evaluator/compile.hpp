@@ -1,0 +1,75 @@
+// Compiling a candidate: NVRTC (```cuda blocks, in a child process) and ptxas
+// (`-arch=<arch> -v -lineinfo`, in a child process), with the resource usage
+// and the warnings that matter parsed from ptxas's report.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "evaluator/verdict.hpp"
+#include "util/expected.hpp"
+#include "util/subprocess.hpp"
+
+namespace ptxbench::evaluator {
+
+/// Resource usage of one function as `ptxas -v` reports it.
+struct PtxasFunctionInfo {
+  std::string name;
+  int registers = 0;
+  int barriers = 0;
+  int spill_store_bytes = 0;  ///< bytes
+  int spill_load_bytes = 0;   ///< bytes
+  int shared_bytes = 0;       ///< static shared memory, bytes
+  int stack_bytes = 0;        ///< stack frame, bytes
+  int constant_bytes = 0;     ///< cmem[0] (parameters), bytes
+};
+
+/// What ptxas printed, parsed.
+struct PtxasReport {
+  std::vector<PtxasFunctionInfo> functions;
+  std::vector<Diagnostic> errors;  ///< "error" lines; line = the PTX line when ptxas names one
+  std::vector<Diagnostic>
+      warnings;  ///< warnings and performance notes (wgmma serialized, setmaxnreg ignored)
+  const PtxasFunctionInfo *find(std::string_view name) const;
+};
+
+/// Parses ptxas's stderr (`-v` output, errors, warnings).
+PtxasReport parse_ptxas_output(std::string_view text);
+
+/// ptxas: explicit path, else PATH, else /usr/local/cuda/bin. nullopt = not found.
+std::optional<std::filesystem::path> find_ptxas(const std::filesystem::path &explicit_path = {});
+
+struct PtxasRun {
+  bool ok = false;
+  std::string cubin;  ///< bytes, when ok
+  PtxasReport report;
+  std::string failure;  ///< one sentence when !ok and no ptxas error line explains it (timeout, crash)
+  double wall_seconds = 0;
+};
+
+/// Runs ptxas on `ptx` in `work_dir` (kernel.ptx -> kernel.cubin). Error only when
+/// ptxas cannot be started at all; a failed compile is a PtxasRun with ok = false.
+util::Expected<PtxasRun> run_ptxas(const std::filesystem::path &ptxas, const std::string &ptx,
+                                   const std::string &arch, const std::filesystem::path &work_dir,
+                                   const util::ProcessLimits &limits);
+
+/// Compiles CUDA device code to PTX in THIS process with NVRTC (what the hidden
+/// `ptxbench internal nvrtc` child runs). Error = the NVRTC log.
+util::Expected<std::string> nvrtc_compile_in_process(const std::string &source, const std::string &arch);
+
+/// Compiles CUDA device code to PTX through the `ptxbench internal nvrtc --arch <arch>`
+/// child (source on stdin, PTX on stdout), so a crashing or hanging NVRTC never takes
+/// the evaluator down. Error = the compiler log or why the child failed.
+util::Expected<std::string> nvrtc_compile_in_child(const std::filesystem::path &ptxbench_executable,
+                                                   const std::string &source, const std::string &arch,
+                                                   const std::filesystem::path &work_dir,
+                                                   const util::ProcessLimits &limits);
+
+/// The ptxbench executable for the NVRTC child: explicit, else this process when it is ptxbench.
+std::optional<std::filesystem::path> find_ptxbench_executable(
+    const std::filesystem::path &explicit_path = {});
+
+}  // namespace ptxbench::evaluator
