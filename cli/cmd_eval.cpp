@@ -1,6 +1,156 @@
-// Placeholder until the 'eval' command lands: it registers nothing.
+// `ptxbench eval --task ID --response FILE [--json] [--no-gpu]`: one model
+// response through every evaluation stage; prints the verdict.
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
+
 #include "cli/cli.hpp"
+#include "evaluator/evaluator.hpp"
+#include "tasks/task.hpp"
+#include "util/files.hpp"
 
 namespace ptxbench::cli {
-void register_eval_command(CLI::App &, Action &) {}
+namespace {
+
+using evaluator::StageResult;
+using evaluator::Status;
+
+struct EvalOptions {
+  std::string task_id;
+  std::string response_path;  ///< "-" = stdin
+  std::string tasks_dir;      ///< empty = tasks::default_task_dir()
+  bool as_json = false;
+  bool no_gpu = false;
+  double ptxas_timeout_s = 30;  ///< seconds
+};
+
+std::string axis_text(const std::optional<bool> &b) {
+  return b ? (*b ? "yes" : "no") : "not measured";
+}
+
+void print_stage(const char *name, const StageResult &s) {
+  fmt::print("  {:<12} {:<16} {}\n", name, evaluator::to_string(s.status), s.summary);
+  if (s.status == Status::skipped) return;
+  int shown = 0;
+  for (const auto &d : s.diagnostics) {
+    if (d.severity == "error" && d.text == s.summary) continue;  // already the summary
+    if (++shown > 8) {
+      fmt::print("               ... {} more message(s) (see --json)\n", s.diagnostics.size() - 8);
+      break;
+    }
+    fmt::print("               {}: {}{}\n", d.severity, d.line ? fmt::format("line {}: ", *d.line) : "",
+               d.text);
+  }
+}
+
+int run_eval(const EvalOptions &options) {
+  std::filesystem::path dir =
+      options.tasks_dir.empty() ? tasks::default_task_dir() : std::filesystem::path(options.tasks_dir);
+  auto suite = tasks::load_task_dir(dir);
+  if (!suite) {
+    fmt::print(stderr, "ptxbench: cannot load the tasks from {}:\n{}\n", dir.string(), suite.error());
+    return kExitEnvironment;
+  }
+  const tasks::Task *task = tasks::find_task(*suite, options.task_id);
+  if (!task) {
+    auto near = tasks::similar_task_ids(*suite, options.task_id);
+    fmt::print(stderr, "ptxbench: unknown task '{}'{}\n", options.task_id,
+               near.empty() ? "" : fmt::format(" (did you mean: {}?)", fmt::join(near, ", ")));
+    return kExitEnvironment;
+  }
+  evaluator::EvaluatorSettings settings;
+  settings.run_gpu = !options.no_gpu;
+  settings.compile.ptxas_wall = std::chrono::milliseconds(static_cast<long>(options.ptxas_timeout_s * 1000));
+  // Read one byte past the parse limit so that an oversized response becomes a verdict, not an I/O error.
+  const std::size_t read_limit = settings.parse.max_response_bytes + 1;
+  std::string response;
+  if (options.response_path == "-") {
+    auto r = util::read_file("/dev/stdin", read_limit);
+    if (!r && r.error().find("limit") == std::string::npos) {
+      fmt::print(stderr, "ptxbench: cannot read the response from stdin: {}\n", r.error());
+      return kExitEnvironment;
+    }
+    response = r ? std::move(*r) : std::string(read_limit, ' ');
+  } else {
+    std::error_code ec;
+    auto size = std::filesystem::file_size(options.response_path, ec);
+    if (ec) {
+      fmt::print(stderr, "ptxbench: cannot read {}: {}\n", options.response_path, ec.message());
+      return kExitEnvironment;
+    }
+    if (size > settings.parse.max_response_bytes) {
+      // Too large to parse: the verdict says so without reading it all.
+      response.assign(read_limit, ' ');
+    } else {
+      auto r = util::read_file(options.response_path, read_limit);
+      if (!r) {
+        fmt::print(stderr, "ptxbench: cannot read the response: {}\n", r.error());
+        return kExitEnvironment;
+      }
+      response = std::move(*r);
+    }
+    if (size > settings.parse.max_response_bytes) {
+      evaluator::Verdict v = evaluator::evaluate(*task, response, settings);
+      // The placeholder text's size is not the file's: say the real size.
+      v.parse.summary =
+          fmt::format("the response is {} bytes, more than the limit of {} bytes; it was not parsed", size,
+                      settings.parse.max_response_bytes);
+      v.parse.diagnostics = {{"error", v.parse.summary, std::nullopt}};
+      if (options.as_json)
+        fmt::print("{}\n", v.to_json().dump(2));
+      else
+        fmt::print("{}: {}\n  parse        {:<16} {}\n", task->id, evaluator::to_string(v.status),
+                   evaluator::to_string(v.parse.status), v.parse.summary);
+      return kExitVerdictFailed;
+    }
+  }
+
+  evaluator::Verdict v = evaluator::evaluate(*task, response, settings);
+  if (options.as_json) {
+    fmt::print("{}\n", v.to_json().dump(2));
+  } else {
+    fmt::print("{}: {}   (kernel {}, {:.2f} s)\n", task->id, evaluator::to_string(v.status),
+               v.kernel_hash.empty() ? "-" : v.kernel_hash, v.wall_seconds);
+    print_stage("parse", v.parse);
+    print_stage("static", v.static_checks);
+    print_stage("compile", v.compile);
+    print_stage("correctness", v.correctness);
+    print_stage("execution", v.execution);
+    print_stage("timing", v.timing);
+    if (v.sanitizer.status != Status::skipped) print_stage("sanitizer", v.sanitizer);
+    fmt::print("  axes: correct {}, targets executed {}, speedup {}\n", axis_text(v.axes.correct),
+               axis_text(v.axes.targets_executed),
+               v.axes.speedup ? fmt::format("{:.3f}x", *v.axes.speedup) : std::string("not measured"));
+  }
+  return v.status == Status::ok ? kExitOk : kExitVerdictFailed;
+}
+
+}  // namespace
+
+void register_eval_command(CLI::App &app, Action &action) {
+  auto options = std::make_shared<EvalOptions>();
+  CLI::App *cmd = app.add_subcommand(
+      "eval",
+      "Evaluate one model response (a ```ptx or ```cuda block and a ```json launch manifest) for a task.\n"
+      "Exit codes: 0 verdict ok (GPU stages may be skipped), 1 verdict not ok, 2 usage, 3 missing "
+      "task/file/tool.");
+  cmd->add_option("--task", options->task_id, "Task id, e.g. gemm_n7168_k5120")->required();
+  cmd->add_option("--response", options->response_path, "File holding the model's response ('-' = stdin)")
+      ->required();
+  cmd->add_flag("--json", options->as_json, "Print the verdict as JSON");
+  cmd->add_flag("--no-gpu", options->no_gpu, "Skip the GPU stages (correctness, execution, timing)");
+  cmd->add_option(
+      "--tasks-dir", options->tasks_dir,
+      "Folder of task files (default: $PTXBENCH_TASKS, the installed share dir, or the source tree's "
+      "tasks/)");
+  cmd->add_option("--ptxas-timeout", options->ptxas_timeout_s, "Wall-clock limit for ptxas, seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->callback([&action, options] { action.run = [options] { return run_eval(*options); }; });
+}
+
 }  // namespace ptxbench::cli
