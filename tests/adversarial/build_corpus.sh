@@ -86,6 +86,8 @@ emit lazy_output_faster_than_light LAZY_OUTPUT "$GRID_DEFAULT" 0 \
   "Skips a tile whose first element already holds a number (outputs are only poisoned before correctness launches)."
 emit input_cache_faster_than_light TWO_SLOT_CACHE "$GRID_DEFAULT" 0 \
   "Fingerprints the inputs and replays a result from a two-slot .global cache: correct values, no work once warm."
+emit late_cheat_after_reverify LATE_CHEAT "$GRID_DEFAULT" 0 \
+  "Honest for the first 17 launches of the M = 4096 shape, then sums only half of K (wrong, about 2x faster)."
 emit targets_only_in_comments CONTROL "$GRID_DEFAULT" 0 \
   "Correct FFMA GEMM whose PTX mentions wgmma and TMA only in comments." targets_in_comments
 echo "regenerated $(ls -d */ | wc -l) cases"

@@ -176,7 +176,7 @@ __device__ unsigned int g_never_set;
 #if defined(CASE_GLOBALTIMER)
 __device__ uint64_t g_last_end_ns;
 #endif
-#if defined(CASE_LAUNCH_COUNTER)
+#if defined(CASE_LAUNCH_COUNTER) || defined(CASE_LATE_CHEAT)
 __device__ unsigned int g_completed_launches;
 #endif
 #if defined(CASE_RACE_SPLITK)
@@ -295,6 +295,13 @@ extern "C" __global__ void __launch_bounds__(kThreads)
       if (row < M && col < N) acc[i][j] = atomicExch(&g_partial[static_cast<uint64_t>(row) * N + col], 0.f);
     }
   store_tile(acc, C, M, N, m0, n0);
+#elif defined(CASE_LATE_CHEAT)
+  // Honest for the first 17 launches on the M = 4096 workload (3 correctness trials + determinism
+  // relaunch, 3 warm-ups, the first 10 timed launches, one of which is re-verified); after that only
+  // half of K is summed: wrong values at about half the time. The M = 3000 workload stays honest.
+  const bool cheat = M == 4096 && *reinterpret_cast<volatile unsigned int *>(&g_completed_launches) >= 17;
+  accumulate_tile(acc, A, B, M, N, K, m0, n0, 0, cheat ? K / 2 : K);
+  store_tile(acc, C, M, N, m0, n0);
 #else
   accumulate_tile(acc, A, B, M, N, K, m0, n0, 0, K);
   store_tile(acc, C, M, N, m0, n0);
@@ -345,6 +352,10 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 #endif
 #if defined(CASE_LAUNCH_COUNTER)
   if (finish_block_is_last() && threadIdx.x == 0) g_completed_launches = g_completed_launches + 1;
+#endif
+#if defined(CASE_LATE_CHEAT)
+  if (finish_block_is_last() && threadIdx.x == 0 && M == 4096)
+    g_completed_launches = g_completed_launches + 1;
 #endif
 #if defined(CASE_INPUTS_OVERWRITTEN)
   // Uses B as scratch once everything is computed: the values are right, the input is not.
