@@ -249,16 +249,19 @@ std::string execution_section(const tasks::Task &task, const Verdict &v) {
       if (str(e, "name") == target.name) row = &e;
     std::optional<bool> ptx = boolean(in_ptx, target.name.c_str());
     std::optional<bool> sass = row ? boolean(*row, "present_in_sass") : boolean(in_sass, target.name.c_str());
-    std::optional<double> runs = row ? num(*row, "warp_executions") : std::nullopt;
+    // A plain value + flag: GCC 12 reports optional<double> here as maybe-uninitialized (a false positive).
+    const std::optional<double> measured = row ? num(*row, "warp_executions") : std::nullopt;
+    const bool has_runs = measured.has_value();
+    const double run_count = measured.value_or(0.0);
     std::string line = fmt::format("{} ({}): in PTX {}, in SASS ({}) {}", target.ptx_mnemonic, target.name,
                                    yes_no(ptx), join(target.sass_families, "/"), yes_no(sass));
-    if (runs)
-      line += fmt::format(", executed {} times (warp-level)", number(*runs));
+    if (has_runs)
+      line += fmt::format(", executed {} times (warp-level)", number(run_count));
     else if (v.execution.status == Status::skipped)
       line += ", execution not measured";
-    if (runs && *runs == 0 && ptx == true && sass == true)
+    if (has_runs && run_count == 0 && ptx == true && sass == true)
       line += fmt::format(". {} is in your PTX and in the SASS but executed 0 times", target.ptx_mnemonic);
-    else if (runs && *runs == 0 && sass == false)
+    else if (has_runs && run_count == 0 && sass == false)
       line += fmt::format(". {} is not in the SASS: ptxas removed or never emitted it", target.ptx_mnemonic);
     rows.push_back(line);
   }
