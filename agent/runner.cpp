@@ -239,6 +239,8 @@ int count_gpus(const Json &probe) {
 }  // namespace
 
 util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun *previous) {
+  // Disk-full under a file-size rlimit must be an error value (EFBIG), not a signal.
+  ::signal(SIGXFSZ, SIG_IGN);
   if (auto ok = validate(config); !ok) return util::unexpected(ok.error());
   auto selected = select_tasks(config);
   if (!selected) return util::unexpected(selected.error());
@@ -263,6 +265,7 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
     gpu_skip_reason = "disabled by --no-gpu";
   } else {
     gpu_skip_reason = services.gpu_unavailable_reason(config.evaluator);
+    if (!gpu_skip_reason.empty()) gpu_skip_reason = "no GPU: " + gpu_skip_reason;
   }
   gpu_enabled = gpu_skip_reason.empty();
   if (gpu_enabled) {
@@ -272,7 +275,7 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
       for (int i = 0; i < count_gpus(environment); ++i) gpus.push_back(i);
     }
   } else {
-    environment["gpu"] = "no GPU: " + gpu_skip_reason;
+    environment["gpu"] = gpu_skip_reason;
   }
 #ifdef PTXBENCH_CUDA_TOOLKIT_VERSION
   environment["cuda_toolkit_at_build"] = PTXBENCH_CUDA_TOOLKIT_VERSION;
@@ -566,11 +569,11 @@ void Runner::Impl::cpu_loop() {
         if (!gpu_queue.push(std::move(job))) throw std::logic_error("GPU queue closed with a turn in flight");
         return;
       }
-      if (!gpu_enabled) {
+      if (!gpu_enabled && job->compiled->ready_for_gpu()) {
         auto &v = job->compiled->verdict;
-        for (evaluator::StageResult *s : {&v.correctness, &v.execution, &v.timing}) {
-          if (s->status == evaluator::Status::skipped && s->summary.empty())
-            s->summary = "no GPU: " + gpu_skip_reason;
+        for (evaluator::StageResult *s : {&v.correctness, &v.execution, &v.timing, &v.sanitizer}) {
+          s->status = evaluator::Status::skipped;
+          s->summary = gpu_skip_reason;
         }
         v.finalize_status();
       }
@@ -785,9 +788,6 @@ util::Expected<std::unique_ptr<Runner>> Runner::resume(const fs::path &dir, RunS
 RunResult Runner::run() {
   Impl &m = *impl_;
   const auto t0 = std::chrono::steady_clock::now();
-  // Disk-full under a file-size rlimit must be an error value (EFBIG), not a signal.
-  ::signal(SIGXFSZ, SIG_IGN);
-
   for (auto &t : m.trajectories) {
     if (t.finished) continue;
     ++m.unfinished;

@@ -26,12 +26,16 @@ inline constexpr int kFormatVersion = 1;
 ///   messages         [{role, content}]  the full request sent (system, user, assistant, ...)
 ///   response         {content, reasoning, finish_reason, usage{prompt_tokens, completion_tokens,
 ///                     reasoning_tokens}, attempts, latency_seconds} | null on request failure
-///   request_error    {kind, http_status, message} | null
+///   request_error    {kind, http_status, message, attempts} | null  (message starts with "not sent:" when
+///                     the request was never made: endpoint given up after repeated failures, run budget used up)
 ///   candidate        {language, kernel_source, manifest_text, kernel_hash} | null
 ///   verdict          the evaluator's Verdict::to_json() | null (request failed)
 ///   feedback         string: the user message fed back for the next turn ("" on the last turn)
 ///   stop_reason      "" | "target_reached" | "turn_limit" | "token_budget" | "request_failed" | "run_budget"
-///   timings          {request_s, cpu_stages_s, gpu_stage_s, orchestrator_cpu_ms}
+///   timings          {request_s, cpu_stages_s, gpu_stage_s, orchestrator_cpu_ms,
+///                     client_cpu_ms, evaluator_cpu_ms}  (the last two added by the agent: chat client and
+///                     in-process CPU-stage CPU time; orchestrator_cpu_ms excludes both and the compilers)
+///   gpu              int | null  the GPU ordinal that ran the GPU stages (added by the agent)
 ///   started_at, finished_at   ISO-8601 UTC
 struct TurnRecord {
   nlohmann::json data;
