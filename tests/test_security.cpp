@@ -211,6 +211,33 @@ TEST_CASE("the adversarial corpus passes the CPU stages with the expected static
   CHECK(cases >= 20);
 }
 
+// fuzz_manifest finding (fuzz/regressions/manifest/number_overflow_*): a JSON number beyond the double
+// range makes nlohmann::json::parse throw out_of_range (406), which the loaders do not catch (they catch
+// parse_error only). Untrusted or user input must give an error value, never an exception.
+TEST_CASE("numbers beyond the double range are error values, not exceptions (manifest, task, run config)") {
+  const std::string overflow =
+      read(kSource / "fuzz" / "regressions" / "manifest" / "number_overflow_min.json");
+  CHECK_NOTHROW([&] {
+    const auto m = ev::parse_manifest(overflow, gemm4096());
+    CHECK_FALSE(m.has_value());
+  }());
+  std::string response = read(kCorpus / "control_ok" / "response.md");
+  response = replaced(response, "\"ceil_div(N, 64)\"", "1e999");
+  CHECK_NOTHROW([&] {
+    const ev::Verdict v = ev::evaluate(gemm4096(), response, cpu_settings());
+    CHECK(v.status == ev::Status::bad_manifest);
+  }());
+
+  ptxbench::util::TempDir dir("ptxbench-security");
+  const fs::path task_file = dir.path() / "gemm_n4096_k4096.json";
+  std::ofstream(task_file) << replaced(read(kSource / "tasks" / "gemm_n4096_k4096.json"), "\"M\": 4096",
+                                       "\"M\": 1e999");
+  CHECK_NOTHROW([&] { CHECK_FALSE(tasks::load_task_file(task_file).has_value()); }());
+  const fs::path config_file = dir.path() / "run.json";
+  std::ofstream(config_file) << "{\"samples\": 1e999}";
+  CHECK_NOTHROW([&] { CHECK_FALSE(ptxbench::agent::load_run_config(config_file).has_value()); }());
+}
+
 TEST_CASE("fuzz regressions and seeds go through the fuzzed entry points without an exception") {
   const tasks::Task &task = gemm4096();
   int inputs = 0;
