@@ -33,4 +33,12 @@ if [ ! -x /usr/local/cuda/bin/nvcc ] || [ ! -x /usr/local/cuda/bin/ptxas ]; then
   echo "install_deps: the CUDA toolkit (nvcc, ptxas) is expected at /usr/local/cuda" >&2
   exit 3
 fi
+# A disassembler gives SASS listings (target opcode families) on CPU-only
+# machines too; the toolkit there ships none, PyPI has NVIDIA's nvdisasm.
+if ! command -v nvdisasm >/dev/null && [ ! -x /usr/local/cuda/bin/nvdisasm ] &&
+   ! python3 -c 'import importlib.util,sys,os; s=importlib.util.find_spec("nvidia"); sys.exit(0 if s and any(os.path.exists(os.path.join(p,"cu13/bin/nvdisasm")) for p in s.submodule_search_locations) else 1)' 2>/dev/null; then
+  echo "install_deps: installing nvdisasm (pip nvidia-cuda-nvdisasm)"
+  python3 -m pip install -q --disable-pip-version-check "nvidia-cuda-nvdisasm==13.2.51" ||
+    echo "install_deps: warning: no nvdisasm; SASS checks will be reported as skipped" >&2
+fi
 echo "install_deps: ok"
