@@ -225,7 +225,7 @@ util::Expected<RunConfig> load_run_config(const fs::path &file) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error &e) {
+  } catch (const nlohmann::json::exception &e) {  // also out_of_range (1e999)
     return util::unexpected(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
   }
   std::error_code ec;

@@ -38,7 +38,7 @@ struct CorrectnessPolicy {
 struct TimingPolicy {
   int warmup_launches = 3;              ///< untimed launches before sampling
   int min_samples = 10;                 ///< at least this many timed samples each
-  double target_rel_spread = 0.005;     ///< stop when (p75-p25)/median <= this (and min_seconds passed)
+  double target_rel_spread = 0.005;     ///< stop when the median's relative 95% CI half-width, 1.57·IQR/(median·√n), is <= this (and min_seconds passed)
   double min_seconds = 0.5;             ///< seconds of sampling at least
   double max_seconds = 15.0;            ///< seconds of sampling at most (cap)
   double l2_flush_factor = 2.0;         ///< bytes written between samples = factor x L2 size

@@ -198,6 +198,9 @@ util::Expected<Manifest, std::string> parse_manifest(std::string_view json_text,
     if (auto p = what.find("syntax error"); p != std::string::npos) what = what.substr(p);
     return util::unexpected(fmt::format(
         "the json block is not valid JSON (line {}, column {} of the block): {}", line, col, what));
+  } catch (const json::exception &e) {  // out_of_range: a number beyond double range, e.g. 1e999
+    std::string what = e.what();
+    return util::unexpected(fmt::format("the json block holds a number out of range: {}", what));
   }
   Manifest m;
   try {

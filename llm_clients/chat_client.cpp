@@ -60,7 +60,10 @@ util::Expected<EndpointConfig> endpoint_config_from_json(const nlohmann::json &o
   };
   if (!object.is_object()) return fail("", std::string("must be an object, got ") + object.type_name());
   EndpointConfig c;
-  for (const auto &[key, value] : object.items()) {
+  for (const auto &item : object.items()) {
+    // Named references, not a structured binding: clang 14 cannot capture bindings in the lambdas below.
+    const std::string &key = item.key();
+    const nlohmann::json &value = item.value();
     auto want_string = [&](std::string &out) -> bool {
       if (!value.is_string()) return false;
       out = value.get<std::string>();

@@ -140,7 +140,7 @@ util::Expected<LoadedRun> load_run(const std::filesystem::path &dir) {
         run.warnings.push_back("run.json is not a JSON object; ignored");
         run.run = nlohmann::json::object();
       }
-    } catch (const nlohmann::json::parse_error &e) {
+    } catch (const nlohmann::json::exception &e) {  // also out_of_range (1e999)
       run.warnings.push_back(fmt::format("run.json is not valid JSON ({}); ignored", e.what()));
     }
   }

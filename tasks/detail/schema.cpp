@@ -169,7 +169,7 @@ ParsedJson parse_json_strict(const std::string &text) {
   };
   try {
     out.value = json::parse(text, on_event);
-  } catch (const json::parse_error &e) {
+  } catch (const json::exception &e) {  // parse_error, or out_of_range for numbers like 1e999
     out.error = fmt::format("invalid JSON: {}", e.what());
     return out;
   }
