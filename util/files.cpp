@@ -81,7 +81,12 @@ Expected<std::string> read_file(const fs::path &path, std::size_t max_bytes) {
 
 Expected<void> write_file_atomic(const fs::path &path, const std::string &data) {
   fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  fs::path tmp = dir / ("." + path.filename().string() + ".tmp-" + random_suffix());
+  // Built by appends: GCC 12 at -O3 reports `"." + std::string&&` as a bogus -Wrestrict overlap.
+  std::string tmp_name = ".";
+  tmp_name += path.filename().string();
+  tmp_name += ".tmp-";
+  tmp_name += random_suffix();
+  fs::path tmp = dir / tmp_name;
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return unexpected(errno_text("cannot create", tmp));
   if (!write_all(fd, data.data(), data.size()) || ::fsync(fd) != 0) {
