@@ -249,8 +249,10 @@ std::string execution_section(const tasks::Task &task, const Verdict &v) {
       if (str(e, "name") == target.name) row = &e;
     std::optional<bool> ptx = boolean(in_ptx, target.name.c_str());
     std::optional<bool> sass = row ? boolean(*row, "present_in_sass") : boolean(in_sass, target.name.c_str());
-    // A plain value + flag: GCC 12 reports optional<double> here as maybe-uninitialized (a false positive).
-    const std::optional<double> measured = row ? num(*row, "warp_executions") : std::nullopt;
+    // Executions with some thread's predicate on (a predicated-off issue does no work); plain value + flag:
+    // GCC 12 reports optional<double> here as maybe-uninitialized (a false positive).
+    std::optional<double> measured = row ? num(*row, "warp_executions") : std::nullopt;
+    if (const auto threads = row ? num(*row, "threads_on") : std::nullopt; threads && *threads == 0) measured = 0.0;
     const bool has_runs = measured.has_value();
     const double run_count = measured.value_or(0.0);
     std::string line = fmt::format("{} ({}): in PTX {}, in SASS ({}) {}", target.ptx_mnemonic, target.name,

@@ -145,14 +145,15 @@ void run_compile(CompiledCandidate &c, const tasks::Task &task, const EvaluatorS
                      info->spill_store_bytes, info->spill_load_bytes),
          std::nullopt});
 
-  // Launch resources the device would refuse, known now.
+  // Launch resources the device would refuse, known now: launch_error (the manifest asks for more than a
+  // block may have), reported before any GPU time is spent.
   const std::int64_t smem_limit = detail::max_shared_bytes_per_block(task.arch);
   for (const auto &plan : c.plans) {
     const std::int64_t threads = plan.block[0] * plan.block[1] * plan.block[2];
     const std::int64_t total_smem = info->shared_bytes + plan.shared_bytes;
     if (total_smem > smem_limit) {
       fail_stage(
-          stage, Status::compile_error,
+          stage, Status::launch_error,
           fmt::format(
               "{} bytes of static shared memory + {} bytes dynamic (workload {}) = {} bytes, more than "
               "the {} bytes a block may use on {}",
@@ -164,7 +165,7 @@ void run_compile(CompiledCandidate &c, const tasks::Task &task, const EvaluatorS
     const std::int64_t warps = (threads + 31) / 32;
     if (regs * 32 * warps > detail::kRegistersPerSm) {
       fail_stage(
-          stage, Status::compile_error,
+          stage, Status::launch_error,
           fmt::format("{} registers per thread x {} threads needs {} registers, more than the {} a block may "
                       "use: the launch would fail (lower .maxnreg or use fewer threads)",
                       info->registers, threads, regs * 32 * warps, detail::kRegistersPerSm));
@@ -209,7 +210,7 @@ void run_compile(CompiledCandidate &c, const tasks::Task &task, const EvaluatorS
     }
   }
 
-  if (stage.status != Status::compile_error) {
+  if (stage.status != Status::compile_error && stage.status != Status::launch_error) {
     stage.status = Status::ok;
     std::vector<std::string> present;
     for (const auto &t : task.targets)

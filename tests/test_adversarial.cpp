@@ -162,12 +162,21 @@ TEST_CASE("every adversarial case gets its expected verdict and none stops the r
     const tasks::Task *task = tasks::find_task(*task_list, c.expected.at("task").get<std::string>());
     REQUIRE_MESSAGE(task != nullptr, c.name << ": unknown task");
     const auto start = std::chrono::steady_clock::now();
-    const ev::Verdict v = ev::evaluate(*task, c.response, corpus_settings(c.expected));
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const auto allowed = allowed_statuses(c.expected);
+    ev::Verdict v;
+    std::string details;
+    try {
+      v = ev::evaluate(*task, c.response, corpus_settings(c.expected));
+      details = check_details(c.expected, v);
+    } catch (const std::exception &e) {
+      // A case must never stop the run: record it as this case's failure and go on with the rest.
+      rows.push_back({row_name, joined(allowed), "exception", e.what(), 0.0});
+      CHECK_MESSAGE(false, row_name << ": threw " << e.what());
+      return;
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string got(ev::to_string(v.status));
     const bool status_ok = std::find(allowed.begin(), allowed.end(), got) != allowed.end();
-    const std::string details = check_details(c.expected, v);
     INFO(row_name << ": " << c.expected.value("what", "") << "\nverdict: " << v.to_json().dump(1));
     if (c.expected.contains("known_gap")) {
       // A hole the evaluator is known to have (expected.json says which and why): reported, not failed,

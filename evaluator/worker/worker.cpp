@@ -393,8 +393,10 @@ class Worker {
   }
 
   /// Launches the candidate and waits with the hang deadline; any failure ends the worker.
+  /// deadline_ms < 0: the job's kernel-hang limit. instrumented: a launch under CUPTI, whose slowness is
+  /// the instrumentation's, so running past the deadline skips the stage instead of calling it a hang.
   void launch_and_wait(const std::string &stage, const JobWorkload &w, detail::PackedParams &params,
-                       const std::string &what) {
+                       const std::string &what, double deadline_ms = -1, bool instrumented = false) {
     const CUresult r = kernel_.launch(w.launch, params, device_.stream);
     if (r != CUDA_SUCCESS) {
       if (detail::is_sticky(r))
@@ -403,11 +405,25 @@ class Worker {
       fatal(stage, "launch_error",
             "the device refused the launch: " + detail::describe(r) + " (" + launch_context(w, what) + ")");
     }
-    wait_candidate(stage, w, what);
+    wait_candidate(stage, w, what, deadline_ms, instrumented);
   }
 
-  void wait_candidate(const std::string &stage, const JobWorkload &w, const std::string &what) {
-    const detail::WaitOutcome o = detail::wait_with_deadline(device_.stream, job_.kernel_hang_ms);
+  void wait_candidate(const std::string &stage, const JobWorkload &w, const std::string &what,
+                      double deadline_ms = -1, bool instrumented = false) {
+    if (deadline_ms < 0) deadline_ms = job_.kernel_hang_ms;
+    const detail::WaitOutcome o = detail::wait_with_deadline(device_.stream, deadline_ms);
+    if (o.kind == detail::WaitOutcome::hang && instrumented) {
+      // The same launch finished uninstrumented; counting every instruction made it this slow.
+      const std::string why = "the instrumented launch ran past " + fmt_num(deadline_ms / 1000.0) +
+                              " s (the kernel is too slow to count instructions within the limit)";
+      result_["stages"][stage] = stage_json("skipped", why, json::array({diag(why, "warning")}));
+      try {
+        flush();
+      } catch (...) {
+      }
+      std::fflush(stderr);
+      std::_Exit(kWorkerStopped);  // the context is busy with the kernel: leave, results are written
+    }
     if (o.kind == detail::WaitOutcome::hang)
       fatal(stage, "timeout",
             "the kernel did not finish within " + fmt_num(job_.kernel_hang_ms / 1000.0) + " s (" +
@@ -742,6 +758,7 @@ class Worker {
       family_->release_library();
 
       const double cmed = median_of(cand_ms), lmed = median_of(lib_ms);
+      slowest_launch_ms_ = std::max(slowest_launch_ms_, cmed);
       const ElemType in_type = [&] {
         for (const auto &t : w.spec.tensors)
           if (!t.is_output) return t.type;
@@ -827,7 +844,11 @@ class Worker {
     PTXB_CUDA(cudaStreamSynchronize(device_.stream));
     const detail::SassCountResult counts = detail::count_sass_instructions(
         device_.ctx, device_.facts.ordinal,
-        [&] { launch_and_wait("execution", w, params, "instrumented launch"); });
+        [&] {
+          // Instrumented code runs many times slower: allow 200x the slowest timed launch, within limits.
+          const double deadline = std::clamp(200.0 * slowest_launch_ms_, job_.kernel_hang_ms, 60'000.0);
+          launch_and_wait("execution", w, params, "instrumented launch", deadline, /*instrumented=*/true);
+        });
     if (!counts.available) {
       set_stage("execution", stage_json("skipped", "CUPTI cannot count instructions here: " + counts.reason,
                                         json::array({diag(counts.reason, "warning")}), json::object(),
@@ -863,6 +884,7 @@ class Worker {
   std::string result_path_;
   Device device_;
   json result_;
+  double slowest_launch_ms_ = 0;  ///< ms: slowest median candidate launch timed so far (sizes the instrumented deadline)
   std::unique_ptr<FamilyHandler> family_;
   detail::CandidateKernel kernel_;
 };

@@ -182,7 +182,9 @@ nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
                            {"present_in_sass", present},
                            {"warp_executions", warps},
                            {"threads_on", threads},
-                           {"executed", warps > 0}});
+                           // Executed = some thread had its predicate on: ptxas often turns a short
+                           // dead branch into a predicated instruction that warps issue but never run.
+                           {"executed", threads > 0}});
   }
   std::vector<std::pair<std::string, std::uint64_t>> top(family_warps.begin(), family_warps.end());
   std::sort(top.begin(), top.end(), [](const auto &a, const auto &b) { return a.second > b.second; });
