@@ -690,6 +690,16 @@ class Worker {
       std::vector<double> cand_ms, lib_ms;
       json reverify = nullptr;
       int last_set = 0;  // input set of the last timed candidate launch (its output is re-checked after the loop)
+      // Output elements of the candidate's latest launch outside tolerance against input set `set`'s reference.
+      const auto wrong_outputs = [&](int set) {
+        std::uint64_t bad = 0;
+        for (const auto &t : w.spec.tensors)
+          if (t.is_output)
+            bad += detail::compare_to_reference(cand_out.at(t.name).data, t.type, refs[set].at(t.name),
+                                                t.elements(), t.atol, t.rtol, device_.stream)
+                       .mismatches;
+        return bad;
+      };
       const auto loop_start = Clock::now();
       for (int i = 0;; ++i) {
         const int s = i % sets;
@@ -709,12 +719,7 @@ class Worker {
             cand_ms.push_back(elapsed_ms());
             if (i == reverify_at) {
               // The output of a random timed launch must still be right (no caching across calls).
-              std::uint64_t bad = 0;
-              for (const auto &t : w.spec.tensors)
-                if (t.is_output)
-                  bad += detail::compare_to_reference(cand_out.at(t.name).data, t.type, refs[s].at(t.name),
-                                                      t.elements(), t.atol, t.rtol, device_.stream)
-                             .mismatches;
+              const std::uint64_t bad = wrong_outputs(s);
               reverify = {{"launch", i + 1}, {"input_set", s}, {"mismatches", bad}};
               if (bad) {
                 suspicious = true;
@@ -740,12 +745,7 @@ class Worker {
       if (tp.reverify_random_launch) {
         // Also the LAST timed launch: a kernel that turns wrong (and cheap) only after the random
         // re-check would otherwise keep an inflated speedup.
-        std::uint64_t bad = 0;
-        for (const auto &t : w.spec.tensors)
-          if (t.is_output)
-            bad += detail::compare_to_reference(cand_out.at(t.name).data, t.type, refs[last_set].at(t.name),
-                                                t.elements(), t.atol, t.rtol, device_.stream)
-                       .mismatches;
+        const std::uint64_t bad = wrong_outputs(last_set);
         reverify["last_launch"] = {{"launch", cand_ms.size()}, {"input_set", last_set}, {"mismatches", bad}};
         if (bad) {
           suspicious = true;
