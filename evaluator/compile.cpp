@@ -13,16 +13,14 @@
 
 #include "util/files.hpp"
 
+#include "util/strings.hpp"
+
 namespace ptxbench::evaluator {
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
+using util::trim;
 
 // The integer right before `unit` in `line` ("58 registers" -> 58); nullopt when absent.
 std::optional<int> number_before(std::string_view line, std::string_view unit) {

@@ -6,16 +6,14 @@
 #include <set>
 #include <system_error>
 
+#include "util/strings.hpp"
+
 namespace ptxbench::evaluator {
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
+using util::trim;
 
 bool is_hex(char c) {
   return std::isxdigit(static_cast<unsigned char>(c)) != 0;
