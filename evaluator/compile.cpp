@@ -11,6 +11,7 @@
 
 #include <fmt/core.h>
 
+#include "evaluator/ptx_lines.hpp"
 #include "util/files.hpp"
 
 #include "util/strings.hpp"
@@ -177,6 +178,30 @@ util::Expected<PtxasRun> run_ptxas(const fs::path &ptxas, const std::string &ptx
   run.cubin = std::move(*cubin);
   run.ok = true;
   return run;
+}
+
+util::Expected<LineInfoCubin> compile_ptx_with_line_info(const fs::path &ptxas, const std::string &ptx,
+                                                         const std::string &arch, const fs::path &work_dir,
+                                                         const util::ProcessLimits &limits) {
+  auto annotated = annotate_ptx_line_info(ptx, "kernel.ptx");
+  if (!annotated) return util::unexpected("adding line info failed: " + annotated.error());
+  std::error_code ec;
+  fs::create_directories(work_dir, ec);
+  if (ec) return util::unexpected("cannot create " + work_dir.string() + ": " + ec.message());
+  auto run = run_ptxas(ptxas, annotated->ptx, arch, work_dir, limits);
+  if (!run) return util::unexpected("could not run ptxas: " + run.error());
+  if (!run->ok) {
+    std::string why = run->failure;
+    if (why.empty() && !run->report.errors.empty()) {
+      const Diagnostic &e = run->report.errors.front();
+      why = e.line ? fmt::format("ptxas, line {} of the annotated PTX: {}", *e.line, e.text)
+                   : "ptxas: " + e.text;
+    }
+    return util::unexpected("the PTX with line info did not compile: " +
+                            (why.empty() ? "ptxas failed" : why));
+  }
+  return LineInfoCubin{work_dir / "kernel.cubin", work_dir / "kernel.ptx", annotated->loc_directives,
+                       run->wall_seconds};
 }
 
 util::Expected<std::string> nvrtc_compile_in_process(const std::string &source, const std::string &arch) {

@@ -56,6 +56,22 @@ util::Expected<PtxasRun> run_ptxas(const std::filesystem::path &ptxas, const std
                                    const std::string &arch, const std::filesystem::path &work_dir,
                                    const util::ProcessLimits &limits);
 
+/// The cubin the sanitizer rerun uses: the candidate's PTX with line info.
+struct LineInfoCubin {
+  std::filesystem::path cubin;  ///< <work_dir>/kernel.cubin
+  std::filesystem::path ptx;    ///< <work_dir>/kernel.ptx, the annotated module ptxas compiled
+  int loc_directives = 0;       ///< `.loc` lines added
+  double ptxas_seconds = 0;     ///< wall time of the ptxas run
+};
+
+/// Annotates `ptx` so each instruction carries its own line in `ptx` (evaluator/ptx_lines.hpp,
+/// file "kernel.ptx") and compiles it with run_ptxas (same options, limits and scrubbed
+/// environment) in `work_dir`. Error (a sentence) when the annotation or the compile fails.
+util::Expected<LineInfoCubin> compile_ptx_with_line_info(const std::filesystem::path &ptxas,
+                                                         const std::string &ptx, const std::string &arch,
+                                                         const std::filesystem::path &work_dir,
+                                                         const util::ProcessLimits &limits);
+
 /// Compiles CUDA device code to PTX in THIS process with NVRTC (what the hidden
 /// `ptxbench internal nvrtc` child runs). Error = the NVRTC log.
 util::Expected<std::string> nvrtc_compile_in_process(const std::string &source, const std::string &arch);
