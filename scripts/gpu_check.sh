@@ -85,7 +85,7 @@ for line in open(os.path.join(out, "walls.tsv")):
     correct = v["axes"]["correct"]
     rows.append((task, sol, v["status"], "-" if correct is None else str(correct).lower(), targets, cand, lib, spd,
                  tfl, float(wall)))
-hdr = ("task", "solution", "status", "correct", "targets executed (warp instr.)", "cand ms", "cuBLASLt ms",
+hdr = ("task", "solution", "status", "correct", "targets executed (warp instr.)", "cand ms", "library ms",
        "speedup", "TFLOP/s", "wall s")
 w = [max(len(str(r[i])) if not isinstance(r[i], float) else 6 for r in rows + [hdr]) for i in range(len(hdr))]
 fmt = lambda r: "  ".join((f"{r[i]:.2f}" if isinstance(r[i], float) else str(r[i])).ljust(w[i]) for i in range(len(r)))

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -123,9 +124,10 @@ std::string check_details(const json &expected, const ev::Verdict &v) {
   }
   if (expected.contains("expected_targets")) {
     for (const auto &[name, props] : expected["expected_targets"].items()) {
-      const json *found = nullptr;
+      // A copy: value() returns a temporary, so a pointer into it would dangle after the loop.
+      std::optional<json> found;
       for (const auto &t : v.execution.figures.value("targets", json::array()))
-        if (t.value("name", "") == name) found = &t;
+        if (t.value("name", "") == name) found = t;
       if (!found) {
         want(false, "no execution figures for target " + name);
         continue;

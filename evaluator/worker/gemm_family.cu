@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "evaluator/worker/detail/cuda_check.hpp"
@@ -103,6 +105,14 @@ cudaDataType_t cuda_type(ElemType t) {
                                        " (" + cublasLtGetStatusString(ptxb_s_) + ")");                 \
   } while (0)
 
+/// The largest power of two up to 256 that divides the address (cuBLASLt's alignment preference unit).
+std::uint32_t pointer_alignment(const void *p) {
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t a = 256;
+  while (a > 1 && address % a != 0) a /= 2;
+  return a;
+}
+
 double scale_value(const WorkloadSpec &w, const char *name) {
   const ScalarSpec *s = w.find_scalar(name);
   return s ? s->value : 1.0;
@@ -172,6 +182,18 @@ class GemmHandler final : public FamilyHandler {
     const std::uint64_t ws = kWorkspaceBytes;
     PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                                  sizeof(ws)));
+    // The heuristic assumes 256-byte aligned pointers unless told otherwise; tell it the real ones so it
+    // never offers an algorithm these buffers cannot run.
+    const std::uint32_t align_a = pointer_alignment(a_), align_b = pointer_alignment(b_),
+                        align_c = pointer_alignment(c_);
+    PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                 sizeof(align_a)));
+    PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                 sizeof(align_b)));
+    PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
+                                                 sizeof(align_c)));
+    PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
+                                                 sizeof(align_c)));
     std::vector<cublasLtMatmulHeuristicResult_t> results(kMaxCandidates);
     int found = 0;
     const cublasStatus_t hs =
@@ -189,9 +211,14 @@ class GemmHandler final : public FamilyHandler {
     nlohmann::json candidates = nlohmann::json::array();
     double best_ms = 1e30, default_ms = 0;
     int best = -1;
+    std::string refusals;  // why candidates failed, for the error when none runs
     for (int i = 0; i < found; ++i) {
       algo_ = results[i].algo;
-      if (matmul(stream) != CUBLAS_STATUS_SUCCESS) continue;
+      if (const cublasStatus_t st = matmul(stream); st != CUBLAS_STATUS_SUCCESS) {
+        refusals += (refusals.empty() ? "" : ", ") + std::to_string(i) + ": " + cublasLtGetStatusName(st);
+        candidates.push_back({{"index", i}, {"status", cublasLtGetStatusName(st)}});
+        continue;
+      }
       matmul(stream);
       std::vector<float> times;
       for (int r = 0; r < kSelectionRuns; ++r) {
@@ -214,7 +241,12 @@ class GemmHandler final : public FamilyHandler {
     }
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
-    if (best < 0) throw WorkerError("library", "every cuBLASLt heuristic candidate failed to run");
+    if (best < 0)
+      throw WorkerError("library", "every cuBLASLt heuristic candidate failed to run (" +
+                                       std::to_string(found) + " tried; " + refusals +
+                                       ") for M=" + std::to_string(s.m) + " N=" + std::to_string(s.n) +
+                                       " K=" + std::to_string(s.k) + " " + to_string(s.input_type) + " -> " +
+                                       to_string(out_type));
     algo_ = results[best].algo;
     PTXB_CUDA(cudaStreamSynchronize(stream));
 
