@@ -13,9 +13,9 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
-#include <regex>
-#include <sstream>
 
+#include "evaluator/compile.hpp"
+#include "evaluator/detail/sanitizer.hpp"
 #include "evaluator/evaluator.hpp"
 #include "evaluator/sass.hpp"
 #include "util/files.hpp"
@@ -282,52 +282,62 @@ WorkerRun run_worker(const std::vector<std::string> &argv, const fs::path &job_d
   return run;
 }
 
-/// First compute-sanitizer reports, each with the SASS instruction it names (function+offset).
-std::vector<Diagnostic> sanitizer_reports(const std::string &output, const SassListing &listing,
-                                          int max_reports) {
-  std::vector<Diagnostic> out;
-  std::istringstream in(output);
-  std::string line, current;
-  const std::regex where(R"(at (?:0x[0-9a-f]+ in )?([A-Za-z_$.][\w$.]*)\+0x([0-9a-f]+))");
-  auto flush = [&] {
-    if (!current.empty() && static_cast<int>(out.size()) < max_reports)
-      out.push_back({"error", current, std::nullopt});
-    current.clear();
-  };
-  while (std::getline(in, line)) {
-    if (line.rfind("========= ", 0) != 0) continue;
-    std::string body = line.substr(10);
-    if (body.empty()) continue;
-    const bool continuation = body[0] == ' ';
-    const std::size_t first = body.find_first_not_of(' ');
-    if (first == std::string::npos) continue;
-    body = body.substr(first);
-    if (!continuation) {
-      flush();
-      if (body.rfind("ERROR SUMMARY", 0) == 0 || body.rfind("COMPUTE-SANITIZER", 0) == 0 ||
-          body.rfind("RACECHECK SUMMARY", 0) == 0 || body.rfind("Program hit", 0) == 0 ||
-          body.rfind("Saved host backtrace", 0) == 0 || body.rfind("Target application returned", 0) == 0)
-        continue;
-      current = body;
-      continue;
-    }
-    if (current.empty() || body.rfind("Host Frame", 0) == 0 || body.rfind("in /", 0) == 0) continue;
-    std::smatch m;
-    if (std::regex_search(body, m, where)) {
-      const std::uint32_t offset = static_cast<std::uint32_t>(std::stoul(m[2].str(), nullptr, 16));
-      current += "; at " + m[1].str() + "+0x" + m[2].str();
-      if (const SassInstruction *i = listing.find(m[1].str(), offset)) current += " (SASS " + i->opcode + ")";
-    } else if (body.rfind("by thread", 0) == 0 || body.rfind("Address", 0) == 0 ||
-               body.rfind("Access", 0) == 0 || body.rfind("Read", 0) == 0 || body.rfind("Write", 0) == 0) {
-      current += "; " + body;
-    }
+/// The cubin the sanitizer reruns and the source its line info names.
+struct SanitizerTarget {
+  fs::path cubin;
+  SassListing listing;                            ///< of that cubin (for function+offset -> SASS opcode)
+  std::optional<detail::SanitizerSource> source;  ///< nullopt = reports carry SASS offsets only
+  json figures = json::object();                  ///< line_info, line_info_error, ...
+};
+
+/// PTX: the candidate's PTX recompiled with a `.loc` per line (evaluator/ptx_lines.hpp), so reports
+/// name lines of the PTX the model wrote; if that fails, the evaluated cubin and why. CUDA: the
+/// evaluated cubin, whose line info (NVRTC and ptxas ran with -lineinfo) names kernel.cu lines.
+SanitizerTarget sanitizer_target(const CompiledCandidate &c, const tasks::Task &task, const fs::path &job_dir,
+                                 const fs::path &evaluated_cubin, const SassListing &evaluated_listing,
+                                 const EvaluatorSettings &settings) {
+  SanitizerTarget t{evaluated_cubin, evaluated_listing, std::nullopt};
+  if (c.response.language == KernelLanguage::cuda) {
+    t.source = detail::SanitizerSource{"kernel.cu", c.response.kernel_source, "CUDA"};
+    t.figures["line_info"] = true;
+    t.figures["line_info_file"] = "kernel.cu";
+    return t;
   }
-  flush();
-  return out;
+  auto without_line_info = [&](const std::string &why) {
+    t.figures["line_info"] = false;
+    t.figures["line_info_error"] = why + " (reports name SASS offsets only)";
+    return t;
+  };
+  const auto ptxas = find_ptxas(settings.ptxas_path);
+  if (!ptxas) return without_line_info("ptxas not found");
+  util::ProcessLimits limits;  // the compile stage's limits
+  limits.wall_time = settings.compile.ptxas_wall;
+  limits.address_space_bytes = settings.compile.ptxas_address_space_bytes;
+  limits.cpu_seconds = static_cast<std::uint64_t>(settings.compile.ptxas_wall.count() / 1000) + 5;
+  auto compiled = compile_ptx_with_line_info(*ptxas, c.ptx, task.arch, job_dir / "lineinfo", limits);
+  if (!compiled) return without_line_info(compiled.error());
+  t.cubin = compiled->cubin;
+  t.source = detail::SanitizerSource{"kernel.ptx", c.ptx, "PTX"};
+  t.figures["line_info"] = true;
+  t.figures["line_info_file"] = "kernel.ptx";
+  t.figures["line_info_ptxas_seconds"] = compiled->ptxas_seconds;
+  // Offsets in reports are of the cubin that ran: list its SASS, not the evaluated one's.
+  t.listing = SassListing{};
+  if (auto dis = find_disassembler(settings.disassembler_path)) {
+    util::ProcessLimits dlimits;
+    dlimits.wall_time = settings.compile.disassembler_wall;
+    dlimits.max_output_bytes = 64u << 20;
+    if (auto text = disassemble_cubin(*dis, t.cubin, dlimits))
+      t.listing = parse_sass_listing(*text);
+    else
+      t.figures["line_info_sass_error"] = text.error();
+  }
+  return t;
 }
 
-void run_sanitizer(Verdict &v, const json &job, const fs::path &job_dir, const fs::path &worker,
-                   const SassListing &listing, const EvaluatorSettings &settings) {
+void run_sanitizer(CompiledCandidate &c, const tasks::Task &task, const json &job, const fs::path &job_dir,
+                   const fs::path &worker, const SassListing &listing, const EvaluatorSettings &settings) {
+  Verdict &v = c.verdict;
   StageResult &s = v.sanitizer;
   const auto tool_path = util::find_program("compute-sanitizer", {"/usr/local/cuda/bin"});
   if (!tool_path) {
@@ -347,6 +357,14 @@ void run_sanitizer(Verdict &v, const json &job, const fs::path &job_dir, const f
   for (std::size_t i = 1; i < w.size(); ++i)
     if (w[i].value("flops", 0.0) < w[pick].value("flops", 0.0)) pick = i;
   small["workloads"] = json::array({w[pick]});
+  const SanitizerTarget target =
+      sanitizer_target(c, task, job_dir, job.value("cubin_path", std::string()), listing, settings);
+  small["cubin_path"] = target.cubin.string();
+  json sass = json::array();
+  for (const auto &i : target.listing.instructions)
+    sass.push_back(
+        {{"function", i.function}, {"offset", i.offset}, {"opcode", i.opcode}, {"family", i.family}});
+  small["sass"] = sass;
   const fs::path job_path = job_dir / "sanitize_job.json";
   const fs::path result_path = job_dir / "sanitize_result.json";
   if (!util::write_file_atomic(job_path, small.dump())) {
@@ -366,11 +384,13 @@ void run_sanitizer(Verdict &v, const json &job, const fs::path &job_dir, const f
     return;
   }
   const std::string output = run.process.stdout_text + "\n" + run.process.stderr_text;
-  s.diagnostics = sanitizer_reports(output, listing, 8);
+  s.diagnostics =
+      detail::sanitizer_reports(output, target.listing, 8, target.source ? &*target.source : nullptr);
   s.figures = {{"tool", tool},
                {"exit", run.process.describe()},
                {"reports", s.diagnostics.size()},
                {"workload", small["workloads"][0].value("name", "")}};
+  s.figures.update(target.figures);
   if (s.diagnostics.empty()) {
     s.status = Status::ok;
     s.summary = "compute-sanitizer " + tool + " found nothing on one trial of the smallest workload (" +
@@ -528,7 +548,7 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   const bool wants_sanitizer =
       c == Status::runtime_error || c == Status::timeout || c == Status::nondeterministic;
   if (settings.run_sanitizer && wants_sanitizer) {
-    run_sanitizer(v, job, dir.path(), worker, listing, settings);
+    run_sanitizer(candidate, task, job, dir.path(), worker, listing, settings);
   } else {
     v.sanitizer.status = Status::skipped;
     v.sanitizer.summary = wants_sanitizer ? "sanitizer disabled" : "not needed (no fault, hang or race)";
