@@ -1143,3 +1143,27 @@ TEST_CASE("sanitizer: racecheck hazards name both accesses; device frames and ot
   CHECK_FALSE(reports[1].line.has_value());  // a location in another file is named, not quoted
   CHECK(reports[1].text.find("at k+0x120 in cuda_bf16.hpp:4000") != std::string::npos);
 }
+
+TEST_CASE("sanitizer: CUDA candidates' line info names kernel.cu lines (what the sanitizer stage matches)") {
+  const std::string source =
+      "extern \"C\" __global__ void k(float *out, const float *in) {\n"
+      "  int i = threadIdx.x;\n"
+      "  out[i] = 2.0f * in[i];\n"
+      "}\n";
+  auto ptx = nvrtc_compile_in_process(source, "sm_90a");
+  REQUIRE_MESSAGE(ptx.has_value(), ptx.error());
+  auto module = parse_ptx(*ptx);
+  REQUIRE_MESSAGE(module.has_value(), module.error());
+  auto tokens = lex_ptx(*ptx);
+  REQUIRE(tokens.has_value());
+  // .file <n> "kernel.cu" (perhaps with a path) and a .loc naming line 3, the store's line.
+  std::string file_name;
+  bool store_line = false;
+  const auto &t = *tokens;
+  for (std::size_t k = 0; k + 2 < t.size(); ++k) {
+    if (t[k].text == ".file" && t[k + 2].kind == PtxTokenKind::string) file_name = t[k + 2].text;
+    if (t[k].text == ".loc" && t[k + 2].text == "3") store_line = true;
+  }
+  CHECK(file_name.ends_with("kernel.cu\""));
+  CHECK(store_line);
+}
