@@ -58,9 +58,14 @@ class Walker {
     }
   }
   void header_operands() {
+    const bool target = t_[i_].text == ".target";
     ++i_;  // the directive
     if (!done()) ++i_;
-    while (is(",") && i_ + 1 < t_.size()) i_ += 2;  // .target sm_90a, texmode_independent
+    while (is(",") && i_ + 1 < t_.size()) {  // .target sm_90a, texmode_independent
+      // `debug` makes ptxas demand the DWARF sections this rewrite drops.
+      if (target && t_[i_ + 1].text == "debug") drops.emplace_back(i_, i_ + 1);
+      i_ += 2;
+    }
     if (!seen_code_) header_last = i_ - 1;
   }
 

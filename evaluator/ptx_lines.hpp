@@ -19,11 +19,12 @@ inline constexpr std::size_t kPtxLineInfoSlackBytes = 4096;
 struct PtxLineAnnotation {
   std::string ptx;             ///< the annotated module
   int loc_directives = 0;      ///< `.loc` lines added: one per source line that holds instructions
-  int dropped_directives = 0;  ///< `.file` / `.loc` directives and `.section` blocks removed from the input
+  int dropped_directives = 0;  ///< `.file` / `.loc` directives, `.section` blocks and `, debug` removed
 };
 
-/// Rewrites a PTX module for line info: drops any `.file` / `.loc` directives and
-/// debug `.section` blocks, adds `.file 1 "<file_name>"` after the header
+/// Rewrites a PTX module for line info: drops any `.file` / `.loc` directives,
+/// debug `.section` blocks and the `.target` option `debug` (ptxas demands DWARF
+/// sections with it), adds `.file 1 "<file_name>"` after the header
 /// directives and `.loc 1 <L> 1` before the first instruction of each source
 /// line L (L = the line in `ptx` itself). Labels, braces, declarations and
 /// comments are kept. Instructions are found with the PTX lexer/parser

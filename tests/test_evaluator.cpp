@@ -1167,3 +1167,19 @@ TEST_CASE("sanitizer: CUDA candidates' line info names kernel.cu lines (what the
   CHECK(file_name.ends_with("kernel.cu\""));
   CHECK(store_line);
 }
+
+TEST_CASE("ptx line info: PTX from nvcc -G (.target debug, DWARF sections, .loc) gets its own lines") {
+  // tests/data/sanitizer_nvcc_G_kernel.ptx: `nvcc -G -ptx -arch=sm_90a` of a 4-line kernel.
+  const std::string ptx =
+      util::read_file(fs::path(PTXBENCH_TEST_DATA) / "sanitizer_nvcc_G_kernel.ptx").value();
+  auto a = annotate_ptx_line_info(ptx);
+  REQUIRE_MESSAGE(a.has_value(), a.error());
+  CHECK(a->ptx.find("debug") == std::string::npos);  // the target option and every .debug_* section
+  CHECK(a->ptx.find("kernel.cu") == std::string::npos);
+  CHECK(a->dropped_directives == 1 + 5 + 1 + 3);  // ", debug", five .loc, one .file, three sections
+  check_lines_follow_original(ptx, a->ptx, /*same_hash=*/false);
+  util::TempDir dir("ptxbench-test");
+  auto compiled = compile_ptx_with_line_info(*find_ptxas(), ptx, "sm_90a", dir.path(), {});
+  REQUIRE_MESSAGE(compiled.has_value(), compiled.error());
+  CHECK(fs::file_size(compiled->cubin) > 500);
+}
