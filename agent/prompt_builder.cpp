@@ -12,6 +12,7 @@
 
 #include "agent/detail/template.hpp"
 #include "util/int_expr.hpp"
+#include "util/strings.hpp"
 
 namespace ptxbench::agent {
 namespace {
@@ -261,6 +262,21 @@ std::string execution_section(const tasks::Task &task, const Verdict &v) {
       line += fmt::format(", executed {} times (warp-level)", number(run_count));
     else if (v.execution.status == Status::skipped)
       line += ", execution not measured";
+    // Share of the task's FLOPs the target's instructions did (tensor-core targets): running once
+    // beside the real loop does not count (EvaluatorSettings::min_target_work_share).
+    // (plain value + flag, as above: GCC 12's maybe-uninitialized false positive on optional<double>)
+    const auto share_figure = row ? num(*row, "work_share") : std::nullopt;
+    const bool has_share = share_figure.has_value();
+    const double work_share = share_figure.value_or(0.0);
+    const double min_share = num(v.settings, "min_target_work_share").value_or(0.5);
+    if (has_runs && run_count > 0 && has_share) {
+      line += fmt::format(", doing {} of the task's FLOPs", util::percent_text(work_share));
+      if (work_share < min_share)
+        line += fmt::format(
+            ". That is too little: targets count as executed only when they do at least {} of "
+            "the work (the rest ran on other units, see the top opcodes)",
+            util::percent_text(min_share));
+    }
     if (has_runs && run_count == 0 && ptx == true && sass == true)
       line += fmt::format(". {} is in your PTX and in the SASS but executed 0 times", target.ptx_mnemonic);
     else if (has_runs && run_count == 0 && sass == false)

@@ -63,6 +63,9 @@ struct EvaluatorSettings {
   WorkerLimits worker;
   bool run_gpu = true;                  ///< false = GPU stages skipped ("disabled by --no-gpu")
   bool run_sanitizer = true;            ///< compute-sanitizer on runtime_error / timeout / nondeterministic
+  /// Fraction (0..1) of the instrumented workload's FLOPs that a tensor-core target's executed
+  /// instructions must do for the target to count as executed (a wgmma run once beside an FFMA GEMM does not).
+  double min_target_work_share = 0.5;
   int device = 0;                       ///< CUDA device ordinal for the GPU stage
   std::filesystem::path worker_path;    ///< empty = next to the ptxbench executable
   std::filesystem::path ptxas_path;     ///< empty = PATH, then /usr/local/cuda/bin/ptxas

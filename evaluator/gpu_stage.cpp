@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "evaluator/compile.hpp"
+#include "evaluator/detail/execution_axis.hpp"
 #include "evaluator/detail/sanitizer.hpp"
 #include "evaluator/evaluator.hpp"
 #include "evaluator/sass.hpp"
@@ -531,13 +532,13 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
     default:
       v.axes.correct = false;
   }
-  if (v.execution.status == Status::ok && v.execution.figures.contains("targets") && !task.targets.empty()) {
-    bool all = true;
-    for (const auto &t : v.execution.figures["targets"]) all = all && t.value("executed", false);
-    v.axes.targets_executed = all;
-  } else {
-    v.axes.targets_executed.reset();
-  }
+  // Executed means run AND doing the work: a target that ran but did too little of the task's
+  // FLOPs (e.g. one wgmma beside an FFMA loop) fails the axis and is named in a warning.
+  const detail::TargetsExecutedAxis executed =
+      detail::targets_executed_axis(v.execution, !task.targets.empty(), settings.min_target_work_share);
+  v.axes.targets_executed = executed.value;
+  for (const auto &line : executed.shortfalls)
+    v.execution.diagnostics.push_back({"warning", line, std::nullopt});
   if (v.timing.status == Status::ok && v.timing.figures.contains("geomean_speedup"))
     v.axes.speedup = v.timing.figures["geomean_speedup"].get<double>();
   else

@@ -132,8 +132,19 @@ std::string check_details(const json &expected, const ev::Verdict &v) {
         want(false, "no execution figures for target " + name);
         continue;
       }
-      for (const auto &[key, value] : props.items())
+      for (const auto &[key, value] : props.items()) {
+        // Bounds on the target's share of the task's FLOPs (null work_share fails a bound).
+        if (key == "work_share_max" || key == "work_share_min") {
+          const json share = found->value("work_share", json());
+          const bool is_max = key == "work_share_max";
+          want(share.is_number() && (is_max ? share.get<double>() <= value.get<double>()
+                                            : share.get<double>() >= value.get<double>()),
+               "target " + name + ".work_share " + share.dump() + (is_max ? " above " : " below ") +
+                   value.dump());
+          continue;
+        }
         want(found->value(key, json()) == value, "target " + name + "." + key + " != " + value.dump());
+      }
     }
   }
   if (expected.contains("expected_tensor_core_share_max"))

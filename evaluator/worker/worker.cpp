@@ -29,6 +29,7 @@
 #include "evaluator/worker/family.hpp"
 #include "evaluator/worker/gemm_reference.hpp"
 #include "evaluator/worker/job.hpp"
+#include "util/strings.hpp"
 
 namespace ptxbench::worker {
 namespace {
@@ -855,9 +856,14 @@ class Worker {
                                         seconds_since(start)));
       return;
     }
-    json figures = detail::execution_figures(job_.sass, job_.targets, counts.counts);
+    json figures = detail::execution_figures(job_.sass, job_.targets, counts.counts, w.spec.flops);
     figures["workload"] = w.spec.name;
     figures["dropped_records"] = counts.dropped_records;
+    // The busiest opcode families, named when a target did only part of the work.
+    std::string top_text;
+    for (std::size_t i = 0; i < figures["top_opcodes"].size() && i < 3; ++i)
+      top_text += (i ? ", " : "") + figures["top_opcodes"][i]["family"].get<std::string>() + " " +
+                  fmt_num(figures["top_opcodes"][i]["warp_executions"].get<double>());
     json diagnostics = json::array();
     std::string summary;
     for (const auto &t : figures["targets"]) {
@@ -873,6 +879,13 @@ class Worker {
       else
         line = "target " + name + " executed: " + std::to_string(t["warp_executions"].get<std::uint64_t>()) +
                " warp instructions";
+      if (t["executed"].get<bool>() && t["work_share"].is_number()) {
+        // The evaluator decides whether this share is enough (settings.min_target_work_share).
+        const double share = t["work_share"].get<double>();
+        line += " doing " + util::percent_text(share) + " of workload " + w.spec.name + "'s " +
+                fmt_num(w.spec.flops) + " FLOPs";
+        if (share < 0.99) line += " (the rest ran on other units; top opcodes: " + top_text + ")";
+      }
       diagnostics.push_back(diag(line, t["executed"].get<bool>() ? "note" : "warning"));
       summary += (summary.empty() ? "" : "; ") + line;
     }

@@ -1,8 +1,6 @@
 #include "evaluator/worker/detail/sass_counts.hpp"
 
 #include <algorithm>
-#include <map>
-#include <set>
 
 #include <cupti.h>
 #include <cupti_profiler_target.h>
@@ -22,11 +20,6 @@ std::string cupti_error(const char *call, CUptiResult r) {
     why += " (this GPU or its virtualization does not support SASS metrics)";
   return why;
 }
-
-// Tensor-core opcode families (matrix multiply-accumulate units) across generations.
-const std::set<std::string> kTensorCoreFamilies = {"HGMMA",   "QGMMA",   "IGMMA",   "BGMMA",   "HMMA",
-                                                   "IMMA",    "DMMA",    "BMMA",    "QMMA",    "OMMA",
-                                                   "UTCHMMA", "UTCQMMA", "UTCIMMA", "UTCOMMA", "UTCMMA"};
 
 }  // namespace
 
@@ -139,65 +132,6 @@ SassCountResult count_sass_instructions(CUcontext ctx, int device_ordinal,
   cuptiSassMetricsUnsetConfig(&unset);
   out.available = true;
   return out;
-}
-
-nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
-                                 const std::vector<TargetSpec> &targets, const std::vector<PcCount> &counts) {
-  using nlohmann::json;
-  std::map<std::pair<std::string, std::uint32_t>, const SassInstruction *> by_pc;
-  std::set<std::string> functions;
-  for (const auto &i : listing) {
-    by_pc[{i.function, i.offset}] = &i;
-    functions.insert(i.function);
-  }
-  std::map<std::string, std::uint64_t> family_warps, family_threads;
-  std::uint64_t total = 0, tensor = 0, unmatched = 0;
-  for (const auto &c : counts) {
-    if (!functions.count(c.function)) continue;  // not the candidate's code
-    auto it = by_pc.find({c.function, c.offset});
-    if (it == by_pc.end()) {
-      ++unmatched;
-      continue;
-    }
-    const std::string &fam = it->second->family;
-    family_warps[fam] += c.warp_executions;
-    family_threads[fam] += c.threads_on;
-    total += c.warp_executions;
-    if (kTensorCoreFamilies.count(fam)) tensor += c.warp_executions;
-  }
-  std::map<std::string, std::uint64_t> static_count;
-  for (const auto &i : listing) ++static_count[i.family];
-
-  json target_list = json::array();
-  for (const auto &t : targets) {
-    bool present = false;
-    std::uint64_t warps = 0, threads = 0;
-    for (const auto &f : t.sass_families) {
-      present = present || static_count.count(f);
-      if (family_warps.count(f)) warps += family_warps[f];
-      if (family_threads.count(f)) threads += family_threads[f];
-    }
-    target_list.push_back({{"name", t.name},
-                           {"sass_families", t.sass_families},
-                           {"present_in_sass", present},
-                           {"warp_executions", warps},
-                           {"threads_on", threads},
-                           // Executed = some thread had its predicate on: ptxas often turns a short
-                           // dead branch into a predicated instruction that warps issue but never run.
-                           {"executed", threads > 0}});
-  }
-  std::vector<std::pair<std::string, std::uint64_t>> top(family_warps.begin(), family_warps.end());
-  std::sort(top.begin(), top.end(), [](const auto &a, const auto &b) { return a.second > b.second; });
-  json top_list = json::array();
-  for (std::size_t i = 0; i < top.size() && i < 12; ++i)
-    top_list.push_back({{"family", top[i].first}, {"warp_executions", top[i].second}});
-  return json{{"targets", target_list},
-              {"top_opcodes", top_list},
-              {"tensor_core_share", total ? static_cast<double>(tensor) / static_cast<double>(total) : 0.0},
-              {"total_warp_instructions", total},
-              {"functions", std::vector<std::string>(functions.begin(), functions.end())},
-              {"records", counts.size()},
-              {"unmatched_records", unmatched}};
 }
 
 }  // namespace ptxbench::worker::detail

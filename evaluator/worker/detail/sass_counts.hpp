@@ -1,6 +1,6 @@
 // Per-instruction execution counts through the CUPTI SASS Metrics API
-// (smsp__sass_inst_executed, smsp__sass_thread_inst_executed_pred_on), and
-// their join with the SASS listing into the execution stage's figures.
+// (smsp__sass_inst_executed, smsp__sass_thread_inst_executed_pred_on). Their
+// join with the SASS listing (execution_figures) is in execution_figures.hpp.
 #pragma once
 
 #include <cstdint>
@@ -11,16 +11,10 @@
 #include <cuda.h>
 #include <nlohmann/json.hpp>
 
+#include "evaluator/worker/detail/execution_figures.hpp"
 #include "evaluator/worker/job.hpp"
 
 namespace ptxbench::worker::detail {
-
-struct PcCount {
-  std::string function;
-  std::uint32_t offset = 0;
-  std::uint64_t warp_executions = 0;  ///< smsp__sass_inst_executed
-  std::uint64_t threads_on = 0;       ///< smsp__sass_thread_inst_executed_pred_on
-};
 
 struct SassCountResult {
   bool available = false;
@@ -33,11 +27,6 @@ struct SassCountResult {
 /// collects the per-PC counts. Never used around a timed launch.
 SassCountResult count_sass_instructions(CUcontext ctx, int device_ordinal,
                                         const std::function<void()> &run_once);
-
-/// Joins counts with the listing: execution figures (targets, top_opcodes,
-/// tensor_core_share, total_warp_instructions, functions, unmatched_records).
-nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
-                                 const std::vector<TargetSpec> &targets, const std::vector<PcCount> &counts);
 
 /// CUPTI version as "major.minor" style number text.
 std::string cupti_version();

@@ -1,0 +1,56 @@
+#include "evaluator/detail/execution_axis.hpp"
+
+#include <cstdio>
+
+#include "util/strings.hpp"
+
+namespace ptxbench::evaluator::detail {
+namespace {
+
+using nlohmann::json;
+
+// "FFMA 1.23e+09, IMAD 4.5e+08, LDS 2e+08": the busiest opcode families, where the work ran instead.
+std::string top_opcodes_text(const json &figures, std::size_t limit) {
+  std::string out;
+  if (!figures.contains("top_opcodes") || !figures["top_opcodes"].is_array()) return out;
+  for (const auto &op : figures["top_opcodes"]) {
+    if (limit-- == 0) break;
+    char count[32];
+    std::snprintf(count, sizeof count, "%.3g", op.value("warp_executions", 0.0));
+    out += (out.empty() ? "" : ", ") + op.value("family", std::string("?")) + " " + count;
+  }
+  return out;
+}
+
+}  // namespace
+
+TargetsExecutedAxis targets_executed_axis(const StageResult &execution, bool task_has_targets,
+                                          double min_work_share) {
+  TargetsExecutedAxis axis;
+  const json &f = execution.figures;
+  if (execution.status != Status::ok || !task_has_targets || !f.is_object() || !f.contains("targets") ||
+      !f["targets"].is_array())
+    return axis;
+  bool all = true;
+  for (const auto &t : f["targets"]) {
+    const bool executed = t.value("executed", false);
+    all = all && executed;
+    // Targets without a FLOP meaning (TMA loads) or whose work is unknown have a null work_share.
+    if (!executed || !t.contains("work_share") || !t["work_share"].is_number()) continue;
+    const double share = t["work_share"].get<double>();
+    if (share >= min_work_share) continue;
+    all = false;
+    std::string line = "target " + t.value("name", std::string("?")) +
+                       ": executed, but its instructions did " + util::percent_text(share) +
+                       " of the task's FLOPs";
+    if (const std::string top = top_opcodes_text(f, 3); !top.empty())
+      line += " (the rest ran on other units: top opcodes " + top + ")";
+    line += "; targets count as executed only when they do at least " + util::percent_text(min_work_share) +
+            " of the work";
+    axis.shortfalls.push_back(std::move(line));
+  }
+  axis.value = all;
+  return axis;
+}
+
+}  // namespace ptxbench::evaluator::detail

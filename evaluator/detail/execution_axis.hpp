@@ -1,0 +1,24 @@
+// The targets_executed axis, decided from the execution stage's figures (the
+// worker measures, the evaluator judges): every target executed, and every
+// target whose work has a FLOP count did at least the required share of it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "evaluator/verdict.hpp"
+
+namespace ptxbench::evaluator::detail {
+
+struct TargetsExecutedAxis {
+  std::optional<bool> value;            ///< nullopt = not measured (stage not ok, or no targets)
+  std::vector<std::string> shortfalls;  ///< one sentence per target that ran but did too little of the work
+};
+
+/// `min_work_share`: fraction (0..1) of the workload's FLOPs a target with a
+/// work_share figure must do (EvaluatorSettings::min_target_work_share).
+TargetsExecutedAxis targets_executed_axis(const StageResult &execution, bool task_has_targets,
+                                          double min_work_share);
+
+}  // namespace ptxbench::evaluator::detail

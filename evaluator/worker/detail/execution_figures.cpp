@@ -1,0 +1,191 @@
+#include "evaluator/worker/detail/execution_figures.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <map>
+#include <set>
+#include <string_view>
+
+namespace ptxbench::worker::detail {
+namespace {
+
+// Tensor-core opcode families (matrix multiply-accumulate units) across generations.
+const std::set<std::string> kTensorCoreFamilies = {"HGMMA",   "QGMMA",   "IGMMA",   "BGMMA",   "HMMA",
+                                                   "IMMA",    "DMMA",    "BMMA",    "QMMA",    "OMMA",
+                                                   "UTCHMMA", "UTCQMMA", "UTCIMMA", "UTCOMMA", "UTCMMA"};
+// Warpgroup MMAs (wgmma): the four warps of a warpgroup each issue the instruction for one MMA.
+const std::set<std::string> kWarpgroupMmaFamilies = {"HGMMA", "QGMMA", "IGMMA", "BGMMA"};
+// Warp MMAs (mma.sync): one warp issues one MMA.
+const std::set<std::string> kWarpMmaFamilies = {"HMMA", "QMMA", "IMMA", "DMMA", "BMMA"};
+
+std::optional<int> parse_positive(std::string_view s) {
+  int v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v <= 0) return std::nullopt;
+  return v;
+}
+
+struct Shape {
+  int m = 0, n = 0, k = 0;
+};
+
+// "64x256x16" (GMMA, DMMA) or the compact warp-MMA spelling "16816" / "1688" / "16832" / "884"
+// (m is 16 or 8, n is 8, k is the rest).
+std::optional<Shape> parse_shape(std::string_view token) {
+  if (token.empty() || !std::isdigit(static_cast<unsigned char>(token[0]))) return std::nullopt;
+  if (const auto x1 = token.find('x'); x1 != std::string_view::npos) {
+    const auto x2 = token.find('x', x1 + 1);
+    if (x2 == std::string_view::npos) return std::nullopt;
+    const auto m = parse_positive(token.substr(0, x1));
+    const auto n = parse_positive(token.substr(x1 + 1, x2 - x1 - 1));
+    const auto k = parse_positive(token.substr(x2 + 1));
+    if (!m || !n || !k) return std::nullopt;
+    return Shape{*m, *n, *k};
+  }
+  Shape s;
+  std::string_view rest;
+  if (token.starts_with("16")) {
+    s.m = 16;
+    rest = token.substr(2);
+  } else if (token.starts_with("8")) {
+    s.m = 8;
+    rest = token.substr(1);
+  } else {
+    return std::nullopt;
+  }
+  if (!rest.starts_with("8")) return std::nullopt;
+  s.n = 8;
+  const auto k = parse_positive(rest.substr(1));
+  if (!k) return std::nullopt;
+  s.k = *k;
+  return s;
+}
+
+std::vector<std::string_view> split_dots(std::string_view s) {
+  std::vector<std::string_view> parts;
+  std::size_t start = 0;
+  while (true) {
+    const auto dot = s.find('.', start);
+    parts.push_back(s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+    if (dot == std::string_view::npos) return parts;
+    start = dot + 1;
+  }
+}
+
+}  // namespace
+
+std::optional<MmaWork> mma_work(const std::string &opcode) {
+  const auto parts = split_dots(opcode);
+  const std::string family(parts[0]);
+  int threads = 0;
+  if (kWarpgroupMmaFamilies.count(family))
+    threads = 128;
+  else if (kWarpMmaFamilies.count(family))
+    threads = 32;
+  else
+    return std::nullopt;
+  bool sparse = false;
+  std::optional<Shape> shape;
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    if (parts[i] == "SP") sparse = true;
+    if (!shape) shape = parse_shape(parts[i]);
+  }
+  if (!shape) return std::nullopt;
+  // Sparse MMAs skip half of A's products (2:4 structure): count the multiplies they really do.
+  const double flops = 2.0 * shape->m * shape->n * shape->k * (sparse ? 0.5 : 1.0);
+  return MmaWork{flops, threads};
+}
+
+nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
+                                 const std::vector<TargetSpec> &targets, const std::vector<PcCount> &counts,
+                                 double workload_flops) {
+  using nlohmann::json;
+  std::map<std::pair<std::string, std::uint32_t>, const SassInstruction *> by_pc;
+  std::set<std::string> functions;
+  for (const auto &i : listing) {
+    by_pc[{i.function, i.offset}] = &i;
+    functions.insert(i.function);
+  }
+  std::map<std::string, std::uint64_t> family_warps, family_threads;
+  std::map<std::string, double> family_flops;             // FLOPs of the family's executed MMAs
+  std::map<std::string, std::set<std::string>> no_shape;  // executed opcodes whose work is unknown
+  std::uint64_t total = 0, tensor = 0, unmatched = 0;
+  double tensor_flops = 0;
+  for (const auto &c : counts) {
+    if (!functions.count(c.function)) continue;  // not the candidate's code
+    auto it = by_pc.find({c.function, c.offset});
+    if (it == by_pc.end()) {
+      ++unmatched;
+      continue;
+    }
+    const SassInstruction &inst = *it->second;
+    family_warps[inst.family] += c.warp_executions;
+    family_threads[inst.family] += c.threads_on;
+    total += c.warp_executions;
+    if (kTensorCoreFamilies.count(inst.family)) tensor += c.warp_executions;
+    if (c.threads_on == 0) continue;  // predicated off everywhere: no work done
+    if (const auto work = mma_work(inst.opcode)) {
+      // Threads with the predicate on, over the threads one MMA takes: MMAs done.
+      const double flops =
+          static_cast<double>(c.threads_on) / static_cast<double>(work->threads_per_op) * work->flops_per_op;
+      family_flops[inst.family] += flops;
+      tensor_flops += flops;
+    } else {
+      no_shape[inst.family].insert(inst.opcode);
+    }
+  }
+  std::map<std::string, std::uint64_t> static_count;
+  for (const auto &i : listing) ++static_count[i.family];
+
+  const auto share_of = [&](double flops) {
+    return workload_flops > 0 ? json(flops / workload_flops) : json(nullptr);
+  };
+  json target_list = json::array();
+  for (const auto &t : targets) {
+    bool present = false;
+    std::uint64_t warps = 0, threads = 0;
+    // FLOPs are meaningful only when every family is an MMA with its shape in the opcode.
+    bool flops_known = !t.sass_families.empty();
+    double flops = 0;
+    std::vector<std::string> unknown;
+    for (const auto &f : t.sass_families) {
+      present = present || static_count.count(f);
+      if (family_warps.count(f)) warps += family_warps[f];
+      if (family_threads.count(f)) threads += family_threads[f];
+      if (!kWarpgroupMmaFamilies.count(f) && !kWarpMmaFamilies.count(f)) flops_known = false;
+      if (family_flops.count(f)) flops += family_flops[f];
+      if (no_shape.count(f)) unknown.insert(unknown.end(), no_shape[f].begin(), no_shape[f].end());
+    }
+    if (!unknown.empty()) flops_known = false;
+    json row = {{"name", t.name},
+                {"sass_families", t.sass_families},
+                {"present_in_sass", present},
+                {"warp_executions", warps},
+                {"threads_on", threads},
+                // Executed = some thread had its predicate on: ptxas often turns a short
+                // dead branch into a predicated instruction that warps issue but never run.
+                {"executed", threads > 0},
+                {"work_flops", flops_known ? json(flops) : json(nullptr)},
+                {"work_share", flops_known ? share_of(flops) : json(nullptr)}};
+    if (!unknown.empty()) row["work_unknown_opcodes"] = unknown;
+    target_list.push_back(std::move(row));
+  }
+  std::vector<std::pair<std::string, std::uint64_t>> top(family_warps.begin(), family_warps.end());
+  std::sort(top.begin(), top.end(), [](const auto &a, const auto &b) { return a.second > b.second; });
+  json top_list = json::array();
+  for (std::size_t i = 0; i < top.size() && i < 12; ++i)
+    top_list.push_back({{"family", top[i].first}, {"warp_executions", top[i].second}});
+  return json{{"targets", target_list},
+              {"top_opcodes", top_list},
+              {"tensor_core_share", total ? static_cast<double>(tensor) / static_cast<double>(total) : 0.0},
+              {"tensor_core_flops", tensor_flops},
+              {"tensor_core_work_share", share_of(tensor_flops)},
+              {"workload_flops", workload_flops > 0 ? json(workload_flops) : json(nullptr)},
+              {"total_warp_instructions", total},
+              {"functions", std::vector<std::string>(functions.begin(), functions.end())},
+              {"records", counts.size()},
+              {"unmatched_records", unmatched}};
+}
+
+}  // namespace ptxbench::worker::detail

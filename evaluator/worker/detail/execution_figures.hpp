@@ -1,0 +1,49 @@
+// The execution stage's figures: per-PC CUPTI counts joined with the SASS
+// listing. Pure functions (no CUDA calls), so CPU tests cover them.
+//
+// Besides "did the target run", tensor-core targets get the FLOPs their
+// executed instructions performed, read from the opcode's shape: a kernel that
+// runs one wgmma and does the GEMM with FFMA executed the target, but did
+// almost none of the work with it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "evaluator/worker/job.hpp"
+
+namespace ptxbench::worker::detail {
+
+struct PcCount {
+  std::string function;
+  std::uint32_t offset = 0;
+  std::uint64_t warp_executions = 0;  ///< smsp__sass_inst_executed
+  std::uint64_t threads_on = 0;       ///< smsp__sass_thread_inst_executed_pred_on
+};
+
+/// What one matrix-multiply-accumulate SASS instruction computes.
+struct MmaWork {
+  double flops_per_op = 0;  ///< FLOPs of one MMA (2·m·n·k; halved for sparse .SP forms)
+  int threads_per_op = 0;   ///< threads taking part in one MMA: 128 (warpgroup GMMA) or 32 (warp MMA)
+};
+
+/// The work of an MMA opcode from its shape, e.g. "HGMMA.64x256x16.F32.BF16" ->
+/// {2·64·256·16, 128}, "HMMA.16816.F32.BF16" -> {2·16·8·16, 32}, "DMMA.8x8x4" -> {2·8·8·4, 32}.
+/// nullopt for other opcodes and for MMAs whose shape is not in the opcode (tcgen05 UTC*MMA).
+std::optional<MmaWork> mma_work(const std::string &opcode);
+
+/// Joins counts with the listing: execution figures (targets, top_opcodes,
+/// tensor_core_share, tensor_core_flops, tensor_core_work_share,
+/// total_warp_instructions, functions, records, unmatched_records).
+/// Each target gets work_flops and work_share (work_flops / workload_flops) when
+/// all its SASS families are MMAs with the shape in the opcode, else null;
+/// workload_flops <= 0 (unknown) leaves every work_share null.
+nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
+                                 const std::vector<TargetSpec> &targets, const std::vector<PcCount> &counts,
+                                 double workload_flops = 0);
+
+}  // namespace ptxbench::worker::detail
