@@ -3,6 +3,7 @@
 # with the CUDA toolkit at /usr/local/cuda. Idempotent: installs only what is
 # missing, so it is a no-op on a prepared machine (or one without a registry).
 #   PTXBENCH_WITH_CHROMIUM=1  also install chromium (the report HTML test)
+#   PTXBENCH_WITH_CLANG=0     skip clang + its libFuzzer runtime (the fuzz tests then report "skipped")
 set -euo pipefail
 
 need_pkgs=()
@@ -18,6 +19,12 @@ have_header boost/process.hpp || need_pkgs+=(libboost-dev)
 have_header curl/curl.h || need_pkgs+=(libcurl4-openssl-dev)
 have_header doctest/doctest.h || need_pkgs+=(doctest-dev)
 have_header CLI/CLI.hpp || need_pkgs+=(libcli11-dev)
+# clang for the libFuzzer targets (ctest label fuzz). Debian only "recommends" the sanitizer/fuzzer
+# runtime, which --no-install-recommends would leave out: ask for it by name.
+if [ "${PTXBENCH_WITH_CLANG:-1}" = 1 ]; then
+  command -v clang++ >/dev/null || need_pkgs+=(clang)
+  compgen -G "/usr/lib/llvm-*/lib/clang/*/lib/*/libclang_rt.fuzzer*.a" >/dev/null || need_pkgs+=(libclang-rt-dev)
+fi
 if [ "${PTXBENCH_WITH_CHROMIUM:-0}" = 1 ] && ! command -v chromium >/dev/null; then
   need_pkgs+=(chromium)
 fi
