@@ -54,7 +54,7 @@ mkdir -p "$BUILD"
 require_libfuzzer_clang() {
   CXX=${CXX:-$(command -v clang++ || ls /usr/bin/clang++-[0-9]* 2>/dev/null | sort -V | tail -1 || true)}
   if [[ -z "$CXX" ]] || ! command -v "$CXX" >/dev/null; then
-    echo "fuzz.sh: SKIPPED: no clang++ found; the fuzz targets need clang's libFuzzer" \
+    echo "fuzz.sh: $([[ $skip_rc == 77 ]] && echo "SKIPPED: ")no clang++ found; the fuzz targets need clang's libFuzzer" \
       "(scripts/install_deps.sh installs the Debian packages clang and libclang-rt-dev)"
     exit "$skip_rc"
   fi
@@ -62,7 +62,7 @@ require_libfuzzer_clang() {
   local probe="$BUILD/libfuzzer-probe"
   if ! printf 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char *, unsigned long) { return 0; }\n' |
       "$CXX" -x c++ -fsanitize=fuzzer,address - -o "$probe" >"$probe.log" 2>&1; then
-    echo "fuzz.sh: SKIPPED: $CXX cannot link -fsanitize=fuzzer,address (install libclang-rt-dev):"
+    echo "fuzz.sh: $([[ $skip_rc == 77 ]] && echo "SKIPPED: ")$CXX cannot link -fsanitize=fuzzer,address (install libclang-rt-dev):"
     tail -3 "$probe.log"
     exit "$skip_rc"
   fi
