@@ -690,8 +690,10 @@ class Worker {
               : -1;
       std::vector<double> cand_ms, lib_ms;
       json reverify = nullptr;
-      int last_set = 0;  // input set of the last timed candidate launch (its output is re-checked after the loop)
-      // Output elements of the candidate's latest launch outside tolerance against input set `set`'s reference.
+      int last_set =
+          0;  // input set of the last timed candidate launch (its output is re-checked after the loop)
+      // Output elements of the candidate's latest launch outside tolerance against input set `set`'s
+      // reference.
       const auto wrong_outputs = [&](int set) {
         std::uint64_t bad = 0;
         for (const auto &t : w.spec.tensors)
@@ -843,9 +845,8 @@ class Worker {
     detail::PackedParams params;
     pack("execution", w, tensors, params);
     PTXB_CUDA(cudaStreamSynchronize(device_.stream));
-    const detail::SassCountResult counts = detail::count_sass_instructions(
-        device_.ctx, device_.facts.ordinal,
-        [&] {
+    const detail::SassCountResult counts =
+        detail::count_sass_instructions(device_.ctx, device_.facts.ordinal, [&] {
           // Instrumented code runs many times slower: allow 200x the slowest timed launch, within limits.
           const double deadline = std::clamp(200.0 * slowest_launch_ms_, job_.kernel_hang_ms, 60'000.0);
           launch_and_wait("execution", w, params, "instrumented launch", deadline, /*instrumented=*/true);
@@ -897,7 +898,8 @@ class Worker {
   std::string result_path_;
   Device device_;
   json result_;
-  double slowest_launch_ms_ = 0;  ///< ms: slowest median candidate launch timed so far (sizes the instrumented deadline)
+  double slowest_launch_ms_ =
+      0;  ///< ms: slowest median candidate launch timed so far (sizes the instrumented deadline)
   std::unique_ptr<FamilyHandler> family_;
   detail::CandidateKernel kernel_;
 };
