@@ -105,7 +105,7 @@ TEST_CASE("reference GEMM agrees with cuBLASLt (bf16, ragged, core-sized, fp8 wi
     CHECK(c["mismatches"] == 0);
     CHECK(c["unwritten"] == 0);
     CHECK(c["nan_count"] == 0);
-    CHECK(c["max_rel_error"].get<double>() < 0.01);
+    // No bound on max_rel_error: near-zero outputs make it large; mismatches already apply atol + rtol.
     CHECK(c["max_abs_error"].get<double>() > 0);  // two different computations, not one buffer read twice
   }
 }
