@@ -205,6 +205,7 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
       tr.read("target_rel_spread", s.timing.target_rel_spread, 0.0);
       tr.read("min_seconds", s.timing.min_seconds, 0.0);
       tr.read("max_seconds", s.timing.max_seconds, 0.0);
+      tr.read("cooldown_ratio", s.timing.cooldown_ratio, 0.0);
       tr.finish();
     }
     r.finish();
@@ -308,7 +309,8 @@ nlohmann::json RunConfig::to_json() const {
           {"min_samples", s.timing.min_samples},
           {"target_rel_spread", s.timing.target_rel_spread},
           {"min_seconds", s.timing.min_seconds},
-          {"max_seconds", s.timing.max_seconds}}}}},
+          {"max_seconds", s.timing.max_seconds},
+          {"cooldown_ratio", s.timing.cooldown_ratio}}}}},
       {"out_dir", out_dir.string()}};
 }
 

@@ -71,9 +71,15 @@ int main(int argc, char **argv) {
     status = std::string(ev::to_string(v.status));
     const double speedup = v.axes.speedup.value_or(0);
     speedups.push_back(speedup);
-    std::printf("run %d: %s wall %.3f s (correctness %.3f, timing %.3f, execution %.3f), speedup %.4f\n",
-                r + 1, status.c_str(), wall, v.correctness.wall_seconds, v.timing.wall_seconds,
-                v.execution.wall_seconds, speedup);
+    // Where the time goes: CPU stages, the three GPU stages, and the rest (worker start, CUDA context,
+    // library handles, process spawn) as "other".
+    const double cpu_s = v.parse.wall_seconds + v.static_checks.wall_seconds + v.compile.wall_seconds;
+    const double gpu_s = v.correctness.wall_seconds + v.timing.wall_seconds + v.execution.wall_seconds;
+    std::printf(
+        "run %d: %s wall %.3f s (parse+static+compile %.3f, correctness %.3f, timing %.3f, execution "
+        "%.3f, other %.3f), speedup %.4f\n",
+        r + 1, status.c_str(), wall, cpu_s, v.correctness.wall_seconds, v.timing.wall_seconds,
+        v.execution.wall_seconds, wall - cpu_s - gpu_s - v.sanitizer.wall_seconds, speedup);
     std::fflush(stdout);
   }
   auto sorted = walls;

@@ -26,6 +26,8 @@ struct EvalOptions {
   bool as_json = false;
   bool no_gpu = false;
   double ptxas_timeout_s = 30;  ///< seconds
+  double cooldown_ratio =
+      evaluator::TimingPolicy{}.cooldown_ratio;  ///< GPU idle after each timed launch, x its time
 };
 
 std::string axis_text(const std::optional<bool> &b) {
@@ -65,6 +67,7 @@ int run_eval(const EvalOptions &options) {
   evaluator::EvaluatorSettings settings;
   settings.run_gpu = !options.no_gpu;
   settings.compile.ptxas_wall = std::chrono::milliseconds(static_cast<long>(options.ptxas_timeout_s * 1000));
+  settings.timing.cooldown_ratio = options.cooldown_ratio;
   // Read one byte past the parse limit so that an oversized response becomes a verdict, not an I/O error.
   const std::size_t read_limit = settings.parse.max_response_bytes + 1;
   std::string response;
@@ -150,6 +153,11 @@ void register_eval_command(CLI::App &app, Action &action) {
   cmd->add_option("--ptxas-timeout", options->ptxas_timeout_s, "Wall-clock limit for ptxas, seconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option(
+         "--cooldown-ratio", options->cooldown_ratio,
+         "Timing: the GPU idles this multiple of each timed launch's time after it (0 = back to back)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([&action, options] { action.run = [options] { return run_eval(*options); }; });
 }
 

@@ -237,7 +237,8 @@ json TimingPolicy::to_json() const {
               {"l2_flush_factor", l2_flush_factor},
               {"input_sets", input_sets},
               {"reverify_random_launch", reverify_random_launch},
-              {"sol_slack", sol_slack}};
+              {"sol_slack", sol_slack},
+              {"cooldown_ratio", cooldown_ratio}};
 }
 
 json EvaluatorSettings::to_json() const {

@@ -18,33 +18,41 @@
 namespace ptxbench::evaluator {
 
 struct CompileLimits {
-  std::chrono::milliseconds ptxas_wall{30'000};   ///< ms; ptxas killed past it -> compile_error "took too long"
+  /// ms; ptxas killed past it -> compile_error "took too long"
+  std::chrono::milliseconds ptxas_wall{30'000};
   std::uint64_t ptxas_address_space_bytes = 4ull << 30;  ///< bytes (RLIMIT_AS)
-  std::chrono::milliseconds nvrtc_wall{60'000};   ///< ms; NVRTC runs in a child process too
-  std::size_t max_ptx_bytes = 8u << 20;           ///< bytes of PTX accepted
-  std::size_t max_ptx_instructions = 200'000;     ///< instruction statements accepted by the static stage
-  std::chrono::milliseconds disassembler_wall{30'000};  ///< ms; cuobjdump/nvdisasm killed past it (SASS then unavailable)
+  std::chrono::milliseconds nvrtc_wall{60'000};          ///< ms; NVRTC runs in a child process too
+  std::size_t max_ptx_bytes = 8u << 20;                  ///< bytes of PTX accepted
+  std::size_t max_ptx_instructions = 200'000;  ///< instruction statements accepted by the static stage
+  /// ms; cuobjdump/nvdisasm killed past it (SASS then unavailable)
+  std::chrono::milliseconds disassembler_wall{30'000};
 };
 
 /// Correctness protocol (design §6.3).
 struct CorrectnessPolicy {
-  int trials = 3;                 ///< trials per workload, each with a fresh seed
-  std::uint64_t base_seed = 0;    ///< 0 = derive from time; recorded in the verdict either way
-  std::size_t guard_bytes = 4096; ///< bytes of guard region before and after every buffer
-  bool check_determinism = true;  ///< second identical launch must match bit for bit
+  int trials = 3;                  ///< trials per workload, each with a fresh seed
+  std::uint64_t base_seed = 0;     ///< 0 = derive from time; recorded in the verdict either way
+  std::size_t guard_bytes = 4096;  ///< bytes of guard region before and after every buffer
+  bool check_determinism = true;   ///< second identical launch must match bit for bit
 };
 
 /// Timing protocol (design §6.3).
 struct TimingPolicy {
-  int warmup_launches = 3;              ///< untimed launches before sampling
-  int min_samples = 10;                 ///< at least this many timed samples each
-  double target_rel_spread = 0.005;     ///< stop when the median's relative 95% CI half-width, 1.57·IQR/(median·√n), is <= this (and min_seconds passed)
-  double min_seconds = 0.5;             ///< seconds of sampling at least
-  double max_seconds = 15.0;            ///< seconds of sampling at most (cap)
-  double l2_flush_factor = 2.0;         ///< bytes written between samples = factor x L2 size
-  int input_sets = 2;                   ///< input sets rotated between samples
-  bool reverify_random_launch = true;   ///< re-check the output of one random timed launch
-  double sol_slack = 0.9;               ///< time < sol_slack x speed-of-light floor -> suspicious
+  int warmup_launches = 3;  ///< untimed launches before sampling
+  int min_samples = 10;     ///< at least this many timed samples each
+  /// Stop when the median's relative 95% CI half-width, 1.57·IQR/(median·√n), is <= this (and
+  /// min_seconds passed).
+  double target_rel_spread = 0.005;
+  double min_seconds = 0.5;            ///< seconds of sampling at least
+  double max_seconds = 15.0;           ///< seconds of sampling at most (cap)
+  double l2_flush_factor = 2.0;        ///< bytes written between samples = factor x L2 size
+  int input_sets = 2;                  ///< input sets rotated between samples
+  bool reverify_random_launch = true;  ///< re-check the output of one random timed launch
+  double sol_slack = 0.9;              ///< time < sol_slack x speed-of-light floor -> suspicious
+  /// After each timed launch the GPU idles for this multiple of the launch's time. Interleaved back to
+  /// back, the power one kernel draws sets the clocks the other runs at (on the H200 the library's time
+  /// moved by 7% with the candidate beside it); idling decouples them.
+  double cooldown_ratio = 1.0;
   nlohmann::json to_json() const;
 };
 
@@ -61,30 +69,32 @@ struct EvaluatorSettings {
   CorrectnessPolicy correctness;
   TimingPolicy timing;
   WorkerLimits worker;
-  bool run_gpu = true;                  ///< false = GPU stages skipped ("disabled by --no-gpu")
-  bool run_sanitizer = true;            ///< compute-sanitizer on runtime_error / timeout / nondeterministic
+  bool run_gpu = true;        ///< false = GPU stages skipped ("disabled by --no-gpu")
+  bool run_sanitizer = true;  ///< compute-sanitizer on runtime_error / timeout / nondeterministic
   /// Fraction (0..1) of the instrumented workload's FLOPs that a tensor-core target's executed
-  /// instructions must do for the target to count as executed (a wgmma run once beside an FFMA GEMM does not).
+  /// instructions must do for the target to count as executed (a wgmma run once beside an FFMA GEMM does
+  /// not).
   double min_target_work_share = 0.5;
-  int device = 0;                       ///< CUDA device ordinal for the GPU stage
-  std::filesystem::path worker_path;    ///< empty = next to the ptxbench executable
-  std::filesystem::path ptxas_path;     ///< empty = PATH, then /usr/local/cuda/bin/ptxas
+  int device = 0;                           ///< CUDA device ordinal for the GPU stage
+  std::filesystem::path worker_path;        ///< empty = next to the ptxbench executable
+  std::filesystem::path ptxas_path;         ///< empty = PATH, then /usr/local/cuda/bin/ptxas
   std::filesystem::path disassembler_path;  ///< cuobjdump or nvdisasm; empty = search (evaluator/sass.hpp)
-  std::filesystem::path ptxbench_path;  ///< executable for the NVRTC child (`ptxbench internal nvrtc`); empty = this process
+  std::filesystem::path
+      ptxbench_path;  ///< executable for the NVRTC child (`ptxbench internal nvrtc`); empty = this process
   std::filesystem::path lock_dir = "/tmp/ptxbench-locks";  ///< per-GPU lock files live here
   nlohmann::json to_json() const;
 };
 
 /// The outcome of the CPU stages, carried to the GPU stage.
 struct CompiledCandidate {
-  Verdict verdict;                 ///< parse/static/compile filled; GPU stages skipped until run
+  Verdict verdict;  ///< parse/static/compile filled; GPU stages skipped until run
   ParsedResponse response;
   Manifest manifest;
-  std::string ptx;                 ///< the PTX (as given, or emitted by NVRTC)
-  std::string cubin;               ///< bytes
-  std::string sass;                ///< SASS listing text ("" when no disassembler)
-  std::vector<LaunchPlan> plans;   ///< one per workload
-  bool ready_for_gpu() const;      ///< compiled and every plan resolved
+  std::string ptx;                ///< the PTX (as given, or emitted by NVRTC)
+  std::string cubin;              ///< bytes
+  std::string sass;               ///< SASS listing text ("" when no disassembler)
+  std::vector<LaunchPlan> plans;  ///< one per workload
+  bool ready_for_gpu() const;     ///< compiled and every plan resolved
 };
 
 CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view response,
@@ -102,7 +112,8 @@ Verdict evaluate(const tasks::Task &task, std::string_view response, const Evalu
 /// this executable, or the build tree's evaluator/worker/ (nullopt = not found).
 std::optional<std::filesystem::path> find_worker_binary(const EvaluatorSettings &settings);
 
-/// Is there a GPU the worker can use? ("" if yes, else the reason, e.g. "no CUDA driver (libcuda.so.1 not found)").
+/// Is there a GPU the worker can use? ("" if yes, else the reason, e.g. "no CUDA driver (libcuda.so.1 not
+/// found)").
 std::string gpu_unavailable_reason(const EvaluatorSettings &settings);
 
 }  // namespace ptxbench::evaluator

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # GPU check on a CUDA machine: configure + build (Release), run the GPU test
-# label, evaluate every response under tasks/solutions/gemm_*/ with
-# `ptxbench eval --json`, and print a table of verdicts.
+# label (GEMM, attention, adversarial corpus), evaluate every response under
+# tasks/solutions/<globs> with `ptxbench eval --json`, optionally the benchmarks,
+# and print a summary (verdict table, corpus table, benchmark figures) last.
 #
 #   scripts/gpu_check.sh [BUILD_DIR]
 # Environment:
 #   OUT=dir                 where logs and verdict JSON files go (default BUILD_DIR/gpu_check)
 #   GPU_CHECK_SKIP_BUILD=1  use an existing build
 #   GPU_CHECK_CTEST_REGEX=  restrict ctest -L gpu to tests matching this regex
-#   GPU_CHECK_SOLUTIONS=    glob under tasks/solutions (default gemm_*/*; "none" = no evaluations)
+#   GPU_CHECK_SOLUTIONS=    space-separated globs under tasks/solutions (default "gemm_*/*";
+#                           "none" = no evaluations), e.g. "gemm_*/* mha_*/*"
 #   GPU_CHECK_SKIP_CTEST=1  skip the test label
 #   GPU_CHECK_CMAKE_ARGS=   extra configure arguments (e.g. -DPTXBENCH_CUDNN_FRONTEND_INCLUDE=DIR offline)
-#   GPU_CHECK_BENCH=1       also bench_eval (median of 5) on gemm_n7168_k5120/wgmma_tma and the
-#                           cuBLASLt-vs-torch fidelity check (bench/fidelity_gemm.py)
+#   GPU_CHECK_BENCH=1       also bench_eval (median of 5) on gemm_n7168_k5120/wgmma_tma, the
+#                           cuBLASLt-vs-torch fidelity check (bench/fidelity_gemm.py) and the
+#                           cuDNN-vs-torch one (bench/fidelity_attention.py); needs PyTorch + Triton
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build-gpu}
@@ -27,7 +30,7 @@ if [[ -z ${GPU_CHECK_SKIP_BUILD:-} ]]; then
       ${GPU_CHECK_CMAKE_ARGS:-} >"$OUT/configure.log" 2>&1; then
     tail -30 "$OUT/configure.log"; exit 3
   fi
-  if ! cmake --build "$BUILD" -j"$(nproc)" --target ptxbench ptxbench-worker test_gpu_gemm bench_eval -- -k 0 \
+  if ! cmake --build "$BUILD" -j"$(nproc)" --target ptxbench ptxbench-worker test_gpu_gemm test_gpu_attention test_adversarial bench_eval -- -k 0 \
       >"$OUT/build.log" 2>&1; then
     grep -E "error|FAILED" "$OUT/build.log" | head -30
     [[ -x $BUILD/apps/ptxbench && -x $BUILD/evaluator/worker/ptxbench-worker ]] || exit 3
@@ -44,12 +47,18 @@ if [[ -z ${GPU_CHECK_SKIP_CTEST:-} ]]; then
   (cd "$BUILD" && ctest -L gpu ${GPU_CHECK_CTEST_REGEX:+-R "$GPU_CHECK_CTEST_REGEX"} --output-on-failure \
     --timeout 900) >"$OUT/ctest.log" 2>&1
   grep -E "tests passed|Passed|Failed|SKIPPED|\*\*\*|ERROR|CHECK" "$OUT/ctest.log" | head -40
+  # The adversarial corpus table (response | expected | got | seconds | detail) for the summary.
+  grep -E "^[a-z0-9_ ()]+ +\| " "$OUT/ctest.log" | sed -E 's/^[0-9]+: //' >"$OUT/adversarial_table.txt" || true
 fi
 
 if [[ ${GPU_CHECK_SOLUTIONS:-} != none ]]; then
 echo "== evaluations"
 : >"$OUT/walls.tsv"
-for resp in "$ROOT"/tasks/solutions/${GPU_CHECK_SOLUTIONS:-gemm_*/*}/response.md; do
+shopt -s nullglob
+responses=()
+read -ra globs <<<"${GPU_CHECK_SOLUTIONS:-gemm_*/*}"  # split on spaces without expanding here
+for g in "${globs[@]}"; do responses+=("$ROOT"/tasks/solutions/$g/response.md); done
+for resp in "${responses[@]}"; do
   [[ -f $resp ]] || continue
   sol=$(basename "$(dirname "$resp")")
   task=$(basename "$(dirname "$(dirname "$resp")")")
@@ -63,7 +72,7 @@ done
 python3 - "$OUT" <<'PY'
 import json, os, sys
 out = sys.argv[1]
-rows = []
+rows, notes = [], []
 for line in open(os.path.join(out, "walls.tsv")):
     task, sol, wall = line.rstrip("\n").split("\t")
     path = os.path.join(out, "verdicts", f"{task}.{sol}.json")
@@ -75,8 +84,16 @@ for line in open(os.path.join(out, "walls.tsv")):
         continue
     st = v["stages"]
     ex = st["execution"]["figures"].get("targets", [])
-    targets = " ".join(f"{t['name']}:{t['warp_executions']}{'' if t['present_in_sass'] else '(absent)'}" for t in ex) \
-        or st["execution"]["status"]
+    def target_text(t):
+        share = t.get("work_share")
+        return (f"{t['name']}:{t['warp_executions']}{'' if t['present_in_sass'] else '(absent)'}"
+                + ("" if share is None else f"(share {share:.3g})"))
+    targets = " ".join(target_text(t) for t in ex) or st["execution"]["status"]
+    san = st.get("sanitizer", {})
+    if san.get("status", "skipped") != "skipped" or san.get("diagnostics"):
+        d = (san.get("diagnostics") or [{}])[0]
+        notes.append(f"{task}/{sol}: sanitizer {san.get('status')} line_info={san.get('figures', {}).get('line_info')}"
+                     f" line={d.get('line')}: {str(d.get('text', san.get('summary', '')))[:200]}")
     tw = st["timing"]["figures"].get("workloads", [])
     cand = "/".join(f"{w['candidate_ms']:.3f}" for w in tw) or "-"
     lib = "/".join(f"{w['library_ms']:.3f}" for w in tw) or "-"
@@ -89,9 +106,13 @@ hdr = ("task", "solution", "status", "correct", "targets executed (warp instr.)"
        "speedup", "TFLOP/s", "wall s")
 w = [max(len(str(r[i])) if not isinstance(r[i], float) else 6 for r in rows + [hdr]) for i in range(len(hdr))]
 fmt = lambda r: "  ".join((f"{r[i]:.2f}" if isinstance(r[i], float) else str(r[i])).ljust(w[i]) for i in range(len(r)))
-print(fmt(hdr))
-for r in rows:
-    print(fmt(r))
+with open(os.path.join(out, "verdict_table.txt"), "w") as f:
+    print(fmt(hdr), file=f)
+    for r in rows:
+        print(fmt(r), file=f)
+    for n in notes:
+        print(n, file=f)
+print(open(os.path.join(out, "verdict_table.txt")).read(), end="")
 PY
 fi
 
@@ -105,4 +126,19 @@ if [[ -n ${GPU_CHECK_BENCH:-} ]]; then
     [[ -f $v ]] && python3 "$ROOT/bench/fidelity_gemm.py" --verdict "$v" --task "$ROOT/tasks/$t.json" \
       | tee -a "$OUT/fidelity.log"
   done
+  if [[ -x $BUILD/tests/test_gpu_attention ]]; then
+    echo "== fidelity: our cuDNN SDPA vs torch (cuDNN backend, do_bench)"
+    python3 "$ROOT/bench/fidelity_attention.py" --binary "$BUILD/tests/test_gpu_attention" \
+      --json "$OUT/fidelity_attention.json" 2>&1 | tee "$OUT/fidelity_attention.log" | tail -8
+  fi
 fi
+
+echo
+echo "================ summary ($OUT)"
+[[ -f $OUT/verdict_table.txt ]] && cat "$OUT/verdict_table.txt"
+[[ -s $OUT/adversarial_table.txt ]] && { echo; cat "$OUT/adversarial_table.txt"; }
+[[ -f $OUT/ctest.log ]] && { echo; grep -E "tests passed|tests failed|\(Failed\)|Not Run|Skipped" "$OUT/ctest.log"; }
+[[ -f $OUT/bench_eval.log ]] && { echo; tail -1 "$OUT/bench_eval.log"; }
+[[ -f $OUT/fidelity.log ]] && { echo; grep -v '^{' "$OUT/fidelity.log"; }
+[[ -f $OUT/fidelity_attention.log ]] && { echo; tail -6 "$OUT/fidelity_attention.log"; }
+exit 0

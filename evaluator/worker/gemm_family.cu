@@ -18,9 +18,14 @@
 namespace ptxbench::worker {
 namespace {
 
-constexpr int kTile = 64;  // block tile (rows and columns of C)
-constexpr int kTileK = 16;
-constexpr int kThreads = 256;  // 16 x 16 threads, 4 x 4 outputs each
+// Reference kernel tiling. The reference runs five times per evaluation of a core-shape GEMM (three
+// correctness trials, two timing input sets), so it is a proper register-tiled FFMA kernel rather than a
+// naive one: each thread owns an 8 x 8 block of C in registers and reads its operands from shared memory
+// as float4s. Accumulation is plain fp32 FMA in ascending k, one k at a time, for every output.
+constexpr int kTile = 128;     // block tile (rows and columns of C)
+constexpr int kTileK = 16;     // k-slice staged in shared memory per step
+constexpr int kThreads = 256;  // 16 x 16 threads, 8 x 8 outputs each
+constexpr int kPad = 4;  // keeps float4 alignment of rows while spreading the transposed stores over banks
 
 template <class T>
 __device__ __forceinline__ float load_as_float(const T *p, std::int64_t i) {
@@ -39,44 +44,50 @@ template <class T>
 __global__ void __launch_bounds__(kThreads)
     reference_gemm_kernel(const T *__restrict__ a, const T *__restrict__ b, float *__restrict__ c, int m,
                           int n, int k, float alpha) {
-  __shared__ float as[kTileK][kTile + 1];
-  __shared__ float bs[kTileK][kTile + 1];
+  // Operands transposed into [k][row] so one k step reads contiguous rows of A and of B.
+  __shared__ __align__(16) float as[kTileK][kTile + kPad];
+  __shared__ __align__(16) float bs[kTileK][kTile + kPad];
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.y) * kTile;
   const std::int64_t col0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
-  float acc[4][4] = {};
+  // Staging: each thread copies 8 consecutive k of one row of A and one row of B per step.
+  const int load_row = threadIdx.x / 2, load_k = (threadIdx.x % 2) * 8;
+  const std::int64_t a_row = row0 + load_row, b_row = col0 + load_row;
+  float acc[8][8] = {};
   for (int k0 = 0; k0 < k; k0 += kTileK) {
-    // 64 x 16 elements of each operand, 4 per thread; K is the contiguous axis.
-    for (int e = threadIdx.x; e < kTile * kTileK; e += kThreads) {
-      const int r = e / kTileK, kk = e % kTileK;
-      const std::int64_t gr = row0 + r, gc = col0 + r;
-      const int gk = k0 + kk;
-      as[kk][r] = (gr < m && gk < k) ? load_as_float(a, gr * k + gk) : 0.0f;
-      bs[kk][r] = (gc < n && gk < k) ? load_as_float(b, gc * k + gk) : 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int gk = k0 + load_k + e;
+      as[load_k + e][load_row] = (a_row < m && gk < k) ? load_as_float(a, a_row * k + gk) : 0.0f;
+      bs[load_k + e][load_row] = (b_row < n && gk < k) ? load_as_float(b, b_row * k + gk) : 0.0f;
     }
     __syncthreads();
 #pragma unroll
     for (int kk = 0; kk < kTileK; ++kk) {
-      float av[4], bv[4];
+      // Rows ty*4..+3 and 64+ty*4..+3 of the tile; columns likewise with tx.
+      const float4 a0 = *reinterpret_cast<const float4 *>(&as[kk][ty * 4]);
+      const float4 a1 = *reinterpret_cast<const float4 *>(&as[kk][64 + ty * 4]);
+      const float4 b0 = *reinterpret_cast<const float4 *>(&bs[kk][tx * 4]);
+      const float4 b1 = *reinterpret_cast<const float4 *>(&bs[kk][64 + tx * 4]);
+      const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        av[i] = as[kk][ty + 16 * i];
-        bv[i] = bs[kk][tx + 16 * i];
-      }
+      for (int i = 0; i < 8; ++i)
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
     }
     __syncthreads();
   }
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
+  for (int i = 0; i < 8; ++i) {
+    const std::int64_t r = row0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+    if (r >= m) continue;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const std::int64_t r = row0 + ty + 16 * i, col = col0 + tx + 16 * j;
-      if (r < m && col < n) c[r * n + col] = alpha * acc[i][j];
+    for (int j = 0; j < 8; ++j) {
+      const std::int64_t col = col0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
+      if (col < n) c[r * n + col] = alpha * acc[i][j];
     }
+  }
 }
 
 cudaDataType_t cuda_type(ElemType t) {
@@ -148,105 +159,140 @@ class GemmHandler final : public FamilyHandler {
     const ElemType out_type = w.find_tensor("C")->type;
     const bool fp8 = s.input_type == ElemType::e4m3 || s.input_type == ElemType::e5m2;
 
-    // Row-major C[M,N] = A·Bᵀ is column-major Cᵀ[N,M] = op(B)ᵀ... : cuBLAS "A" = our B (transposed), "B" =
-    // our A.
-    PTXB_LT(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t trans = CUBLAS_OP_T, no_trans = CUBLAS_OP_N;
-    PTXB_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
-    PTXB_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &no_trans, sizeof(no_trans)));
+    a_ = inputs.at("B").data;  // cuBLAS "A" is our B (see the layouts below)
+    b_ = inputs.at("A").data;
+    d_ = outputs.at("C").data;
     const float scale_a = static_cast<float>(scale_value(w, "scale_a"));
     const float scale_b = static_cast<float>(scale_value(w, "scale_b"));
     if (fp8) {
-      // Per-tensor scales through device pointers, as fp8 GEMMs are called in practice.
       PTXB_CUDA(cudaMalloc(&scales_, 2 * sizeof(float)));
       const float host_scales[2] = {scale_b, scale_a};  // cuBLAS A = our B
       PTXB_CUDA(cudaMemcpyAsync(scales_, host_scales, sizeof(host_scales), cudaMemcpyHostToDevice, stream));
       PTXB_CUDA(cudaStreamSynchronize(stream));
-      float *sa = scales_, *sb = scales_ + 1;
-      PTXB_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa)));
-      PTXB_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb)));
-      alpha_ = 1.0f;
-    } else {
-      alpha_ = scale_a * scale_b;
     }
-    beta_ = 0.0f;
-    PTXB_LT(cublasLtMatrixLayoutCreate(&layout_a_, cuda_type(s.input_type), s.k, s.n, s.k));
-    PTXB_LT(cublasLtMatrixLayoutCreate(&layout_b_, cuda_type(s.input_type), s.k, s.m, s.k));
-    PTXB_LT(cublasLtMatrixLayoutCreate(&layout_c_, cuda_type(out_type), s.n, s.m, s.n));
-    a_ = inputs.at("B").data;
-    b_ = inputs.at("A").data;
-    c_ = outputs.at("C").data;
 
-    cublasLtMatmulPreference_t pref = nullptr;
-    PTXB_LT(cublasLtMatmulPreferenceCreate(&pref));
-    const std::uint64_t ws = kWorkspaceBytes;
-    PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                 sizeof(ws)));
-    // The heuristic assumes 256-byte aligned pointers unless told otherwise; tell it the real ones so it
-    // never offers an algorithm these buffers cannot run.
-    const std::uint32_t align_a = pointer_alignment(a_), align_b = pointer_alignment(b_),
-                        align_c = pointer_alignment(c_);
-    PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
-                                                 sizeof(align_a)));
-    PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
-                                                 sizeof(align_b)));
-    PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
-                                                 sizeof(align_c)));
-    PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
-                                                 sizeof(align_c)));
-    std::vector<cublasLtMatmulHeuristicResult_t> results(kMaxCandidates);
-    int found = 0;
-    const cublasStatus_t hs =
-        cublasLtMatmulAlgoGetHeuristic(handle_, desc_, layout_a_, layout_b_, layout_c_, layout_c_, pref,
-                                       kMaxCandidates, results.data(), &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (hs != CUBLAS_STATUS_SUCCESS || found == 0)
-      throw WorkerError(
-          "library", std::string("cuBLASLt has no algorithm for this GEMM: ") + cublasLtGetStatusString(hs));
-
-    // Time every heuristic candidate; keep the fastest (the default is the first).
+    // Configurations in order of preference; the first under which some heuristic candidate runs is
+    // kept, and which one it was is recorded. fp8 GEMMs are called in practice with per-tensor scales
+    // as device pointers; some cuBLASLt builds refuse in-place C == D for them, and the last resort
+    // folds the scales into alpha (the same product, applied in fp32).
+    struct Config {
+      const char *name;
+      bool in_place, scale_pointers;
+    };
+    std::vector<Config> configs = {{"in_place", true, fp8}};
+    if (fp8)
+      configs.push_back({"separate_c", false, true}), configs.push_back({"separate_c_alpha", false, false});
+    nlohmann::json tried = nlohmann::json::array();
     cudaEvent_t start, stop;
     PTXB_CUDA(cudaEventCreate(&start));
     PTXB_CUDA(cudaEventCreate(&stop));
-    nlohmann::json candidates = nlohmann::json::array();
+    nlohmann::json candidates;
     double best_ms = 1e30, default_ms = 0;
-    int best = -1;
+    int best = -1, found = 0;
+    std::vector<cublasLtMatmulHeuristicResult_t> results(kMaxCandidates);
     std::string refusals;  // why candidates failed, for the error when none runs
-    for (int i = 0; i < found; ++i) {
-      algo_ = results[i].algo;
-      if (const cublasStatus_t st = matmul(stream); st != CUBLAS_STATUS_SUCCESS) {
-        refusals += (refusals.empty() ? "" : ", ") + std::to_string(i) + ": " + cublasLtGetStatusName(st);
-        candidates.push_back({{"index", i}, {"status", cublasLtGetStatusName(st)}});
+    const char *config_name = "";
+    for (const Config &config : configs) {
+      release_descriptors();
+      config_name = config.name;
+      if (!config.in_place && !c_scratch_)
+        PTXB_CUDA(cudaMalloc(&c_scratch_, static_cast<std::size_t>(s.m * s.n) * size_of(out_type)));
+      // beta = 0: C is never read, so a scratch C of the output's type and layout is enough.
+      c_ = config.in_place ? d_ : c_scratch_;
+      // Row-major C[M,N] = A·Bᵀ read column-major is Cᵀ[N,M] = B·Aᵀ: cuBLAS "A" is our B (K-major, op T)
+      // and cuBLAS "B" is our A (op N), the "TN" form fp8 requires.
+      PTXB_LT(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      const cublasOperation_t trans = CUBLAS_OP_T, no_trans = CUBLAS_OP_N;
+      PTXB_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &trans, sizeof(trans)));
+      PTXB_LT(
+          cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &no_trans, sizeof(no_trans)));
+      if (config.scale_pointers) {
+        float *sa = scales_, *sb = scales_ + 1;
+        PTXB_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa)));
+        PTXB_LT(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb)));
+        alpha_ = 1.0f;
+      } else {
+        alpha_ = scale_a * scale_b;
+      }
+      beta_ = 0.0f;
+      PTXB_LT(cublasLtMatrixLayoutCreate(&layout_a_, cuda_type(s.input_type), s.k, s.n, s.k));
+      PTXB_LT(cublasLtMatrixLayoutCreate(&layout_b_, cuda_type(s.input_type), s.k, s.m, s.k));
+      PTXB_LT(cublasLtMatrixLayoutCreate(&layout_c_, cuda_type(out_type), s.n, s.m, s.n));
+
+      cublasLtMatmulPreference_t pref = nullptr;
+      PTXB_LT(cublasLtMatmulPreferenceCreate(&pref));
+      const std::uint64_t ws = kWorkspaceBytes;
+      PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                   sizeof(ws)));
+      // The heuristic assumes 256-byte aligned pointers unless told otherwise; tell it the real ones so it
+      // never offers an algorithm these buffers cannot run.
+      const std::uint32_t align_a = pointer_alignment(a_), align_b = pointer_alignment(b_),
+                          align_c = pointer_alignment(c_), align_d = pointer_alignment(d_);
+      PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                   sizeof(align_a)));
+      PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                   sizeof(align_b)));
+      PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
+                                                   sizeof(align_c)));
+      PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                                   sizeof(align_d)));
+      found = 0;
+      const cublasStatus_t hs =
+          cublasLtMatmulAlgoGetHeuristic(handle_, desc_, layout_a_, layout_b_, layout_c_, layout_c_, pref,
+                                         kMaxCandidates, results.data(), &found);
+      cublasLtMatmulPreferenceDestroy(pref);
+      if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
+        tried.push_back({{"config", config.name}, {"heuristic", cublasLtGetStatusName(hs)}});
+        refusals += std::string(refusals.empty() ? "" : "; ") + config.name + ": heuristic " +
+                    cublasLtGetStatusName(hs) + ", " + std::to_string(found) + " candidates";
         continue;
       }
-      matmul(stream);
-      std::vector<float> times;
-      for (int r = 0; r < kSelectionRuns; ++r) {
-        PTXB_CUDA(cudaEventRecord(start, stream));
+      // Time every heuristic candidate; keep the fastest (the default is the first).
+      candidates = nlohmann::json::array();
+      best_ms = 1e30;
+      default_ms = 0;
+      best = -1;
+      std::string config_refusals;
+      for (int i = 0; i < found; ++i) {
+        algo_ = results[i].algo;
+        if (const cublasStatus_t st = matmul(stream); st != CUBLAS_STATUS_SUCCESS) {
+          config_refusals +=
+              (config_refusals.empty() ? "" : ", ") + std::to_string(i) + ": " + cublasLtGetStatusName(st);
+          candidates.push_back({{"index", i}, {"status", cublasLtGetStatusName(st)}});
+          continue;
+        }
         matmul(stream);
-        PTXB_CUDA(cudaEventRecord(stop, stream));
-        PTXB_CUDA(cudaEventSynchronize(stop));
-        float ms = 0;
-        PTXB_CUDA(cudaEventElapsedTime(&ms, start, stop));
-        times.push_back(ms);
+        std::vector<float> times;
+        for (int r = 0; r < kSelectionRuns; ++r) {
+          PTXB_CUDA(cudaEventRecord(start, stream));
+          matmul(stream);
+          PTXB_CUDA(cudaEventRecord(stop, stream));
+          PTXB_CUDA(cudaEventSynchronize(stop));
+          float ms = 0;
+          PTXB_CUDA(cudaEventElapsedTime(&ms, start, stop));
+          times.push_back(ms);
+        }
+        std::sort(times.begin(), times.end());
+        const double median = times[times.size() / 2];
+        candidates.push_back({{"index", i}, {"median_ms", median}});
+        if (i == 0) default_ms = median;
+        if (median < best_ms) {
+          best_ms = median;
+          best = i;
+        }
       }
-      std::sort(times.begin(), times.end());
-      const double median = times[times.size() / 2];
-      candidates.push_back({{"index", i}, {"median_ms", median}});
-      if (i == 0) default_ms = median;
-      if (median < best_ms) {
-        best_ms = median;
-        best = i;
-      }
+      tried.push_back({{"config", config.name}, {"candidates", found}, {"ran", best >= 0}});
+      if (best >= 0) break;
+      refusals += std::string(refusals.empty() ? "" : "; ") + config.name + ": " + std::to_string(found) +
+                  " candidates refused (" + config_refusals + ")";
     }
     cudaEventDestroy(start);
     cudaEventDestroy(stop);
     if (best < 0)
-      throw WorkerError("library", "every cuBLASLt heuristic candidate failed to run (" +
-                                       std::to_string(found) + " tried; " + refusals +
-                                       ") for M=" + std::to_string(s.m) + " N=" + std::to_string(s.n) +
-                                       " K=" + std::to_string(s.k) + " " + to_string(s.input_type) + " -> " +
-                                       to_string(out_type));
+      throw WorkerError("library", "cuBLASLt ran no algorithm for M=" + std::to_string(s.m) +
+                                       " N=" + std::to_string(s.n) + " K=" + std::to_string(s.k) + " " +
+                                       to_string(s.input_type) + " -> " + to_string(out_type) + " (" +
+                                       refusals + ")");
     algo_ = results[best].algo;
     PTXB_CUDA(cudaStreamSynchronize(stream));
 
@@ -262,7 +308,9 @@ class GemmHandler final : public FamilyHandler {
                  {"best_ms", best_ms},
                  {"workspace_bytes", kWorkspaceBytes},
                  {"layout", "TN"},
-                 {"fp8_scale_pointers", fp8},
+                 {"fp8_scale_pointers", fp8 && std::string(config_name) != "separate_c_alpha"},
+                 {"config", config_name},
+                 {"configs_tried", tried},
                  {"candidates", candidates}};
     return info;
   }
@@ -270,21 +318,20 @@ class GemmHandler final : public FamilyHandler {
   void run_library(const TensorSet &inputs, const TensorSet &outputs, cudaStream_t stream) override {
     a_ = inputs.at("B").data;
     b_ = inputs.at("A").data;
-    c_ = outputs.at("C").data;
+    if (c_ == d_) c_ = outputs.at("C").data;  // in place
+    d_ = outputs.at("C").data;
     const cublasStatus_t st = matmul(stream);
     if (st != CUBLAS_STATUS_SUCCESS)
       throw WorkerError("library", std::string("cublasLtMatmul failed: ") + cublasLtGetStatusString(st));
   }
 
   void release_library() override {
-    if (desc_) cublasLtMatmulDescDestroy(desc_);
-    if (layout_a_) cublasLtMatrixLayoutDestroy(layout_a_);
-    if (layout_b_) cublasLtMatrixLayoutDestroy(layout_b_);
-    if (layout_c_) cublasLtMatrixLayoutDestroy(layout_c_);
+    release_descriptors();
     if (scales_) cudaFree(scales_);
-    desc_ = nullptr;
-    layout_a_ = layout_b_ = layout_c_ = nullptr;
+    if (c_scratch_) cudaFree(c_scratch_);
     scales_ = nullptr;
+    c_scratch_ = nullptr;
+    c_ = d_ = nullptr;
   }
 
  private:
@@ -292,8 +339,17 @@ class GemmHandler final : public FamilyHandler {
   static constexpr int kMaxCandidates = 8;
   static constexpr int kSelectionRuns = 5;
 
+  void release_descriptors() {
+    if (desc_) cublasLtMatmulDescDestroy(desc_);
+    if (layout_a_) cublasLtMatrixLayoutDestroy(layout_a_);
+    if (layout_b_) cublasLtMatrixLayoutDestroy(layout_b_);
+    if (layout_c_) cublasLtMatrixLayoutDestroy(layout_c_);
+    desc_ = nullptr;
+    layout_a_ = layout_b_ = layout_c_ = nullptr;
+  }
+
   cublasStatus_t matmul(cudaStream_t stream) {
-    return cublasLtMatmul(handle_, desc_, &alpha_, a_, layout_a_, b_, layout_b_, &beta_, c_, layout_c_, c_,
+    return cublasLtMatmul(handle_, desc_, &alpha_, a_, layout_a_, b_, layout_b_, &beta_, c_, layout_c_, d_,
                           layout_c_, &algo_, workspace_, kWorkspaceBytes, stream);
   }
 
@@ -302,10 +358,12 @@ class GemmHandler final : public FamilyHandler {
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t layout_a_ = nullptr, layout_b_ = nullptr, layout_c_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
-  float *scales_ = nullptr;
+  float *scales_ = nullptr;    // device copies of the per-tensor scales (fp8)
+  void *c_scratch_ = nullptr;  // C operand when cuBLASLt refuses C == D (never read: beta = 0)
   float alpha_ = 1, beta_ = 0;
   const void *a_ = nullptr, *b_ = nullptr;
-  void *c_ = nullptr;
+  void *c_ = nullptr;  // C operand: d_ (in place) or c_scratch_
+  void *d_ = nullptr;  // D: the output tensor
 };
 
 }  // namespace

@@ -115,6 +115,7 @@ Job parse_job(const json &j) {
   ts.input_sets = std::max(1, t.value("input_sets", ts.input_sets));
   ts.reverify_random_launch = t.value("reverify_random_launch", ts.reverify_random_launch);
   ts.sol_slack = t.value("sol_slack", ts.sol_slack);
+  ts.cooldown_ratio = std::max(0.0, t.value("cooldown_ratio", ts.cooldown_ratio));
   return job;
 }
 

@@ -14,6 +14,7 @@
 #include <iterator>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include <cublasLt.h>
 #include <cuda.h>
@@ -634,6 +635,11 @@ class Worker {
       PTXB_CUDA(cudaEventElapsedTime(&ms, ev_start, ev_stop));
       return static_cast<double>(ms);
     };
+    // The stream is idle here (every sample is waited for), so the GPU idles while we sleep.
+    auto cool_down = [&](double sample_ms) {
+      if (tp.cooldown_ratio > 0)
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(tp.cooldown_ratio * sample_ms));
+    };
 
     for (std::size_t wi = 0; wi < job_.workloads.size(); ++wi) {
       const JobWorkload &w = job_.workloads[wi];
@@ -720,6 +726,7 @@ class Worker {
             PTXB_CUDA(cudaEventRecord(ev_stop, device_.stream));
             wait_candidate("timing", w, "timed launch " + std::to_string(i + 1));
             cand_ms.push_back(elapsed_ms());
+            cool_down(cand_ms.back());
             if (i == reverify_at) {
               // The output of a random timed launch must still be right (no caching across calls).
               const std::uint64_t bad = wrong_outputs(s);
@@ -737,6 +744,7 @@ class Worker {
             PTXB_CUDA(cudaEventRecord(ev_stop, device_.stream));
             PTXB_CUDA(cudaEventSynchronize(ev_stop));
             lib_ms.push_back(elapsed_ms());
+            cool_down(lib_ms.back());
           }
         }
         const double t = seconds_since(loop_start);
@@ -757,7 +765,8 @@ class Worker {
                                      " wrong elements although the correctness trials passed"));
         }
       }
-      if (auto mhz = detail::sm_clock_mhz(device_.facts.pci_bus_id)) sm_clock = *mhz;
+      double workload_clock = 0;  // SM clock right after this workload's sampling
+      if (auto mhz = detail::sm_clock_mhz(device_.facts.pci_bus_id)) sm_clock = workload_clock = *mhz;
       family_->release_library();
 
       const double cmed = median_of(cand_ms), lmed = median_of(lib_ms);
@@ -794,6 +803,7 @@ class Worker {
                  {"samples", cand_ms.size()},
                  {"library_samples", lib_ms.size()},
                  {"reverified", reverify},
+                 {"sm_clock_mhz_after", workload_clock > 0 ? json(workload_clock) : json(nullptr)},
                  {"flops", w.spec.flops},
                  {"bytes", w.spec.bytes}};
       wj.update(peak.to_json());
@@ -1023,7 +1033,8 @@ json check_reference_gemm(int device) {
                      {"max_abs_error", s.max_abs_error},
                      {"max_rel_error", s.max_rel_error},
                      {"library", info.name + " " + info.version},
-                     {"best_algo_ms", info.algo.value("best_ms", 0.0)}});
+                     {"best_algo_ms", info.algo.value("best_ms", 0.0)},
+                     {"library_config", info.algo.value("config", "")}});
     } catch (const WorkerError &e) {
       out.push_back({{"case", c.name}, {"error", e.what()}});
     }
