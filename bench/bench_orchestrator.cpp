@@ -5,7 +5,9 @@
 // tests/fake_openai_server.py). Prints per-turn CPU figures from the records
 // and from getrusage.
 //
-//   bench_orchestrator [--base-url URL] [--out DIR] [--samples N] [--turns N]
+//   bench_orchestrator [--base-url URL] [--model NAME] [--out DIR] [--samples N] [--turns N]
+// With tests/fake_openai_server.py, --model repair answers GEMM tasks with a kernel that fails to
+// compile and then the fixed one, so the turns exercise ptxas and the repair prompts.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -41,7 +43,7 @@ double percentile(std::vector<double> v, double p) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  std::string base_url;
+  std::string base_url, model = "normal";
   fs::path out;
   int samples = 4, turns = 4;
   for (int i = 1; i < argc; ++i) {
@@ -55,6 +57,8 @@ int main(int argc, char **argv) {
     };
     if (a == "--base-url")
       base_url = next();
+    else if (a == "--model")
+      model = next();
     else if (a == "--out")
       out = next();
     else if (a == "--samples")
@@ -63,7 +67,8 @@ int main(int argc, char **argv) {
       turns = std::stoi(next());
     else {
       fmt::print(stderr,
-                 "usage: bench_orchestrator [--base-url URL] [--out DIR] [--samples N] [--turns N]\n");
+                 "usage: bench_orchestrator [--base-url URL] [--model NAME] [--out DIR] [--samples N] "
+                 "[--turns N]\n");
       return 2;
     }
   }
@@ -81,7 +86,7 @@ int main(int argc, char **argv) {
     } else {
       e.kind = "openai";
       e.base_url = base_url;
-      e.model = "normal";
+      e.model = model;
       e.max_retries = 2;
     }
     c.endpoints.push_back(e);

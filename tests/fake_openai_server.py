@@ -35,11 +35,15 @@ Behaviours:
   missing           404 model not found
   bad-request       400 with a 2000-character body
   big               a 10 MB content
+  repair            a repairing model for GEMM tasks: turn 0 (no assistant message in the request yet) a
+                    kernel that does not compile, later turns the fixed kernel (examples/scripted/);
+                    other tasks get a response without a kernel
 """
 import argparse
 import email.utils
 import http.server
 import json
+import os
 import socketserver
 import sys
 import threading
@@ -119,6 +123,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_json(404, {"error": {"message": "no route " + self.path}})
             return
         behaviour = model.split("#")[0]
+        self.request_body = body
         try:
             self.respond(behaviour, model, attempt, auth)
         except (BrokenPipeError, ConnectionResetError):
@@ -221,6 +226,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_json(400, {"error": {"message": "bad request " + "x" * 2000}})
         elif b == "big":
             self.send_json(200, completion(model, "y" * (10 * 1000 * 1000)))
+        elif b == "repair":
+            messages = self.request_body.get("messages", [])
+            turn = sum(1 for m in messages if m.get("role") == "assistant")
+            prompt = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
+            scripted = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "scripted")
+            name = "no_kernel.md"
+            if "gemm_" in prompt:
+                name = "gemm_turn0_broken.md" if turn == 0 else "gemm_turn1_fixed.md"
+            with open(os.path.join(scripted, name)) as f:
+                self.send_json(200, completion(model, f.read()))
         else:
             self.send_json(200, completion(model, "Hello from " + model))
 
