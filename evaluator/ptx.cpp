@@ -191,7 +191,7 @@ namespace {
 
 class Parser {
  public:
-  explicit Parser(std::vector<PtxToken> tokens) : t_(std::move(tokens)) {}
+  explicit Parser(const std::vector<PtxToken> &tokens) : t_(tokens) {}
 
   util::Expected<PtxModule, std::string> run() {
     try {
@@ -204,9 +204,10 @@ class Parser {
   }
 
  private:
-  std::vector<PtxToken> t_;
+  const std::vector<PtxToken> &t_;
   std::size_t i_ = 0;
   PtxModule module_;
+  bool seen_code_ = false;  ///< a function or variable came: later header directives are not "the header"
 
   bool done() const { return i_ >= t_.size(); }
   const PtxToken &peek(std::size_t ahead = 0) const {
@@ -230,9 +231,11 @@ class Parser {
                        done() ? "" : fmt::format(" but found '{}'", peek().text)));
     ++i_;
   }
-  void skip_line() {  // .loc / .file end at the line's end (no ';')
+  void line_directive() {  // .loc / .file end at the line's end (no ';')
+    const std::size_t first = i_;
     int line = peek().line;
     while (!done() && peek().line == line) ++i_;
+    module_.line_directives.push_back({first, i_ - 1});
   }
   void skip_statement() {
     int depth = 0;
@@ -260,37 +263,49 @@ class Parser {
 
   void module_statement() {
     const PtxToken &tok = peek();
-    if (tok.text == ".version") {
-      ++i_;
-      module_.version = next().text;
-    } else if (tok.text == ".target") {
-      ++i_;
-      module_.target = next().text;
-      while (is(",")) {
-        ++i_;
-        module_.target_options.push_back(next().text);
-      }
-    } else if (tok.text == ".address_size") {
-      ++i_;
-      module_.address_size = static_cast<int>(parse_integer(next().text).value_or(0));
+    if (tok.text == ".version" || tok.text == ".target" || tok.text == ".address_size") {
+      header_directive();
     } else if (tok.text == ".file" || tok.text == ".loc") {
-      skip_line();
+      line_directive();
     } else if (tok.text == ".section") {
       // DWARF sections: .section .debug_x { ... }
-      ++i_;
+      const std::size_t first = i_++;
       while (!done() && !is("{")) ++i_;
       skip_block();
+      module_.sections.push_back({first, i_ - 1});
     } else if (tok.text == ".visible" || tok.text == ".extern" || tok.text == ".weak" ||
                tok.text == ".common") {
       ++i_;
     } else if (tok.text == ".entry" || tok.text == ".func") {
+      seen_code_ = true;
       bool extern_decl = i_ > 0 && t_[i_ - 1].text == ".extern";
       function(extern_decl);
     } else if (tok.kind == PtxTokenKind::directive && is_state_space(tok.text)) {
+      seen_code_ = true;
       module_variable();
     } else {
+      if (tok.kind == PtxTokenKind::directive) seen_code_ = true;
       skip_statement();
     }
+  }
+
+  void header_directive() {
+    const std::string &directive = next().text;
+    if (directive == ".version") {
+      module_.version = next().text;
+    } else if (directive == ".target") {
+      module_.target = next().text;
+      while (is(",")) {
+        const std::size_t comma = i_++;
+        const std::string &option = next().text;
+        // `debug` makes ptxas demand DWARF sections (a rewrite that drops them drops it too).
+        if (option == "debug") module_.target_debug.push_back({comma, comma + 1});
+        module_.target_options.push_back(option);
+      }
+    } else {
+      module_.address_size = static_cast<int>(parse_integer(next().text).value_or(0));
+    }
+    if (!seen_code_) module_.header_last_token = i_ - 1;
   }
 
   void skip_block() {
@@ -433,7 +448,7 @@ class Parser {
       } else if (tok.text == ";") {
         ++i_;
       } else if (tok.text == ".loc" || tok.text == ".file") {
-        skip_line();
+        line_directive();
       } else if (tok.kind == PtxTokenKind::directive) {
         skip_statement();
       } else if (tok.kind == PtxTokenKind::identifier && is(":", 1)) {
@@ -450,6 +465,7 @@ class Parser {
     PtxInstruction inst;
     inst.function = function_name;
     inst.line = peek().line;
+    inst.first_token = i_;
     if (is("@")) {
       ++i_;
       inst.predicate = "@";
@@ -482,7 +498,11 @@ class Parser {
 util::Expected<PtxModule, std::string> parse_ptx(std::string_view source) {
   auto tokens = lex_ptx(source);
   if (!tokens) return util::unexpected(tokens.error());
-  return Parser(std::move(*tokens)).run();
+  return parse_ptx_tokens(*tokens);
+}
+
+util::Expected<PtxModule, std::string> parse_ptx_tokens(const std::vector<PtxToken> &tokens) {
+  return Parser(tokens).run();
 }
 
 const PtxFunction *PtxModule::find_function(std::string_view name) const {

@@ -1,7 +1,8 @@
 // A real PTX lexer (comments and strings are never code) and the part of a
 // parser the static checks need: .version, .target, .address_size, entries
 // and functions with their parameters, instructions by full mnemonic with
-// their source line, and module-scope variables.
+// their source line, and module-scope variables; plus where .loc/.file,
+// .section and `.target ..., debug` sit in the token stream, for rewrites.
 #pragma once
 
 #include <cstdint>
@@ -58,11 +59,19 @@ struct PtxFunction {
   std::vector<std::int64_t> reqnctapercluster;  ///< .reqnctapercluster / .cluster_dim values
 };
 
+/// Tokens [first, last] of one statement, as indices into the lex_ptx token vector the module was
+/// parsed from (last inclusive).
+struct PtxTokenRange {
+  std::size_t first = 0;  ///< token index
+  std::size_t last = 0;   ///< token index, inclusive
+};
+
 struct PtxInstruction {
   std::string mnemonic;   ///< full, with modifiers: "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"
   std::string predicate;  ///< "@%p1", "@!%p1", or ""
   std::string function;   ///< the enclosing .entry/.func
   int line = 0;           ///< 1-based line in the PTX source
+  std::size_t first_token = 0;  ///< token index (lex_ptx) of its first token: the '@' or the mnemonic
   /// Opcode up to the first '.', e.g. "wgmma".
   std::string base() const;
 };
@@ -85,6 +94,15 @@ struct PtxModule {
   std::vector<PtxVariable> module_variables;  ///< module-scope .global/.shared/.const
   std::string
       normalized_hash;  ///< FNV-1a 64 of the token stream (comments, whitespace and .loc/.file ignored)
+  // Where debug information sits in the token stream (token indices into lex_ptx(source)), in
+  // source order, for rewrites such as annotate_ptx_line_info (evaluator/ptx_lines.hpp).
+  std::vector<PtxTokenRange> line_directives;  ///< .loc / .file statements, module scope and bodies;
+                                               ///< each runs to the end of its line (no ';')
+  std::vector<PtxTokenRange> sections;         ///< .section blocks: `.section` through the closing '}'
+  std::vector<PtxTokenRange> target_debug;     ///< `, debug` operands of .target: the ',' and `debug`
+  /// Token index of the last token of the .version/.target/.address_size directives that come
+  /// before any function, variable or other directive statement (nullopt when none does).
+  std::optional<std::size_t> header_last_token;
 
   const PtxFunction *find_function(std::string_view name) const;
   std::vector<std::string> entry_names() const;
@@ -96,6 +114,8 @@ struct PtxModule {
 
 /// Parses a whole module. Errors say what and where ("line 7: expected '(' after the .entry name").
 util::Expected<PtxModule, std::string> parse_ptx(std::string_view source);
+/// The same from lex_ptx's tokens (token indices in the module refer to `tokens`).
+util::Expected<PtxModule, std::string> parse_ptx_tokens(const std::vector<PtxToken> &tokens);
 
 /// Bytes of a PTX fundamental type (".u64" -> 8, ".b8" -> 1, ".pred" -> 0 unknown).
 int ptx_type_bytes(std::string_view type);
