@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
+#include <stdexcept>
 
 #include <fmt/core.h>
 #include <fmt/ranges.h>
@@ -18,6 +20,18 @@
 namespace ptxbench::evaluator {
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+namespace detail {
+struct PendingSass {
+  util::TempDir dir{"ptxbench-sass"};  ///< holds the cubin being disassembled; outlives `listing`
+  std::future<util::Expected<std::string>> listing;  ///< nvdisasm / cuobjdump output, or why there is none
+  const tasks::Task *task = nullptr;
+  std::vector<std::string> targets_in_ptx;  ///< targets whose mnemonic the PTX has (for the SASS warning)
+  ~PendingSass() {
+    if (listing.valid()) listing.wait();  // the cubin's folder goes only after the disassembler is done
+  }
+};
+}  // namespace detail
 
 namespace {
 
@@ -173,56 +187,39 @@ void run_compile(CompiledCandidate &c, const tasks::Task &task, const EvaluatorS
     }
   }
 
-  // SASS listing and target opcode families.
-  auto disassembler = find_disassembler(settings.disassembler_path);
+  if (stage.status != Status::compile_error && stage.status != Status::launch_error) {
+    stage.status = Status::ok;
+    stage.summary =
+        fmt::format("{} registers, {} B static smem, {} B stack, spills {}/{} B", info->registers,
+                    info->shared_bytes, info->stack_bytes, info->spill_store_bytes, info->spill_load_bytes);
+  }
+
+  // SASS listing and target opcode families: started here, finished by finish_sass.
   stage.figures["sass_available"] = false;
   stage.figures["targets_in_sass"] = json::object();
   stage.figures["sass_families"] = json::object();
+  auto disassembler = find_disassembler(settings.disassembler_path);
+  auto pending = std::make_shared<detail::PendingSass>();
+  pending->task = &task;
+  for (const auto &t : task.targets)
+    if (module && !module->instructions_with_prefix(t.ptx_mnemonic).empty())
+      pending->targets_in_ptx.push_back(t.name);
   if (!disassembler) {
-    stage.diagnostics.push_back({"note", "no cuobjdump/nvdisasm: SASS checks skipped", std::nullopt});
+    pending->listing = std::async(std::launch::deferred, [] {
+      return util::Expected<std::string>(util::unexpected(std::string("no cuobjdump/nvdisasm")));
+    });
   } else {
     c.verdict.environment["disassembler"] = disassembler->path.string();
     util::ProcessLimits dlimits;
     dlimits.wall_time = settings.compile.disassembler_wall;
     dlimits.max_output_bytes = 64u << 20;
-    auto listing_text = disassemble_cubin(*disassembler, work.path() / "kernel.cubin", dlimits);
-    if (!listing_text) {
-      stage.diagnostics.push_back({"note", "SASS listing failed: " + listing_text.error(), std::nullopt});
-    } else {
-      c.sass = std::move(*listing_text);
-      SassListing listing = parse_sass_listing(c.sass);
-      stage.figures["sass_available"] = true;
-      stage.figures["sass_instruction_count"] = listing.instructions.size();
-      stage.figures["targets_in_sass"] = targets_in_sass(listing, task.targets);
-      json families = json::object();
-      for (const auto &[family, count] : listing.family_counts()) families[family] = count;
-      stage.figures["sass_families"] = families;
-      for (const auto &t : task.targets) {
-        bool in_ptx = module && !module->instructions_with_prefix(t.ptx_mnemonic).empty();
-        if (in_ptx && !stage.figures["targets_in_sass"][t.name].get<bool>())
-          stage.diagnostics.push_back(
-              {"warning",
-               fmt::format(
-                   "target {}: `{}` is in the PTX but no {} instruction is in the SASS (dead code removed?)",
-                   t.name, t.ptx_mnemonic, fmt::join(t.sass_families, "/")),
-               std::nullopt});
-      }
-    }
+    const fs::path cubin = pending->dir.path() / "kernel.cubin";
+    if (auto w = util::write_file_atomic(cubin, c.cubin); !w) throw std::runtime_error(w.error());
+    pending->listing = std::async(std::launch::async, [dis = *disassembler, cubin, dlimits] {
+      return disassemble_cubin(dis, cubin, dlimits);
+    });
   }
-
-  if (stage.status != Status::compile_error && stage.status != Status::launch_error) {
-    stage.status = Status::ok;
-    std::vector<std::string> present;
-    for (const auto &t : task.targets)
-      if (stage.figures["targets_in_sass"].value(t.name, false)) present.push_back(t.name);
-    stage.summary =
-        fmt::format("{} registers, {} B static smem, {} B stack, spills {}/{} B; SASS: {}", info->registers,
-                    info->shared_bytes, info->stack_bytes, info->spill_store_bytes, info->spill_load_bytes,
-                    stage.figures["sass_available"].get<bool>()
-                        ? (present.empty() ? std::string("no target families")
-                                           : fmt::format("{}", fmt::join(present, ", ")))
-                        : std::string("not available"));
-  }
+  c.pending_sass = std::move(pending);
   stage.wall_seconds = seconds_since(t0);
 }
 
@@ -279,8 +276,58 @@ bool CompiledCandidate::ready_for_gpu() const {
          verdict.compile.status == Status::ok && !cubin.empty() && !plans.empty();
 }
 
+std::string finish_sass(CompiledCandidate &c) {
+  if (!c.pending_sass) return "";
+  const std::shared_ptr<detail::PendingSass> pending = std::move(c.pending_sass);
+  const tasks::Task &task = *pending->task;
+  StageResult &stage = c.verdict.compile;
+  const auto t0 = Clock::now();
+  util::Expected<std::string> listing_text = pending->listing.get();
+  // What the disassembly added after any overlap with the GPU stage; counted in the compile stage.
+  stage.figures["sass_wait_seconds"] = seconds_since(t0);
+  stage.wall_seconds += stage.figures["sass_wait_seconds"].get<double>();
+  if (!listing_text) {
+    stage.diagnostics.push_back({"note",
+                                 listing_text.error() == "no cuobjdump/nvdisasm"
+                                     ? "no cuobjdump/nvdisasm: SASS checks skipped"
+                                     : "SASS listing failed: " + listing_text.error(),
+                                 std::nullopt});
+  } else {
+    c.sass = std::move(*listing_text);
+    SassListing listing = parse_sass_listing(c.sass);
+    stage.figures["sass_available"] = true;
+    stage.figures["sass_instruction_count"] = listing.instructions.size();
+    stage.figures["targets_in_sass"] = targets_in_sass(listing, task.targets);
+    json families = json::object();
+    for (const auto &[family, count] : listing.family_counts()) families[family] = count;
+    stage.figures["sass_families"] = families;
+    for (const auto &t : task.targets) {
+      const bool in_ptx = std::find(pending->targets_in_ptx.begin(), pending->targets_in_ptx.end(), t.name) !=
+                          pending->targets_in_ptx.end();
+      if (in_ptx && !stage.figures["targets_in_sass"][t.name].get<bool>())
+        stage.diagnostics.push_back(
+            {"warning",
+             fmt::format(
+                 "target {}: `{}` is in the PTX but no {} instruction is in the SASS (dead code removed?)",
+                 t.name, t.ptx_mnemonic, fmt::join(t.sass_families, "/")),
+             std::nullopt});
+    }
+  }
+  if (stage.status == Status::ok) {
+    std::vector<std::string> present;
+    for (const auto &t : task.targets)
+      if (stage.figures["targets_in_sass"].value(t.name, false)) present.push_back(t.name);
+    stage.summary +=
+        fmt::format("; SASS: {}", stage.figures["sass_available"].get<bool>()
+                                      ? (present.empty() ? std::string("no target families")
+                                                         : fmt::format("{}", fmt::join(present, ", ")))
+                                      : std::string("not available"));
+  }
+  return listing_text ? "" : listing_text.error();
+}
+
 CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view response,
-                                 const EvaluatorSettings &settings) {
+                                 const EvaluatorSettings &settings, bool defer_sass) {
   const auto t_all = Clock::now();
   CompiledCandidate c;
   Verdict &v = c.verdict;
@@ -399,6 +446,7 @@ CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view respo
   }
 
   run_compile(c, task, settings, work, have_module ? &module : nullptr);
+  if (!defer_sass || v.compile.status != Status::ok) finish_sass(c);
   if (v.compile.status != Status::ok)
     skip_rest(v, &v.compile);
   else
@@ -410,7 +458,8 @@ CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view respo
 
 Verdict evaluate(const tasks::Task &task, std::string_view response, const EvaluatorSettings &settings) {
   const auto t0 = Clock::now();
-  CompiledCandidate c = run_cpu_stages(task, response, settings);
+  // The SASS listing is made while the worker runs (run_gpu_stages hands it over when it is done).
+  CompiledCandidate c = run_cpu_stages(task, response, settings, /*defer_sass=*/true);
   if (c.ready_for_gpu()) {
     if (settings.run_gpu) {
       run_gpu_stages(c, task, settings);
@@ -418,6 +467,7 @@ Verdict evaluate(const tasks::Task &task, std::string_view response, const Evalu
       skip_gpu_stages(c.verdict, "disabled by --no-gpu");
     }
   }
+  finish_sass(c);
   c.verdict.finalize_status();
   c.verdict.wall_seconds = seconds_since(t0);
   return std::move(c.verdict);

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -85,6 +86,10 @@ struct EvaluatorSettings {
   nlohmann::json to_json() const;
 };
 
+namespace detail {
+struct PendingSass;  // a disassembly still running (evaluator.cpp)
+}
+
 /// The outcome of the CPU stages, carried to the GPU stage.
 struct CompiledCandidate {
   Verdict verdict;  ///< parse/static/compile filled; GPU stages skipped until run
@@ -94,11 +99,20 @@ struct CompiledCandidate {
   std::string cubin;              ///< bytes
   std::string sass;               ///< SASS listing text ("" when no disassembler)
   std::vector<LaunchPlan> plans;  ///< one per workload
-  bool ready_for_gpu() const;     ///< compiled and every plan resolved
+  /// Set while the SASS listing is still being made (run_cpu_stages with defer_sass); finish_sass ends it.
+  std::shared_ptr<detail::PendingSass> pending_sass;
+  bool ready_for_gpu() const;  ///< compiled and every plan resolved
 };
 
+/// Parse, static checks, compile. With defer_sass the disassembly of the cubin (nvdisasm takes about
+/// half a second) keeps running after the return, so that it overlaps the GPU stage; the compile
+/// stage's SASS figures are filled by finish_sass (run_gpu_stages and evaluate call it).
 CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view response,
-                                 const EvaluatorSettings &settings);
+                                 const EvaluatorSettings &settings, bool defer_sass = false);
+
+/// Waits for a deferred SASS listing and fills the compile stage's SASS figures, diagnostics and
+/// summary, and `sass`. Returns the listing's error ("" when it is there or none was pending).
+std::string finish_sass(CompiledCandidate &c);
 
 /// Runs the GPU stages in a worker subprocess (holding the per-GPU lock) and
 /// fills correctness/execution/timing/sanitizer, the axes and the final status.

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <thread>
 
 #include "evaluator/compile.hpp"
 #include "evaluator/detail/execution_axis.hpp"
@@ -188,17 +189,21 @@ json job_workload(const tasks::Task &task, const LaunchPlan &plan) {
                 {"params", params}}}};
 }
 
+json sass_entries(const SassListing &listing) {
+  json sass = json::array();
+  for (const auto &i : listing.instructions)
+    sass.push_back(
+        {{"function", i.function}, {"offset", i.offset}, {"opcode", i.opcode}, {"family", i.family}});
+  return sass;
+}
+
 json build_job(const CompiledCandidate &c, const tasks::Task &task, const EvaluatorSettings &settings,
-               const fs::path &cubin_path, const SassListing &listing) {
+               const fs::path &cubin_path, const json &sass) {
   json workloads = json::array();
   for (const auto &plan : c.plans) workloads.push_back(job_workload(task, plan));
   json targets = json::array();
   for (const auto &t : task.targets)
     targets.push_back({{"name", t.name}, {"sass_families", t.sass_families}});
-  json sass = json::array();
-  for (const auto &i : listing.instructions)
-    sass.push_back(
-        {{"function", i.function}, {"offset", i.offset}, {"opcode", i.opcode}, {"family", i.family}});
   const auto &cp = settings.correctness;
   return json{{"version", 1},
               {"task_id", task.id},
@@ -445,8 +450,13 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   const fs::path cubin_path = dir.path() / "kernel.cubin";
   const fs::path job_path = dir.path() / "job.json";
   const fs::path result_path = dir.path() / "result.json";
-  const SassListing listing = parse_sass_listing(candidate.sass);
-  const json job = build_job(candidate, task, settings, cubin_path, listing);
+  // A listing still being made goes to the worker as a file when it is done; the worker needs it only
+  // for the execution stage, after correctness and timing.
+  const fs::path sass_path = dir.path() / "sass.json";
+  json job =
+      build_job(candidate, task, settings, cubin_path,
+                candidate.pending_sass ? json::array() : sass_entries(parse_sass_listing(candidate.sass)));
+  if (candidate.pending_sass) job["sass_path"] = sass_path.string();
   if (auto w1 = util::write_file_atomic(cubin_path, candidate.cubin); !w1)
     throw std::runtime_error(w1.error());
   if (auto w2 = util::write_file_atomic(job_path, job.dump()); !w2) throw std::runtime_error(w2.error());
@@ -458,9 +468,24 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
     v.finalize_status();
     return;
   }
+  std::jthread sass_handover;
+  if (candidate.pending_sass)
+    sass_handover = std::jthread([&candidate, &sass_path] {
+      // finish_sass touches only the compile stage and `sass`, which nothing reads until the join.
+      json file;
+      try {
+        const std::string error = finish_sass(candidate);
+        file = error.empty() ? json{{"sass", sass_entries(parse_sass_listing(candidate.sass))}}
+                             : json{{"error", error}};
+      } catch (const std::exception &e) {
+        file = {{"error", std::string("the SASS listing failed: ") + e.what()}};
+      }
+      (void)util::write_file_atomic(sass_path, file.dump());  // unwritten: the worker gives up and says so
+    });
   const WorkerRun run =
       run_worker({worker.string(), "--job", job_path.string(), "--result", result_path.string()}, dir.path(),
                  result_path, settings.device, settings.worker.wall, settings.worker.cpu_seconds);
+  if (sass_handover.joinable()) sass_handover.join();
   if (!run.started) {
     skip_gpu_stages(v, "the GPU worker could not start: " + run.start_error);
     v.finalize_status();
@@ -549,7 +574,7 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   const bool wants_sanitizer =
       c == Status::runtime_error || c == Status::timeout || c == Status::nondeterministic;
   if (settings.run_sanitizer && wants_sanitizer) {
-    run_sanitizer(candidate, task, job, dir.path(), worker, listing, settings);
+    run_sanitizer(candidate, task, job, dir.path(), worker, parse_sass_listing(candidate.sass), settings);
   } else {
     v.sanitizer.status = Status::skipped;
     v.sanitizer.summary = wants_sanitizer ? "sanitizer disabled" : "not needed (no fault, hang or race)";

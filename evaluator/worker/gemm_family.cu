@@ -173,15 +173,19 @@ class GemmHandler final : public FamilyHandler {
 
     // Configurations in order of preference; the first under which some heuristic candidate runs is
     // kept, and which one it was is recorded. fp8 GEMMs are called in practice with per-tensor scales
-    // as device pointers; some cuBLASLt builds refuse in-place C == D for them, and the last resort
-    // folds the scales into alpha (the same product, applied in fp32).
+    // as device pointers, but cuBLASLt 13.1 on the H200 offers 8 candidates for e4m3 -> bf16 with
+    // A/B scale pointers and then refuses every one (NOT_SUPPORTED, in place or not); with the scales
+    // folded into alpha (the same product, applied in fp32) they all run.
     struct Config {
       const char *name;
       bool in_place, scale_pointers;
     };
     std::vector<Config> configs = {{"in_place", true, fp8}};
-    if (fp8)
-      configs.push_back({"separate_c", false, true}), configs.push_back({"separate_c_alpha", false, false});
+    if (fp8) {
+      configs.push_back({"in_place_alpha", true, false});
+      configs.push_back({"separate_c", false, true});
+      configs.push_back({"separate_c_alpha", false, false});
+    }
     nlohmann::json tried = nlohmann::json::array();
     cudaEvent_t start, stop;
     PTXB_CUDA(cudaEventCreate(&start));
@@ -192,9 +196,11 @@ class GemmHandler final : public FamilyHandler {
     std::vector<cublasLtMatmulHeuristicResult_t> results(kMaxCandidates);
     std::string refusals;  // why candidates failed, for the error when none runs
     const char *config_name = "";
+    bool scale_pointers = false;
     for (const Config &config : configs) {
       release_descriptors();
       config_name = config.name;
+      scale_pointers = config.scale_pointers;
       if (!config.in_place && !c_scratch_)
         PTXB_CUDA(cudaMalloc(&c_scratch_, static_cast<std::size_t>(s.m * s.n) * size_of(out_type)));
       // beta = 0: C is never read, so a scratch C of the output's type and layout is enough.
@@ -308,7 +314,7 @@ class GemmHandler final : public FamilyHandler {
                  {"best_ms", best_ms},
                  {"workspace_bytes", kWorkspaceBytes},
                  {"layout", "TN"},
-                 {"fp8_scale_pointers", fp8 && std::string(config_name) != "separate_c_alpha"},
+                 {"fp8_scale_pointers", scale_pointers},
                  {"config", config_name},
                  {"configs_tried", tried},
                  {"candidates", candidates}};

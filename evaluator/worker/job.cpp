@@ -34,6 +34,19 @@ std::string opcode_family(const std::string &opcode) {
   return opcode.substr(0, opcode.find('.'));
 }
 
+std::vector<SassInstruction> parse_sass_entries(const json &array) {
+  std::vector<SassInstruction> out;
+  for (const auto &i : array) {
+    SassInstruction si;
+    si.function = field<std::string>(i, "function", "sass");
+    si.offset = field<std::uint32_t>(i, "offset", "sass");
+    si.opcode = field<std::string>(i, "opcode", "sass");
+    si.family = i.value("family", opcode_family(si.opcode));
+    out.push_back(si);
+  }
+  return out;
+}
+
 Job parse_job(const json &j) {
   Job job;
   job.task_id = field<std::string>(j, "task_id", "job");
@@ -91,14 +104,8 @@ Job parse_job(const json &j) {
   for (const auto &t : j.value("targets", json::array()))
     job.targets.push_back(
         {field<std::string>(t, "name", "target"), t.value("sass_families", std::vector<std::string>{})});
-  for (const auto &i : j.value("sass", json::array())) {
-    SassInstruction si;
-    si.function = field<std::string>(i, "function", "sass");
-    si.offset = field<std::uint32_t>(i, "offset", "sass");
-    si.opcode = field<std::string>(i, "opcode", "sass");
-    si.family = i.value("family", opcode_family(si.opcode));
-    job.sass.push_back(si);
-  }
+  job.sass = parse_sass_entries(j.value("sass", json::array()));
+  job.sass_path = j.value("sass_path", std::string());
   const json c = j.value("correctness", json::object());
   job.correctness.trials = std::max(1, c.value("trials", 3));
   job.correctness.base_seed = c.value("base_seed", std::uint64_t{0});

@@ -15,6 +15,8 @@
 //                                    oob_fill, interleave}]}}],
 //    targets: [{name, sass_families[]}],
 //    sass: [{function, offset, opcode, family}]   (the SASS listing, one entry per instruction),
+//    sass_path: FILE  (instead of sass: the listing is still being made; FILE appears, written
+//                      atomically, holding {sass: [...]} or {error: "why"}, before the execution stage),
 //    correctness: CorrectnessPolicy, timing: TimingPolicy, kernel_hang_ms,
 //    task: Task::to_json (recorded, not read)}
 // result.json:
@@ -92,6 +94,7 @@ struct Job {
   std::vector<JobWorkload> workloads;
   std::vector<TargetSpec> targets;
   std::vector<SassInstruction> sass;
+  std::string sass_path;  // "" = the listing is in `sass`
   CorrectnessSettings correctness;
   TimingSettings timing;
   double kernel_hang_ms = 10'000;
@@ -100,6 +103,9 @@ struct Job {
 
 /// Throws WorkerError("internal", ...) naming the field on malformed input.
 Job parse_job(const nlohmann::json &j);
+
+/// The SASS entries of a job's `sass` array; throws WorkerError("internal", ...) when malformed.
+std::vector<SassInstruction> parse_sass_entries(const nlohmann::json &array);
 
 /// Splits "HGMMA.64x128x16.F32.BF16" -> "HGMMA".
 std::string opcode_family(const std::string &opcode);

@@ -75,7 +75,7 @@ emit nan_output NAN_OUTPUT "$GRID_DEFAULT" 0 "Correct except C[17, 33], which is
 emit first_shape_only FIRST_SHAPE_ONLY '["ceil_div(N, 64) * ceil_div(M, 64)", 1, 1]' 0 \
   "Tile order hard-coded for M = 4096 (64 row tiles): right on the first workload, not on M = 3000."
 emit globaltimer_when_timed GLOBALTIMER "$GRID_DEFAULT" 0 \
-  "Reads %globaltimer: when launched within 2 ms of its previous launch's end (a timing loop), it does nothing."
+  "Reads %globaltimer: when launched within 100 ms of its previous launch's end (a timing loop), it does nothing."
 emit launch_counter_when_timed LAUNCH_COUNTER "$GRID_DEFAULT" 0 \
   "Counts its launches in .global state: real work for the first 8 (the correctness trials), nothing after."
 emit dead_path_target DEAD_WGMMA "$GRID_DEFAULT" 0 \

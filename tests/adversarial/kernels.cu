@@ -211,7 +211,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 #if defined(CASE_GLOBALTIMER)
   // Launched back to back (as a timing loop does)? Then do nothing.
   const uint64_t last_end = *reinterpret_cast<volatile uint64_t *>(&g_last_end_ns);
-  if (last_end != 0 && global_timer_ns() - last_end < 2'000'000ull) return;
+  if (last_end != 0 && global_timer_ns() - last_end < 100'000'000ull) return;
 #endif
 #if defined(CASE_LAUNCH_COUNTER)
   // The correctness trials are the first 8 launches (2 workloads x (3 trials + 1 determinism relaunch));
