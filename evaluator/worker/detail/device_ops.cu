@@ -18,6 +18,36 @@ int blocks_for(std::int64_t count) {
   return static_cast<int>(b < 65536 ? (b < 1 ? 1 : b) : 65536);  // grid-stride loops cover the rest
 }
 
+// Reductions end in atomics on one address, which the L2 serializes: with a thread per element that
+// was ~10^7 same-address atomics per pass over a core-shape tensor and most of the correctness
+// stage's time. A grid that just fills the GPU (grid-stride loops do the rest) and one atomic per
+// warp after a shuffle reduction make it ~10^4.
+constexpr int kReductionBlocks = 1024;
+int reduction_blocks_for(std::int64_t count) {
+  const int b = blocks_for(count);
+  return b < kReductionBlocks ? b : kReductionBlocks;
+}
+
+// Every lane of the warp must call these (the kernels below reach them with all lanes).
+__device__ __forceinline__ unsigned long long warp_sum(unsigned long long v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(0xFFFFFFFFu, v, offset);
+  return v;
+}
+__device__ __forceinline__ unsigned long long warp_min(unsigned long long v) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const unsigned long long other = __shfl_down_sync(0xFFFFFFFFu, v, offset);
+    v = other < v ? other : v;
+  }
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_down_sync(0xFFFFFFFFu, v, offset));
+  return v;
+}
+__device__ __forceinline__ bool lane0() {
+  return (threadIdx.x & 31) == 0;
+}
+
 __device__ __forceinline__ std::uint64_t mix64(std::uint64_t x) {
   // splitmix64 finalizer: a counter-based hash, so element i's value depends only on (seed, i).
   x += 0x9E3779B97F4A7C15ull;
@@ -120,7 +150,8 @@ __global__ void checksum_kernel(const unsigned char *data, std::size_t bytes, un
     local += mix64(w[i] ^ mix64(i));
   if (blockIdx.x == 0 && threadIdx.x == 0)
     for (std::size_t i = words * 8; i < bytes; ++i) local += mix64(data[i] ^ mix64(i + (1ull << 60)));
-  atomicAdd(sum, local);
+  local = warp_sum(local);
+  if (lane0()) atomicAdd(sum, local);
 }
 
 __global__ void guard_kernel(const unsigned char *data, std::size_t bytes, unsigned long long *damaged) {
@@ -128,7 +159,8 @@ __global__ void guard_kernel(const unsigned char *data, std::size_t bytes, unsig
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < bytes;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
     local += data[i] != kGuardByte;
-  if (local) atomicAdd(damaged, local);
+  local = warp_sum(local);
+  if (lane0() && local) atomicAdd(damaged, local);
 }
 
 struct DeviceStats {
@@ -171,6 +203,13 @@ __global__ void compare_kernel(const T *out, const float *ref, std::int64_t coun
       if (static_cast<unsigned long long>(i) < first) first = static_cast<unsigned long long>(i);
     }
   }
+  mism = warp_sum(mism);
+  nans = warp_sum(nans);
+  unwritten = warp_sum(unwritten);
+  max_abs = warp_max(max_abs);
+  max_rel = warp_max(max_rel);
+  first = warp_min(first);
+  if (!lane0()) return;
   if (mism) atomicAdd(&stats->mismatches, mism);
   if (nans) atomicAdd(&stats->nan_count, nans);
   if (unwritten) atomicAdd(&stats->unwritten, unwritten);
@@ -185,7 +224,8 @@ __global__ void bitdiff_kernel(const Bits *a, const Bits *b, std::int64_t count,
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     local += a[i] != b[i];
-  if (local) atomicAdd(diff, local);
+  local = warp_sum(local);
+  if (lane0() && local) atomicAdd(diff, local);
 }
 
 /// A small device scratch for reductions, freed on scope exit.
@@ -289,7 +329,7 @@ void fill_poison(void *data, ElemType type, std::int64_t count, cudaStream_t str
 
 std::uint64_t checksum(const void *data, std::size_t bytes, cudaStream_t stream) {
   DeviceScalar<unsigned long long> sum(stream, 0ull);
-  checksum_kernel<<<blocks_for(static_cast<std::int64_t>(bytes / 8) + 1), kThreads, 0, stream>>>(
+  checksum_kernel<<<reduction_blocks_for(static_cast<std::int64_t>(bytes / 8) + 1), kThreads, 0, stream>>>(
       static_cast<const unsigned char *>(data), bytes, sum.ptr);
   PTXB_CUDA(cudaGetLastError());
   return sum.read(stream);
@@ -297,7 +337,7 @@ std::uint64_t checksum(const void *data, std::size_t bytes, cudaStream_t stream)
 
 std::uint64_t count_guard_damage(const void *data, std::size_t bytes, cudaStream_t stream) {
   DeviceScalar<unsigned long long> damaged(stream, 0ull);
-  guard_kernel<<<blocks_for(static_cast<std::int64_t>(bytes)), kThreads, 0, stream>>>(
+  guard_kernel<<<reduction_blocks_for(static_cast<std::int64_t>(bytes)), kThreads, 0, stream>>>(
       static_cast<const unsigned char *>(data), bytes, damaged.ptr);
   PTXB_CUDA(cudaGetLastError());
   return damaged.read(stream);
@@ -306,7 +346,7 @@ std::uint64_t count_guard_damage(const void *data, std::size_t bytes, cudaStream
 CompareStats compare_to_reference(const void *output, ElemType type, const float *reference,
                                   std::int64_t count, double atol, double rtol, cudaStream_t stream) {
   DeviceScalar<DeviceStats> stats(stream, DeviceStats{0, 0, 0, 0, 0, ~0ull});
-  const int blocks = blocks_for(count);
+  const int blocks = reduction_blocks_for(count);
   const float fa = static_cast<float>(atol), fr = static_cast<float>(rtol);
   const std::uint32_t p = poison_bits(type);
   switch (type) {
@@ -362,7 +402,7 @@ CompareStats compare_to_reference(const void *output, ElemType type, const float
 std::uint64_t count_bit_differences(const void *a, const void *b, ElemType type, std::int64_t count,
                                     cudaStream_t stream) {
   DeviceScalar<unsigned long long> diff(stream, 0ull);
-  const int blocks = blocks_for(count);
+  const int blocks = reduction_blocks_for(count);
   switch (size_of(type)) {
     case 1:
       bitdiff_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const std::uint8_t *>(a),
