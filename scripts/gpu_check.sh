@@ -16,6 +16,7 @@
 #   GPU_CHECK_BENCH=1       also bench_eval (median of 5) on gemm_n7168_k5120/wgmma_tma, the
 #                           cuBLASLt-vs-torch fidelity check (bench/fidelity_gemm.py) and the
 #                           cuDNN-vs-torch one (bench/fidelity_attention.py); needs PyTorch + Triton
+#   GPU_CHECK_BENCH_ATTENTION=0  leave out the attention fidelity (about 90 s)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build-gpu}
@@ -126,7 +127,7 @@ if [[ -n ${GPU_CHECK_BENCH:-} ]]; then
     [[ -f $v ]] && python3 "$ROOT/bench/fidelity_gemm.py" --verdict "$v" --task "$ROOT/tasks/$t.json" \
       | tee -a "$OUT/fidelity.log"
   done
-  if [[ -x $BUILD/tests/test_gpu_attention ]]; then
+  if [[ -x $BUILD/tests/test_gpu_attention && ${GPU_CHECK_BENCH_ATTENTION:-1} != 0 ]]; then
     echo "== fidelity: our cuDNN SDPA vs torch (cuDNN backend, do_bench)"
     python3 "$ROOT/bench/fidelity_attention.py" --binary "$BUILD/tests/test_gpu_attention" \
       --json "$OUT/fidelity_attention.json" 2>&1 | tee "$OUT/fidelity_attention.log" | tail -8
