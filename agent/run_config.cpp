@@ -206,6 +206,7 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
       tr.read("min_seconds", s.timing.min_seconds, 0.0);
       tr.read("max_seconds", s.timing.max_seconds, 0.0);
       tr.read("cooldown_ratio", s.timing.cooldown_ratio, 0.0);
+      tr.read("cooldown_max_ms", s.timing.cooldown_max_ms, 0.0);
       tr.finish();
     }
     r.finish();
@@ -310,7 +311,8 @@ nlohmann::json RunConfig::to_json() const {
           {"target_rel_spread", s.timing.target_rel_spread},
           {"min_seconds", s.timing.min_seconds},
           {"max_seconds", s.timing.max_seconds},
-          {"cooldown_ratio", s.timing.cooldown_ratio}}}}},
+          {"cooldown_ratio", s.timing.cooldown_ratio},
+          {"cooldown_max_ms", s.timing.cooldown_max_ms}}}}},
       {"out_dir", out_dir.string()}};
 }
 

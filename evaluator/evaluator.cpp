@@ -235,7 +235,8 @@ json TimingPolicy::to_json() const {
               {"input_sets", input_sets},
               {"reverify_random_launch", reverify_random_launch},
               {"sol_slack", sol_slack},
-              {"cooldown_ratio", cooldown_ratio}};
+              {"cooldown_ratio", cooldown_ratio},
+              {"cooldown_max_ms", cooldown_max_ms}};
 }
 
 json EvaluatorSettings::to_json() const {

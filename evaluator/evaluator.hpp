@@ -54,6 +54,9 @@ struct TimingPolicy {
   /// back, the power one kernel draws sets the clocks the other runs at (on the H200 the library's time
   /// moved by 7% with the candidate beside it); idling decouples them.
   double cooldown_ratio = 1.0;
+  /// ms; the idle after a launch is at most this. Longer idles let the clocks fall: on the H200 the
+  /// library ran 29% slower after 5.8 ms idles beside a slow candidate.
+  double cooldown_max_ms = 1.0;
   nlohmann::json to_json() const;
 };
 

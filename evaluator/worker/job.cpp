@@ -123,6 +123,7 @@ Job parse_job(const json &j) {
   ts.reverify_random_launch = t.value("reverify_random_launch", ts.reverify_random_launch);
   ts.sol_slack = t.value("sol_slack", ts.sol_slack);
   ts.cooldown_ratio = std::max(0.0, t.value("cooldown_ratio", ts.cooldown_ratio));
+  ts.cooldown_max_ms = std::max(0.0, t.value("cooldown_max_ms", ts.cooldown_max_ms));
   return job;
 }
 

@@ -83,7 +83,8 @@ struct TimingSettings {
   int input_sets = 2;
   bool reverify_random_launch = true;
   double sol_slack = 0.9;
-  double cooldown_ratio = 1.0;  // idle time after each timed launch, as a multiple of its time
+  double cooldown_ratio = 1.0;   // idle time after each timed launch, as a multiple of its time
+  double cooldown_max_ms = 1.0;  // ms; cap on that idle time
 };
 
 struct Job {

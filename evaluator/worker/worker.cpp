@@ -663,8 +663,8 @@ class Worker {
     };
     // The stream is idle here (every sample is waited for), so the GPU idles while we sleep.
     auto cool_down = [&](double sample_ms) {
-      if (tp.cooldown_ratio > 0)
-        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(tp.cooldown_ratio * sample_ms));
+      const double idle_ms = std::min(tp.cooldown_ratio * sample_ms, tp.cooldown_max_ms);
+      if (idle_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(idle_ms));
     };
 
     for (std::size_t wi = 0; wi < job_.workloads.size(); ++wi) {
