@@ -761,6 +761,26 @@ TEST_CASE("evaluate: the good wgmma + TMA response compiles with resource figure
   CHECK(j["stages"]["compile"]["status"] == "ok");
 }
 
+TEST_CASE("run_cpu_stages: a deferred SASS listing gives the same compile stage once finished") {
+  const std::string response = data_file("response_good_gemm.md");
+  CompiledCandidate now = run_cpu_stages(gemm_task(), response, cpu_settings());
+  CHECK(now.pending_sass == nullptr);
+  CompiledCandidate later = run_cpu_stages(gemm_task(), response, cpu_settings(), /*defer_sass=*/true);
+  REQUIRE(later.verdict.compile.status == Status::ok);
+  REQUIRE(later.pending_sass != nullptr);
+  CHECK(later.verdict.compile.figures["sass_available"] == false);  // not yet known
+  CHECK(later.sass.empty());
+  CHECK(finish_sass(later) == finish_sass(now));
+  CHECK(later.pending_sass == nullptr);
+  CHECK(finish_sass(later).empty());  // a second call has nothing to wait for
+  CHECK(later.sass == now.sass);
+  for (const char *key : {"sass_available", "targets_in_sass", "sass_families"})
+    CHECK_MESSAGE(later.verdict.compile.figures[key] == now.verdict.compile.figures[key], key);
+  CHECK(later.verdict.compile.summary == now.verdict.compile.summary);
+  CHECK(later.verdict.compile.summary.find("; SASS: ") != std::string::npos);
+  CHECK(later.verdict.compile.diagnostics.size() == now.verdict.compile.diagnostics.size());
+}
+
 TEST_CASE("evaluate: a broken kernel reports compile_error with ptxas's message and line") {
   Verdict v = evaluate(gemm_task(), data_file("response_broken_gemm.md"), cpu_settings());
   CHECK(v.status == Status::compile_error);
