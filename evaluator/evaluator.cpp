@@ -284,9 +284,8 @@ std::string finish_sass(CompiledCandidate &c) {
   StageResult &stage = c.verdict.compile;
   const auto t0 = Clock::now();
   util::Expected<std::string> listing_text = pending->listing.get();
-  // What the disassembly added after any overlap with the GPU stage; counted in the compile stage.
+  // How long this call blocked on the disassembler (when deferred, on a thread beside the worker).
   stage.figures["sass_wait_seconds"] = seconds_since(t0);
-  stage.wall_seconds += stage.figures["sass_wait_seconds"].get<double>();
   if (!listing_text) {
     stage.diagnostics.push_back({"note",
                                  listing_text.error() == "no cuobjdump/nvdisasm"
@@ -447,7 +446,11 @@ CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view respo
   }
 
   run_compile(c, task, settings, work, have_module ? &module : nullptr);
-  if (!defer_sass || v.compile.status != Status::ok) finish_sass(c);
+  if (!defer_sass || v.compile.status != Status::ok) {
+    const auto t_sass = Clock::now();
+    finish_sass(c);
+    v.compile.wall_seconds += seconds_since(t_sass);  // not overlapped with anything: the stage's time
+  }
   if (v.compile.status != Status::ok)
     skip_rest(v, &v.compile);
   else

@@ -45,7 +45,8 @@ echo "== doctor"
 
 if [[ -z ${GPU_CHECK_SKIP_CTEST:-} ]]; then
   echo "== ctest -L gpu ${GPU_CHECK_CTEST_REGEX:+-R $GPU_CHECK_CTEST_REGEX}"
-  (cd "$BUILD" && ctest -L gpu ${GPU_CHECK_CTEST_REGEX:+-R "$GPU_CHECK_CTEST_REGEX"} --output-on-failure \
+  # -V: the adversarial corpus prints its table (response | expected | got) even when every case passes.
+  (cd "$BUILD" && ctest -L gpu -V ${GPU_CHECK_CTEST_REGEX:+-R "$GPU_CHECK_CTEST_REGEX"} --output-on-failure \
     --timeout 900) >"$OUT/ctest.log" 2>&1
   grep -E "tests passed|Passed|Failed|SKIPPED|\*\*\*|ERROR|CHECK" "$OUT/ctest.log" | head -40
   # The adversarial corpus table (response | expected | got | seconds | detail) for the summary.
