@@ -153,9 +153,9 @@ void register_eval_command(CLI::App &app, Action &action) {
   cmd->add_option("--ptxas-timeout", options->ptxas_timeout_s, "Wall-clock limit for ptxas, seconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option(
-         "--cooldown-ratio", options->cooldown_ratio,
-         "Timing: the GPU idles this multiple of each timed launch's time after it (0 = back to back)")
+  cmd->add_option("--cooldown-ratio", options->cooldown_ratio,
+                  "Timing: the GPU idles this multiple of each timed launch's time after it, at most 1 ms (0 "
+                  "= back to back)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->callback([&action, options] { action.run = [options] { return run_eval(*options); }; });

@@ -161,7 +161,7 @@ class GemmHandler final : public FamilyHandler {
 
     a_ = inputs.at("B").data;  // cuBLAS "A" is our B (see the layouts below)
     b_ = inputs.at("A").data;
-    d_ = outputs.at("C").data;
+    c_ = outputs.at("C").data;
     const float scale_a = static_cast<float>(scale_value(w, "scale_a"));
     const float scale_b = static_cast<float>(scale_value(w, "scale_b"));
     if (fp8) {
@@ -174,18 +174,14 @@ class GemmHandler final : public FamilyHandler {
     // Configurations in order of preference; the first under which some heuristic candidate runs is
     // kept, and which one it was is recorded. fp8 GEMMs are called in practice with per-tensor scales
     // as device pointers, but cuBLASLt 13.1 on the H200 offers 8 candidates for e4m3 -> bf16 with
-    // A/B scale pointers and then refuses every one (NOT_SUPPORTED, in place or not); with the scales
-    // folded into alpha (the same product, applied in fp32) they all run.
+    // A/B scale pointers and then refuses every one (NOT_SUPPORTED; a separate C, fast accumulation or
+    // an fp32 D did not help); with the scales folded into alpha (the same product, in fp32) they all run.
     struct Config {
       const char *name;
-      bool in_place, scale_pointers;
+      bool scale_pointers;
     };
-    std::vector<Config> configs = {{"in_place", true, fp8}};
-    if (fp8) {
-      configs.push_back({"in_place_alpha", true, false});
-      configs.push_back({"separate_c", false, true});
-      configs.push_back({"separate_c_alpha", false, false});
-    }
+    std::vector<Config> configs = {{"in_place", fp8}};
+    if (fp8) configs.push_back({"in_place_alpha", false});
     nlohmann::json tried = nlohmann::json::array();
     cudaEvent_t start, stop;
     PTXB_CUDA(cudaEventCreate(&start));
@@ -201,10 +197,6 @@ class GemmHandler final : public FamilyHandler {
       release_descriptors();
       config_name = config.name;
       scale_pointers = config.scale_pointers;
-      if (!config.in_place && !c_scratch_)
-        PTXB_CUDA(cudaMalloc(&c_scratch_, static_cast<std::size_t>(s.m * s.n) * size_of(out_type)));
-      // beta = 0: C is never read, so a scratch C of the output's type and layout is enough.
-      c_ = config.in_place ? d_ : c_scratch_;
       // Row-major C[M,N] = A·Bᵀ read column-major is Cᵀ[N,M] = B·Aᵀ: cuBLAS "A" is our B (K-major, op T)
       // and cuBLAS "B" is our A (op N), the "TN" form fp8 requires.
       PTXB_LT(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -233,15 +225,15 @@ class GemmHandler final : public FamilyHandler {
       // The heuristic assumes 256-byte aligned pointers unless told otherwise; tell it the real ones so it
       // never offers an algorithm these buffers cannot run.
       const std::uint32_t align_a = pointer_alignment(a_), align_b = pointer_alignment(b_),
-                          align_c = pointer_alignment(c_), align_d = pointer_alignment(d_);
+                          align_c = pointer_alignment(c_);
       PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
                                                    sizeof(align_a)));
       PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
                                                    sizeof(align_b)));
       PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
                                                    sizeof(align_c)));
-      PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
-                                                   sizeof(align_d)));
+      PTXB_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
+                                                   sizeof(align_c)));
       found = 0;
       const cublasStatus_t hs =
           cublasLtMatmulAlgoGetHeuristic(handle_, desc_, layout_a_, layout_b_, layout_c_, layout_c_, pref,
@@ -324,8 +316,7 @@ class GemmHandler final : public FamilyHandler {
   void run_library(const TensorSet &inputs, const TensorSet &outputs, cudaStream_t stream) override {
     a_ = inputs.at("B").data;
     b_ = inputs.at("A").data;
-    if (c_ == d_) c_ = outputs.at("C").data;  // in place
-    d_ = outputs.at("C").data;
+    c_ = outputs.at("C").data;
     const cublasStatus_t st = matmul(stream);
     if (st != CUBLAS_STATUS_SUCCESS)
       throw WorkerError("library", std::string("cublasLtMatmul failed: ") + cublasLtGetStatusString(st));
@@ -334,10 +325,8 @@ class GemmHandler final : public FamilyHandler {
   void release_library() override {
     release_descriptors();
     if (scales_) cudaFree(scales_);
-    if (c_scratch_) cudaFree(c_scratch_);
     scales_ = nullptr;
-    c_scratch_ = nullptr;
-    c_ = d_ = nullptr;
+    c_ = nullptr;
   }
 
  private:
@@ -355,7 +344,7 @@ class GemmHandler final : public FamilyHandler {
   }
 
   cublasStatus_t matmul(cudaStream_t stream) {
-    return cublasLtMatmul(handle_, desc_, &alpha_, a_, layout_a_, b_, layout_b_, &beta_, c_, layout_c_, d_,
+    return cublasLtMatmul(handle_, desc_, &alpha_, a_, layout_a_, b_, layout_b_, &beta_, c_, layout_c_, c_,
                           layout_c_, &algo_, workspace_, kWorkspaceBytes, stream);
   }
 
@@ -364,12 +353,10 @@ class GemmHandler final : public FamilyHandler {
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t layout_a_ = nullptr, layout_b_ = nullptr, layout_c_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
-  float *scales_ = nullptr;    // device copies of the per-tensor scales (fp8)
-  void *c_scratch_ = nullptr;  // C operand when cuBLASLt refuses C == D (never read: beta = 0)
+  float *scales_ = nullptr;  // device copies of the per-tensor scales (fp8)
   float alpha_ = 1, beta_ = 0;
   const void *a_ = nullptr, *b_ = nullptr;
-  void *c_ = nullptr;  // C operand: d_ (in place) or c_scratch_
-  void *d_ = nullptr;  // D: the output tensor
+  void *c_ = nullptr;  // C and D, in place (beta = 0)
 };
 
 }  // namespace
