@@ -50,7 +50,7 @@ if [[ -z ${GPU_CHECK_SKIP_CTEST:-} ]]; then
     --timeout 900) >"$OUT/ctest.log" 2>&1
   grep -E "tests passed|Passed|Failed|SKIPPED|\*\*\*|ERROR|CHECK" "$OUT/ctest.log" | head -40
   # The adversarial corpus table (response | expected | got | seconds | detail) for the summary.
-  grep -E "^[a-z0-9_ ()]+ +\| " "$OUT/ctest.log" | sed -E 's/^[0-9]+: //' >"$OUT/adversarial_table.txt" || true
+  grep -E "^([0-9]+: )?[a-z0-9_ (),]+ +\| " "$OUT/ctest.log" | sed -E 's/^[0-9]+: //' >"$OUT/adversarial_table.txt" || true
 fi
 
 if [[ ${GPU_CHECK_SOLUTIONS:-} != none ]]; then
