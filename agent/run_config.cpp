@@ -207,6 +207,7 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
       tr.read("max_seconds", s.timing.max_seconds, 0.0);
       tr.read("cooldown_ratio", s.timing.cooldown_ratio, 0.0);
       tr.read("cooldown_max_ms", s.timing.cooldown_max_ms, 0.0);
+      tr.read("library_preroll", s.timing.library_preroll);
       tr.finish();
     }
     r.finish();
@@ -312,7 +313,8 @@ nlohmann::json RunConfig::to_json() const {
           {"min_seconds", s.timing.min_seconds},
           {"max_seconds", s.timing.max_seconds},
           {"cooldown_ratio", s.timing.cooldown_ratio},
-          {"cooldown_max_ms", s.timing.cooldown_max_ms}}}}},
+          {"cooldown_max_ms", s.timing.cooldown_max_ms},
+          {"library_preroll", s.timing.library_preroll}}}}},
       {"out_dir", out_dir.string()}};
 }
 

@@ -236,7 +236,8 @@ json TimingPolicy::to_json() const {
               {"reverify_random_launch", reverify_random_launch},
               {"sol_slack", sol_slack},
               {"cooldown_ratio", cooldown_ratio},
-              {"cooldown_max_ms", cooldown_max_ms}};
+              {"cooldown_max_ms", cooldown_max_ms},
+              {"library_preroll", library_preroll}};
 }
 
 json EvaluatorSettings::to_json() const {

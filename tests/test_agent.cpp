@@ -224,7 +224,8 @@ TEST_CASE("config: a full config parses, validates and round-trips through to_js
       "sampling": {"temperature": 0.6, "max_tokens": 8000, "seed": 7},
       "budgets": {"tokens_per_trajectory": 100000, "tokens_per_run": 5000000},
       "concurrency": {"requests_per_endpoint": 8, "compile_workers": 3, "gpus": [0, 1]},
-      "evaluator": {"run_gpu": false, "correctness": {"trials": 5}}})"),
+      "evaluator": {"run_gpu": false, "correctness": {"trials": 5},
+                    "timing": {"cooldown_ratio": 0.5, "library_preroll": false}}})"),
                                         "cfg.json", "/base");
   REQUIRE(parsed);
   const auto &c = *parsed;
@@ -239,6 +240,8 @@ TEST_CASE("config: a full config parses, validates and round-trips through to_js
   CHECK(c.concurrency.gpus == std::vector<int>{0, 1});
   CHECK(c.evaluator.correctness.trials == 5);
   CHECK_FALSE(c.evaluator.run_gpu);
+  CHECK(c.evaluator.timing.cooldown_ratio == 0.5);
+  CHECK_FALSE(c.evaluator.timing.library_preroll);
   CHECK(agent::validate(c));
 
   auto again = agent::parse_run_config(c.to_json(), "run.json", "/elsewhere");

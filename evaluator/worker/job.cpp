@@ -124,6 +124,7 @@ Job parse_job(const json &j) {
   ts.sol_slack = t.value("sol_slack", ts.sol_slack);
   ts.cooldown_ratio = std::max(0.0, t.value("cooldown_ratio", ts.cooldown_ratio));
   ts.cooldown_max_ms = std::max(0.0, t.value("cooldown_max_ms", ts.cooldown_max_ms));
+  ts.library_preroll = t.value("library_preroll", ts.library_preroll);
   return job;
 }
 

@@ -85,6 +85,7 @@ struct TimingSettings {
   double sol_slack = 0.9;
   double cooldown_ratio = 1.0;   // idle time after each timed launch, as a multiple of its time
   double cooldown_max_ms = 1.0;  // ms; cap on that idle time
+  bool library_preroll = true;   // untimed library launch + L2 flush before each timed library launch
 };
 
 struct Job {

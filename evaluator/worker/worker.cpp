@@ -768,6 +768,11 @@ class Worker {
               }
             }
           } else {
+            if (tp.library_preroll) {  // see TimingPolicy::library_preroll
+              family_->run_library(lib[s], lib_out, device_.stream);
+              flush_l2();
+              PTXB_CUDA(cudaEventRecord(ev_start, device_.stream));
+            }
             family_->run_library(lib[s], lib_out, device_.stream);
             PTXB_CUDA(cudaEventRecord(ev_stop, device_.stream));
             PTXB_CUDA(cudaEventSynchronize(ev_stop));
