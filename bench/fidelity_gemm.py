@@ -4,7 +4,7 @@ written by `ptxbench eval --json`) against torch.matmul at the same shape, timed
 independently on the same machine in two ways:
 
   * do_bench: triton.testing.do_bench (median; it clears L2 before every sample
-    and launches back to back, so the card runs near its power limit);
+    and launches back to back, so the card can run into its SW power cap);
   * torch, our protocol: torch.matmul timed the way the worker times (events
     around one launch, L2 written over before it, an idle of
     min(cooldown_ratio x sample, cooldown_max_ms) between samples, all taken
@@ -13,7 +13,8 @@ independently on the same machine in two ways:
 The second isolates the library choice and the event timing; the first also
 includes the difference in duty cycle. Each is measured --repeats times
 (alternating); the table gives the median and the range. While each runs, `nvidia-smi -lms` samples
-the SM clock and board power, so a ratio that moved with the clocks says so.
+the SM clock, board power and clock-limiting reasons (SW power cap, thermal),
+so a ratio that moved with the clocks says so.
 
   python3 bench/fidelity_gemm.py --verdict v.json --task tasks/gemm_n7168_k5120.json
 """
@@ -27,9 +28,15 @@ import time
 
 
 class GpuSampler:
-    """nvidia-smi in the background for the life of a `with` block: median SM MHz and watts."""
+    """nvidia-smi in the background for the life of a `with` block: SM MHz (median and minimum), watts
+    (median), and which clock-limiting reasons were active. On the H200 a 300 ms do_bench of the
+    8192x7168x5120 GEMM ran at 1980 MHz once, then at 1515 MHz with the SW power cap active (same cuBLAS
+    kernel, 0.761 -> 0.877 ms), which is what moves the do_bench ratio."""
 
-    QUERY = "clocks.sm,power.draw"
+    QUERY = "clocks.sm,power.draw,clocks_event_reasons.active"
+    # clocks_event_reasons bits that lower the clock under load (nvml.h: nvmlClocksEventReason*).
+    LIMITS = {0x4: "SW power cap", 0x8: "HW slowdown", 0x20: "SW thermal", 0x40: "HW thermal",
+              0x80: "HW power brake"}
 
     def __enter__(self):
         self.proc = None
@@ -41,7 +48,8 @@ class GpuSampler:
         return self
 
     def __exit__(self, *exc):
-        self.mhz = self.watts = None
+        self.mhz = self.min_mhz = self.watts = None
+        self.limits = set()
         if self.proc is None:
             return False
         self.proc.terminate()
@@ -52,14 +60,24 @@ class GpuSampler:
             try:
                 clocks.append(float(parts[0]))
                 watts.append(float(parts[1]))
+                reasons = int(parts[2], 16)
             except (ValueError, IndexError):
                 continue
+            self.limits |= {name for bit, name in self.LIMITS.items() if reasons & bit}
         if clocks:
-            self.mhz, self.watts = statistics.median(clocks), statistics.median(watts)
+            self.mhz, self.min_mhz, self.watts = statistics.median(clocks), min(clocks), statistics.median(watts)
         return False
 
-    def text(self):
-        return "-" if self.mhz is None else f"{self.mhz:.0f} MHz {self.watts:.0f} W"
+    @staticmethod
+    def text(samplers):
+        """One cell for several measurements: median of their median clocks, lowest clock, limits seen."""
+        seen = [g for g in samplers if g.mhz is not None]
+        if not seen:
+            return "-"
+        limits = set().union(*(g.limits for g in seen))
+        capped = f" [{', '.join(sorted(limits))}]" if limits else ""
+        return (f"{statistics.median(g.mhz for g in seen):.0f} MHz (min {min(g.min_mhz for g in seen):.0f}) "
+                f"{statistics.median(g.watts for g in seen):.0f} W{capped}")
 
 
 def time_like_worker(fn, torch, policy, l2_bytes):
@@ -135,27 +153,30 @@ def main():
             return 1
         # torch's own time at a shape can move between measurements (H200, 8192x7168x5120: 0.754 ms and
         # 0.865 ms in one process), so each protocol is measured `repeats` times, alternating.
-        bench, same = [], []
+        bench, same, bench_gpu, same_gpu = [], [], [], []
         for _ in range(args.repeats):
-            with GpuSampler() as bench_gpu:
+            with GpuSampler() as g:
                 bench.append(do_bench(fn, warmup=50, rep=300, return_mode="median"))
+            bench_gpu.append(g)
             time.sleep(0.5)  # let the card settle between the two protocols
-            with GpuSampler() as ours_gpu:
+            with GpuSampler() as g:
                 same.append(time_like_worker(fn, torch, policy, l2_bytes))
+            same_gpu.append(g)
         bench_ms, same_ms = statistics.median(bench), statistics.median(same)
         lib_ms = ours["library_ms"]
         rows.append({"workload": w["name"], "M": m, "N": n, "K": k, "ours_ms": lib_ms,
                      "ours_sm_clock_mhz_after": ours.get("sm_clock_mhz_after"), "torch_ms": bench_ms,
-                     "torch_ms_repeats": bench, "ratio": lib_ms / bench_ms, "torch_gpu": bench_gpu.text(),
+                     "torch_ms_repeats": bench, "ratio": lib_ms / bench_ms,
+                     "torch_gpu": GpuSampler.text(bench_gpu),
                      "torch_protocol_ms": same_ms, "torch_protocol_ms_repeats": same,
-                     "ratio_same_protocol": lib_ms / same_ms, "torch_protocol_gpu": ours_gpu.text()})
+                     "ratio_same_protocol": lib_ms / same_ms, "torch_protocol_gpu": GpuSampler.text(same_gpu)})
     print(f"{'workload':<10} {'M':>6} {'N':>6} {'K':>6} {'ours ms':>8} {'do_bench ms (range)':>22} {'ratio':>6} "
-          f"{'GPU (last)':>16} {'torch, our protocol ms (range)':>31} {'ratio':>6} {'GPU (last)':>16}")
+          f"{'GPU':>38} {'torch, our protocol ms (range)':>31} {'ratio':>6} {'GPU':>38}")
     span = lambda xs: f"{statistics.median(xs):.4f} ({min(xs):.3f}-{max(xs):.3f})"
     for r in rows:
         print(f"{r['workload']:<10} {r['M']:>6} {r['N']:>6} {r['K']:>6} {r['ours_ms']:>8.4f} "
-              f"{span(r['torch_ms_repeats']):>22} {r['ratio']:>6.3f} {r['torch_gpu']:>16} "
-              f"{span(r['torch_protocol_ms_repeats']):>31} {r['ratio_same_protocol']:>6.3f} {r['torch_protocol_gpu']:>16}")
+              f"{span(r['torch_ms_repeats']):>22} {r['ratio']:>6.3f} {r['torch_gpu']:>38} "
+              f"{span(r['torch_protocol_ms_repeats']):>31} {r['ratio_same_protocol']:>6.3f} {r['torch_protocol_gpu']:>38}")
     print(json.dumps({"fidelity": rows}))
     return 0
 
