@@ -15,7 +15,8 @@
 #   GPU_CHECK_CMAKE_ARGS=   extra configure arguments (e.g. -DPTXBENCH_CUDNN_FRONTEND_INCLUDE=DIR offline)
 #   GPU_CHECK_BENCH=1       also bench_eval (median of 5) on gemm_n7168_k5120/wgmma_tma, the
 #                           cuBLASLt-vs-torch fidelity check (bench/fidelity_gemm.py) and the
-#                           cuDNN-vs-torch one (bench/fidelity_attention.py); needs PyTorch + Triton
+#                           cuDNN-vs-torch one (bench/fidelity_attention.py); needs PyTorch + Triton.
+#                           The GEMM fidelity runs once more on a back-to-back verdict (--cooldown-ratio 0)
 #   GPU_CHECK_BENCH_ATTENTION=0  leave out the attention fidelity (about 90 s)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -128,6 +129,15 @@ if [[ -n ${GPU_CHECK_BENCH:-} ]]; then
     [[ -f $v ]] && python3 "$ROOT/bench/fidelity_gemm.py" --verdict "$v" --task "$ROOT/tasks/$t.json" \
       | tee -a "$OUT/fidelity.log"
   done
+  # The same comparison with back-to-back timing (cooldown ratio 0), where the card may sit under its power
+  # cap as it does during do_bench: the other side of the clock-state question in README "On a GPU machine".
+  mkdir -p "$OUT/bench"
+  v="$OUT/bench/gemm_n7168_k5120.wgmma_tma.back_to_back.json"
+  "$PTXBENCH" eval --task gemm_n7168_k5120 --json --cooldown-ratio 0 --tasks-dir "$ROOT/tasks" \
+    --response "$ROOT/tasks/solutions/gemm_n7168_k5120/wgmma_tma/response.md" >"$v" 2>"$OUT/bench/back_to_back.err"
+  echo "(back to back: ptxbench eval --cooldown-ratio 0)" | tee -a "$OUT/fidelity.log"
+  python3 "$ROOT/bench/fidelity_gemm.py" --verdict "$v" --task "$ROOT/tasks/gemm_n7168_k5120.json" \
+    | tee -a "$OUT/fidelity.log"
   if [[ -x $BUILD/tests/test_gpu_attention && ${GPU_CHECK_BENCH_ATTENTION:-1} != 0 ]]; then
     echo "== fidelity: our cuDNN SDPA vs torch (cuDNN backend, do_bench)"
     python3 "$ROOT/bench/fidelity_attention.py" --binary "$BUILD/tests/test_gpu_attention" \
