@@ -206,7 +206,8 @@ void run_compile(CompiledCandidate &c, const tasks::Task &task, const EvaluatorS
       pending->targets_in_ptx.push_back(t.name);
   if (!disassembler) {
     pending->listing = std::async(std::launch::deferred, [] {
-      return util::Expected<std::string>(util::unexpected(std::string("no cuobjdump/nvdisasm")));
+      return util::Expected<std::string>(
+          util::unexpected(std::string("no cuobjdump/nvdisasm: SASS checks skipped")));
     });
   } else {
     c.verdict.environment["disassembler"] = disassembler->path.string();
@@ -216,7 +217,9 @@ void run_compile(CompiledCandidate &c, const tasks::Task &task, const EvaluatorS
     const fs::path cubin = pending->dir.path() / "kernel.cubin";
     if (auto w = util::write_file_atomic(cubin, c.cubin); !w) throw std::runtime_error(w.error());
     pending->listing = std::async(std::launch::async, [dis = *disassembler, cubin, dlimits] {
-      return disassemble_cubin(dis, cubin, dlimits);
+      auto text = disassemble_cubin(dis, cubin, dlimits);
+      if (!text) return util::Expected<std::string>(util::unexpected("SASS listing failed: " + text.error()));
+      return text;
     });
   }
   c.pending_sass = std::move(pending);
@@ -288,14 +291,11 @@ std::string finish_sass(CompiledCandidate &c) {
   // How long this call blocked on the disassembler (when deferred, on a thread beside the worker).
   stage.figures["sass_wait_seconds"] = seconds_since(t0);
   if (!listing_text) {
-    stage.diagnostics.push_back({"note",
-                                 listing_text.error() == "no cuobjdump/nvdisasm"
-                                     ? "no cuobjdump/nvdisasm: SASS checks skipped"
-                                     : "SASS listing failed: " + listing_text.error(),
-                                 std::nullopt});
+    stage.diagnostics.push_back({"note", listing_text.error(), std::nullopt});
   } else {
     c.sass = std::move(*listing_text);
-    SassListing listing = parse_sass_listing(c.sass);
+    c.sass_listing = parse_sass_listing(c.sass);
+    const SassListing &listing = c.sass_listing;
     stage.figures["sass_available"] = true;
     stage.figures["sass_instruction_count"] = listing.instructions.size();
     stage.figures["targets_in_sass"] = targets_in_sass(listing, task.targets);

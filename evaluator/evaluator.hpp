@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/candidate.hpp"
+#include "evaluator/sass.hpp"
 #include "evaluator/verdict.hpp"
 #include "tasks/task.hpp"
 
@@ -107,6 +108,7 @@ struct CompiledCandidate {
   std::string ptx;                ///< the PTX (as given, or emitted by NVRTC)
   std::string cubin;              ///< bytes
   std::string sass;               ///< SASS listing text ("" when no disassembler)
+  SassListing sass_listing;       ///< `sass` parsed (by finish_sass), for the job and the sanitizer
   std::vector<LaunchPlan> plans;  ///< one per workload
   /// Set while the SASS listing is still being made (run_cpu_stages with defer_sass); finish_sass ends it.
   std::shared_ptr<detail::PendingSass> pending_sass;

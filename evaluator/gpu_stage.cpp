@@ -453,9 +453,8 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   // A listing still being made goes to the worker as a file when it is done; the worker needs it only
   // for the execution stage, after correctness and timing.
   const fs::path sass_path = dir.path() / "sass.json";
-  json job =
-      build_job(candidate, task, settings, cubin_path,
-                candidate.pending_sass ? json::array() : sass_entries(parse_sass_listing(candidate.sass)));
+  json job = build_job(candidate, task, settings, cubin_path,
+                       candidate.pending_sass ? json::array() : sass_entries(candidate.sass_listing));
   if (candidate.pending_sass) job["sass_path"] = sass_path.string();
   if (auto w1 = util::write_file_atomic(cubin_path, candidate.cubin); !w1)
     throw std::runtime_error(w1.error());
@@ -475,8 +474,7 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
       json file;
       try {
         const std::string error = finish_sass(candidate);
-        file = error.empty() ? json{{"sass", sass_entries(parse_sass_listing(candidate.sass))}}
-                             : json{{"error", error}};
+        file = error.empty() ? json{{"sass", sass_entries(candidate.sass_listing)}} : json{{"error", error}};
       } catch (const std::exception &e) {
         file = {{"error", std::string("the SASS listing failed: ") + e.what()}};
       }
@@ -574,7 +572,7 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   const bool wants_sanitizer =
       c == Status::runtime_error || c == Status::timeout || c == Status::nondeterministic;
   if (settings.run_sanitizer && wants_sanitizer) {
-    run_sanitizer(candidate, task, job, dir.path(), worker, parse_sass_listing(candidate.sass), settings);
+    run_sanitizer(candidate, task, job, dir.path(), worker, candidate.sass_listing, settings);
   } else {
     v.sanitizer.status = Status::skipped;
     v.sanitizer.summary = wants_sanitizer ? "sanitizer disabled" : "not needed (no fault, hang or race)";
