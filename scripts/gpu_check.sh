@@ -129,8 +129,8 @@ if [[ -n ${GPU_CHECK_BENCH:-} ]]; then
     [[ -f $v ]] && python3 "$ROOT/bench/fidelity_gemm.py" --verdict "$v" --task "$ROOT/tasks/$t.json" \
       | tee -a "$OUT/fidelity.log"
   done
-  # The same comparison with back-to-back timing (cooldown ratio 0), where the card may sit under its power
-  # cap as it does during do_bench: the other side of the clock-state question in README "On a GPU machine".
+  # The same comparison with back-to-back timing (cooldown ratio 0): the card ends up under its power cap
+  # (H200: 1590 MHz after timing), though less deep than in do_bench's 300 ms; README "On a GPU machine".
   mkdir -p "$OUT/bench"
   v="$OUT/bench/gemm_n7168_k5120.wgmma_tma.back_to_back.json"
   "$PTXBENCH" eval --task gemm_n7168_k5120 --json --cooldown-ratio 0 --tasks-dir "$ROOT/tasks" \
