@@ -208,6 +208,10 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
       tr.read("cooldown_ratio", s.timing.cooldown_ratio, 0.0);
       tr.read("cooldown_max_ms", s.timing.cooldown_max_ms, 0.0);
       tr.read("library_preroll", s.timing.library_preroll);
+      tr.read("l2_flush_factor", s.timing.l2_flush_factor, 0.0);
+      tr.read("input_sets", s.timing.input_sets, 1, 16);
+      tr.read("reverify_random_launch", s.timing.reverify_random_launch);
+      tr.read("sol_slack", s.timing.sol_slack, 0.0);
       tr.finish();
     }
     r.finish();
@@ -306,15 +310,7 @@ nlohmann::json RunConfig::to_json() const {
          {{"trials", s.correctness.trials},
           {"base_seed", s.correctness.base_seed},
           {"check_determinism", s.correctness.check_determinism}}},
-        {"timing",
-         {{"warmup_launches", s.timing.warmup_launches},
-          {"min_samples", s.timing.min_samples},
-          {"target_rel_spread", s.timing.target_rel_spread},
-          {"min_seconds", s.timing.min_seconds},
-          {"max_seconds", s.timing.max_seconds},
-          {"cooldown_ratio", s.timing.cooldown_ratio},
-          {"cooldown_max_ms", s.timing.cooldown_max_ms},
-          {"library_preroll", s.timing.library_preroll}}}}},
+        {"timing", s.timing.to_json()}}},
       {"out_dir", out_dir.string()}};
 }
 
