@@ -228,21 +228,6 @@ void run_compile(CompiledCandidate &c, const tasks::Task &task, const EvaluatorS
 
 }  // namespace
 
-json TimingPolicy::to_json() const {
-  return json{{"warmup_launches", warmup_launches},
-              {"min_samples", min_samples},
-              {"target_rel_spread", target_rel_spread},
-              {"min_seconds", min_seconds},
-              {"max_seconds", max_seconds},
-              {"l2_flush_factor", l2_flush_factor},
-              {"input_sets", input_sets},
-              {"reverify_random_launch", reverify_random_launch},
-              {"sol_slack", sol_slack},
-              {"cooldown_ratio", cooldown_ratio},
-              {"cooldown_max_ms", cooldown_max_ms},
-              {"library_preroll", library_preroll}};
-}
-
 json EvaluatorSettings::to_json() const {
   return json{{"parse",
                {{"max_response_bytes", parse.max_response_bytes},
