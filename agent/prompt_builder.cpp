@@ -133,10 +133,92 @@ std::string diagnostics_section(const StageResult &s) {
   return detail::bullet_list(lines, kMaxDiagnostics, kMaxDiagnosticChars);
 }
 
+constexpr std::size_t kMaxQuotedChars = 200;  // characters of a quoted source line
+
+/// Line `line` (1-based) of `text`, trimmed and bounded; "" when out of range or blank.
+std::string source_line(std::string_view text, int line) {
+  if (line < 1) return "";
+  std::size_t pos = 0;
+  for (int i = 1; i < line; ++i) {
+    pos = text.find('\n', pos);
+    if (pos == std::string_view::npos) return "";
+    ++pos;
+  }
+  if (pos >= text.size()) return "";
+  std::size_t end = text.find('\n', pos);
+  std::string_view l = text.substr(pos, end == std::string_view::npos ? text.size() - pos : end - pos);
+  while (!l.empty() && (l.front() == ' ' || l.front() == '\t')) l.remove_prefix(1);
+  while (!l.empty() && (l.back() == ' ' || l.back() == '\t' || l.back() == '\r')) l.remove_suffix(1);
+  if (l.size() > kMaxQuotedChars) return std::string(l.substr(0, kMaxQuotedChars)) + "...";
+  return std::string(l);
+}
+
+/// `text` with every NVRTC log line "kernel.cu(N): ..." followed by the quoted CUDA line N.
+std::string quote_nvrtc_log(std::string_view text, std::string_view cuda) {
+  std::string out;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view l = text.substr(pos, end - pos);
+    out += l;
+    if (auto at = l.find(".cu("); at != std::string_view::npos) {
+      const int n = std::atoi(std::string(l.substr(at + 4, 12)).c_str());
+      if (std::string q = source_line(cuda, n); !q.empty()) out += "\n    > " + q;
+    }
+    if (end == text.size()) break;
+    out += '\n';
+    pos = end + 1;
+  }
+  return out;
+}
+
+/// A diagnostic with its line number stated once and, when the source is known, that line quoted.
+std::string quoted_diagnostic_line(const Diagnostic &d, std::string_view source, std::string_view cuda) {
+  std::string text = d.text;
+  if (!cuda.empty() && text.find(".cu(") != std::string::npos) text = quote_nvrtc_log(text, cuda);
+  // The evaluator's text often already names the line ("ptxas, line 45 of the PTX block ..."): no prefix
+  // then.
+  const bool names_line = d.line && text.find(fmt::format("line {}", *d.line)) != std::string::npos;
+  std::string out = (d.line && !names_line ? fmt::format("line {}: ", *d.line) : "") +
+                    (d.severity == "error" ? "" : d.severity + ": ") + text;
+  if (d.line && !source.empty())
+    if (std::string q = source_line(source, *d.line); !q.empty()) out += "\n    > " + q;
+  return out;
+}
+
+/// Diagnostics whose line numbers point into `source` (a CUDA source for NVRTC logs), each quoted.
+std::string quoted_diagnostics_section(const StageResult &s, std::string_view source, std::string_view cuda) {
+  std::vector<std::string> lines;
+  for (const auto &d : s.diagnostics) lines.push_back(quoted_diagnostic_line(d, source, cuda));
+  return detail::bullet_list(lines, kMaxDiagnostics, kMaxDiagnosticChars + kMaxQuotedChars);
+}
+
+/// True when `summary` repeats the text of diagnostic `d` (the evaluator makes the first error the summary).
+bool repeats(const std::string &summary, const Diagnostic &d) {
+  return !d.text.empty() && summary.starts_with(d.text);
+}
+
+/// The stage's diagnostics without those the summary already states.
+StageResult without_summary_repeats(const StageResult &s) {
+  StageResult out = s;
+  out.diagnostics.clear();
+  for (const auto &d : s.diagnostics)
+    if (!repeats(s.summary, d)) out.diagnostics.push_back(d);
+  return out;
+}
+
 std::string sanitizer_section(const Verdict &v) {
   if (v.sanitizer.status == Status::skipped && v.sanitizer.diagnostics.empty()) return "";
-  std::string out = "compute-sanitizer";
-  if (!v.sanitizer.summary.empty()) out += ": " + v.sanitizer.summary;
+  std::string summary = v.sanitizer.summary;
+  // "compute-sanitizer memcheck: <first report>": the report is listed below, so the summary keeps the tool.
+  if (!v.sanitizer.diagnostics.empty()) {
+    const std::string &first = v.sanitizer.diagnostics.front().text;
+    if (summary.size() > first.size() + 2 && summary.ends_with(": " + first))
+      summary = summary.substr(0, summary.size() - first.size() - 2);
+  }
+  std::string out = summary.starts_with("compute-sanitizer") ? summary : "compute-sanitizer";
+  if (!summary.empty() && !summary.starts_with("compute-sanitizer")) out += ": " + summary;
   out += "\n";
   return out + diagnostics_section(v.sanitizer);
 }
@@ -174,7 +256,7 @@ std::string value_text(const json &j, const char *key) {
   return v.dump();
 }
 
-std::string correctness_workloads_section(const Verdict &v, bool only_failed) {
+std::string correctness_workloads_section(const tasks::Task &task, const Verdict &v, bool only_failed) {
   std::vector<std::string> rows;
   for (const auto &w : array_at(v.correctness.figures, "workloads")) {
     auto passed = num(w, "passed"), trials = num(w, "trials");
@@ -187,10 +269,14 @@ std::string correctness_workloads_section(const Verdict &v, bool only_failed) {
     if (auto e = num(w, "max_rel_error")) row += fmt::format(", max rel error {}", number(*e));
     if (auto m = num(w, "mismatches")) row += fmt::format("; {} mismatching elements", *m);
     const json &first = w.is_object() && w.contains("first_mismatch") ? w["first_mismatch"] : json();
-    if (first.is_object())
-      row += fmt::format("; first mismatch {}{}: got {}, expected {}", str(first, "tensor", "?"),
+    if (first.is_object()) {
+      const std::string tensor = str(first, "tensor", "?");
+      row += fmt::format("; first mismatch {}{}: got {}, expected {}", tensor,
                          index_text(first.contains("index") ? first["index"] : json()),
                          value_text(first, "got"), value_text(first, "expected"));
+      if (auto tol = task.tolerances.find(tensor); tol != task.tolerances.end())
+        row += fmt::format(" (tolerance {:g} + {:g}·|expected|)", tol->second.atol, tol->second.rtol);
+    }
     if (auto n = num(w, "nan_count"); n && *n > 0) row += fmt::format("; {} NaN outputs", *n);
     if (auto n = num(w, "unwritten_count"); n && *n > 0)
       row += fmt::format("; {} output elements never written (still NaN poison)", *n);
@@ -501,9 +587,51 @@ std::string PromptBuilder::task_prompt(const tasks::Task &task) const {
   return detail::render_template(templates_.at("task"), values, "task");
 }
 
-std::string PromptBuilder::feedback(const tasks::Task &task, const Verdict &verdict) const {
+namespace {
+
+/// Workload names of the failed rows correctness_workloads_section lists.
+std::vector<std::string> failed_workloads(const Verdict &v) {
+  std::vector<std::string> names;
+  for (const auto &w : array_at(v.correctness.figures, "workloads")) {
+    auto passed = num(w, "passed"), trials = num(w, "trials");
+    if ((passed && trials && *passed < *trials) || boolean(w, "deterministic") == false ||
+        boolean(w, "guard_damage") == true || boolean(w, "inputs_mutated") == true)
+      names.push_back(str(w, "name", "?"));
+  }
+  return names;
+}
+
+/// The correctness stage without the worker's per-workload diagnostics that a listed workload row
+/// already states; `summary_repeated` is set when the summary was one of them.
+StageResult without_workload_repeats(const StageResult &s, const std::vector<std::string> &listed,
+                                     bool &summary_repeated) {
+  StageResult out = s;
+  out.diagnostics.clear();
+  summary_repeated = false;
+  for (const auto &d : s.diagnostics) {
+    bool covered = false;
+    for (const auto &name : listed) covered = covered || d.text.starts_with("workload " + name + ":");
+    if (!covered) {
+      out.diagnostics.push_back(d);
+    } else if (repeats(s.summary, d)) {
+      summary_repeated = true;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string PromptBuilder::feedback(const tasks::Task &task, const Verdict &verdict,
+                                    const FeedbackSources *sources) const {
   const std::string library = reference_library(task);
-  const StageResult &stage = failing_stage(verdict);
+  const StageResult &full_stage = failing_stage(verdict);
+  // Each fact once: the evaluator makes the first diagnostic the stage's summary, so the list below
+  // the summary leaves it out (compile and static errors instead get a count as summary and the whole
+  // list, each error with its source line quoted).
+  const bool listed_errors =
+      verdict.status == Status::compile_error || verdict.status == Status::static_error;
+  const StageResult stage = listed_errors ? full_stage : without_summary_repeats(full_stage);
   Values values = empty_feedback_values();
   values["message"] = stage.summary.empty() ? "(no details were recorded)" : stage.summary;
   values["symbols"] = join(task.symbols, ", ");
@@ -513,6 +641,20 @@ std::string PromptBuilder::feedback(const tasks::Task &task, const Verdict &verd
   values["resources"] = resources_section(verdict);
   values["sanitizer"] = sanitizer_section(verdict);
   values["reference_library"] = library;
+  if (listed_errors) {
+    // Lines of compile and static diagnostics point into the PTX (the kernel block, or NVRTC's output for
+    // CUDA); NVRTC's own log lines point into the CUDA source.
+    std::string_view ptx = sources ? sources->ptx : std::string_view();
+    std::string_view cuda = sources && sources->cuda ? sources->kernel_source : std::string_view();
+    if (sources && !sources->cuda && ptx.empty()) ptx = sources->kernel_source;
+    values["diagnostics"] = quoted_diagnostics_section(stage, ptx, cuda);
+    int errors = 0;
+    for (const auto &d : stage.diagnostics) errors += d.severity == "error";
+    const bool summary_repeated = std::any_of(stage.diagnostics.begin(), stage.diagnostics.end(),
+                                              [&](const Diagnostic &d) { return repeats(stage.summary, d); });
+    if (summary_repeated || stage.summary.empty())
+      values["summary"] = errors == 1 ? "1 error" : fmt::format("{} errors", errors);
+  }
   std::string name;
   switch (verdict.status) {
     case Status::no_kernel:
@@ -540,13 +682,26 @@ std::string PromptBuilder::feedback(const tasks::Task &task, const Verdict &verd
       name = "timeout";
       break;
     case Status::incorrect:
-      name = "incorrect";
-      values["workloads"] = correctness_workloads_section(verdict, /*only_failed=*/true);
+    case Status::nondeterministic: {
+      const auto listed = failed_workloads(verdict);
+      bool summary_repeated = false;
+      const StageResult rest = without_workload_repeats(full_stage, listed, summary_repeated);
+      const StageResult shown = without_summary_repeats(rest);
+      const std::string rows = correctness_workloads_section(task, verdict, /*only_failed=*/true);
+      const int total = static_cast<int>(array_at(verdict.correctness.figures, "workloads").size());
+      if (summary_repeated)
+        values["summary"] =
+            fmt::format("{} of {} workload{} failed", listed.size(), total, total == 1 ? "" : "s");
+      if (verdict.status == Status::incorrect) {
+        name = "incorrect";
+        values["workloads"] = rows;
+        values["diagnostics"] = diagnostics_section(shown);
+      } else {
+        name = "nondeterministic";
+        values["diagnostics"] = rows + diagnostics_section(shown);
+      }
       break;
-    case Status::nondeterministic:
-      name = "nondeterministic";
-      values["diagnostics"] = correctness_workloads_section(verdict, true) + values["diagnostics"];
-      break;
+    }
     case Status::suspicious:
       name = "suspicious";
       values["timing"] = timing_section(verdict, library);

@@ -13,6 +13,13 @@
 
 namespace ptxbench::agent {
 
+/// The texts a verdict's line numbers point into, so that feedback can quote the offending line.
+struct FeedbackSources {
+  std::string_view kernel_source;  ///< the kernel block as sent (PTX, or CUDA: NVRTC lines point here)
+  std::string_view ptx;            ///< the PTX that was checked and compiled (the NVRTC output for CUDA)
+  bool cuda = false;               ///< the kernel block is CUDA
+};
+
 class PromptBuilder {
  public:
   /// Loads every template under `dir` (default: the installed/source prompts/ folder).
@@ -25,7 +32,9 @@ class PromptBuilder {
   /// First user message: the task (tensors, shapes, layouts, dtypes, tolerance, targets, what "fast" means).
   std::string task_prompt(const tasks::Task &task) const;
   /// User message after an evaluated attempt: the outcome-specific template filled from the verdict.
-  std::string feedback(const tasks::Task &task, const evaluator::Verdict &verdict) const;
+  /// Each fact is stated once; with `sources`, a compile or static error quotes the line it points at.
+  std::string feedback(const tasks::Task &task, const evaluator::Verdict &verdict,
+                       const FeedbackSources *sources = nullptr) const;
   /// User message after a response that could not be used (request failed, empty, cut by length).
   std::string feedback_unusable_response(const std::string &reason) const;
 

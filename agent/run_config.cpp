@@ -172,6 +172,22 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
     parse_sampling(r, c.sampling);
     r.finish();
   }
+  if (const auto *prices = root.get("prices")) {
+    if (!prices->is_object()) {
+      root.error("prices",
+                 "expected an object {endpoint name: {prompt_usd_per_mtok, completion_usd_per_mtok}}, got " +
+                     detail::describe_json_value(*prices));
+    } else {
+      for (const auto &[name, entry] : prices->items()) {
+        FieldReader r(entry, "prices." + name, errors);
+        EndpointPrice p;
+        r.read("prompt_usd_per_mtok", p.prompt_usd_per_mtok, 0.0);
+        r.read("completion_usd_per_mtok", p.completion_usd_per_mtok, 0.0);
+        r.finish();
+        c.prices[name] = p;
+      }
+    }
+  }
   if (const auto *b = root.get("budgets")) {
     FieldReader r(*b, "budgets", errors);
     r.read("tokens_per_trajectory", c.budgets.per_trajectory, 0);
@@ -260,6 +276,10 @@ util::Expected<void> validate(const RunConfig &c) {
           fmt::format("endpoint '{}': needs \"base_url\" (e.g. http://127.0.0.1:8000/v1)", e.name));
     }
   }
+  for (const auto &[name, price] : c.prices) {
+    (void)price;
+    if (!names.count(name)) problems.push_back(fmt::format("prices: '{}' is not an endpoint name", name));
+  }
   if (c.tasks.empty()) problems.push_back("no tasks: give task ids, \"core\" or \"all\"");
   if (c.samples < 1) problems.push_back("samples must be >= 1");
   if (c.turns < 1) problems.push_back("turns must be >= 1");
@@ -267,6 +287,14 @@ util::Expected<void> validate(const RunConfig &c) {
   std::string message;
   for (const auto &p : problems) message += (message.empty() ? "" : "\n") + p;
   return util::unexpected(message);
+}
+
+nlohmann::json RunConfig::prices_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto &[name, p] : prices)
+    j[name] = {{"prompt_usd_per_mtok", p.prompt_usd_per_mtok},
+               {"completion_usd_per_mtok", p.completion_usd_per_mtok}};
+  return j;
 }
 
 nlohmann::json RunConfig::to_json() const {
@@ -311,7 +339,8 @@ nlohmann::json RunConfig::to_json() const {
           {"base_seed", s.correctness.base_seed},
           {"check_determinism", s.correctness.check_determinism}}},
         {"timing", s.timing.to_json()}}},
-      {"out_dir", out_dir.string()}};
+      {"out_dir", out_dir.string()},
+      {"prices", prices_json()}};
 }
 
 fs::path default_examples_dir() {

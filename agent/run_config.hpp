@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,11 @@ struct StopTarget {
   bool reached(const evaluator::Axes &axes) const;
 };
 
+/// What an endpoint's tokens cost, USD per million tokens.
+struct EndpointPrice {
+  double prompt_usd_per_mtok = 0;      ///< USD per 1e6 prompt tokens
+  double completion_usd_per_mtok = 0;  ///< USD per 1e6 completion tokens
+};
 struct TokenBudgets {
   std::int64_t per_trajectory = 0;  ///< prompt + completion tokens over a trajectory's turns; 0 = unlimited
   std::int64_t per_run = 0;         ///< prompt + completion tokens over the whole run; 0 = unlimited
@@ -64,9 +70,14 @@ struct RunConfig {
   Concurrency concurrency;
   evaluator::EvaluatorSettings evaluator;  ///< defaults with the config's "evaluator" overrides applied
   std::filesystem::path out_dir;           ///< run directory; empty = runs/<run id> under the current dir
+  /// Endpoint name -> token prices, USD per million tokens ({"prompt_usd_per_mtok",
+  /// "completion_usd_per_mtok"}), for the report's costs; endpoints without an entry are reported without
+  /// cost.
+  std::map<std::string, EndpointPrice> prices;
 
   /// The config as JSON in the file format, without secrets (keys live only in the environment).
   nlohmann::json to_json() const;
+  nlohmann::json prices_json() const;  ///< the "prices" object of to_json()
 };
 
 /// Parses a config object. `origin` prefixes error paths (e.g. the file name). Relative paths in the

@@ -608,7 +608,10 @@ std::string Runner::Impl::feedback_for(const TurnJob &job, const evaluator::Verd
         config.sampling.max_tokens ? fmt::format(" ({} tokens)", *config.sampling.max_tokens) : ""));
   }
   if (verdict == nullptr) return prompts->feedback_unusable_response("the response could not be evaluated");
-  return prompts->feedback(*job.trajectory->task, *verdict);
+  const auto &c = *job.compiled;
+  const FeedbackSources sources{c.response.kernel_source, c.ptx,
+                                c.response.language == evaluator::KernelLanguage::cuda};
+  return prompts->feedback(*job.trajectory->task, *verdict, &sources);
 }
 
 void Runner::Impl::finalize(JobPtr job) {
@@ -688,6 +691,11 @@ void Runner::Impl::finalize(JobPtr job) {
                        {"orchestrator_cpu_ms", static_cast<double>(own_ns) / 1e6},
                        {"client_cpu_ms", static_cast<double>(job->client_ns) / 1e6},
                        {"evaluator_cpu_ms", static_cast<double>(job->evaluator_ns) / 1e6}};
+  // Time to first token: on a streamed request, the first streamed byte of the successful attempt
+  // (servers send the first token in the first event); a plain request's first byte is the whole answer.
+  record["timings"]["ttft_s"] = job->response && config.endpoints[t.endpoint].stream
+                                    ? Json(job->response->first_byte_seconds)
+                                    : Json(nullptr);
   record["started_at"] = job->started_at;
   record["finished_at"] = detail::iso8601_utc_now();
 

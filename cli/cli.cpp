@@ -24,6 +24,7 @@ int run_main(int argc, char **argv) {
   register_run_commands(app, action);
   register_export_command(app, action);
   register_report_command(app, action);
+  register_show_command(app, action);
   register_internal_commands(app, action);
   try {
     app.parse(argc, argv);

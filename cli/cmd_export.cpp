@@ -32,6 +32,7 @@ struct ExportArgs {
   traces::ExportLimits limits;
   double min_gain = 1.05;
   bool no_dedup = false;
+  bool all = false;
 };
 
 /// "data.jsonl" -> "data.card.md"
@@ -57,6 +58,7 @@ int run_export(const ExportArgs &a) {
   o.limits = a.limits;
   o.improve_min_gain = a.min_gain;
   o.deduplicate = !a.no_dedup;
+  o.all = a.all;
   if (a.per == "trajectory" &&
       (o.format == traces::ExportFormat::repair_pairs || o.format == traces::ExportFormat::improve_pairs)) {
     fmt::print(
@@ -108,7 +110,10 @@ void register_export_command(CLI::App &app, Action &action) {
       "export",
       "Training data from run directories: chat messages (TRL/axolotl), ShareGPT (LLaMA-Factory),\n"
       "repair pairs (failed attempt + diagnostics -> fixed attempt) or improve pairs (correct -> faster).\n"
-      "Filters apply to the target turn (the answer trained on). Writes FILE and FILE's .card.md.");
+      "Filters apply to the target turn (the answer trained on). By default messages and sharegpt keep only\n"
+      "target turns that are correct and whose target instructions executed, and repair pairs' fixed turns\n"
+      "must be correct and executed; --all (or an explicit --status/--correct/--executed/--min-speedup)\n"
+      "replaces that default. Writes FILE and FILE's .card.md (which names the filter that applied).");
   cmd->add_option("run_dirs", args->run_dirs, "Run directories (run.json + trajectories.jsonl)")->required();
   cmd->add_option("--out", args->out, "Output JSONL file")->required();
   cmd->add_option("--format", args->format, "messages | sharegpt | repair-pairs | improve-pairs")
@@ -151,6 +156,9 @@ void register_export_command(CLI::App &app, Action &action) {
       ->check(CLI::Range(1.0, 1000.0))
       ->capture_default_str();
   cmd->add_flag("--no-dedup", args->no_dedup, "Keep examples whose normalized kernel hash was already seen");
+  cmd->add_flag("--all", args->all,
+                "Keep every target turn, incorrect and non-executing ones too (default: correct and executed "
+                "only)");
   cmd->callback([&action, args] { action.run = [args] { return run_export(*args); }; });
 }
 

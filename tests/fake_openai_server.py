@@ -38,9 +38,17 @@ Behaviours:
   repair            a repairing model for GEMM tasks: turn 0 (no assistant message in the request yet) a
                     kernel that does not compile, later turns the fixed kernel (examples/scripted/);
                     other tasks get a response without a kernel
+  demo-<P>          a model of skill P (0-100) for the report demo: answers any task that has reference
+                    solutions (tasks/solutions/<task>/) with one of them, a probe (wrong on purpose), a copy
+                    whose PTX does not compile, or no kernel; the chance of a working answer is P% on the
+                    first turn and grows by 15 points a turn. Draws are seeded by (model, task, turn, how
+                    many such requests came before), so a rerun gives the same mix. Streams when asked.
 """
 import argparse
 import email.utils
+import hashlib
+import random
+import re
 import http.server
 import json
 import os
@@ -226,6 +234,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_json(400, {"error": {"message": "bad request " + "x" * 2000}})
         elif b == "big":
             self.send_json(200, completion(model, "y" * (10 * 1000 * 1000)))
+        elif b.startswith("demo-"):
+            self.demo(b, model)
         elif b == "repair":
             messages = self.request_body.get("messages", [])
             turn = sum(1 for m in messages if m.get("role") == "assistant")
@@ -238,6 +248,78 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.send_json(200, completion(model, f.read()))
         else:
             self.send_json(200, completion(model, "Hello from " + model))
+
+
+    def demo(self, behaviour, model):
+        messages = self.request_body.get("messages", [])
+        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        if turn == 0:  # history policy none: count the feedback messages instead
+            turn = max(0, sum(1 for m in messages if m.get("role") == "user") - 1)
+        prompt = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tasks", "solutions")
+        tasks = sorted((d for d in os.listdir(root) if d in prompt), key=len, reverse=True)
+        task = tasks[0] if tasks else ""
+        skill = max(0, min(100, int(behaviour[len("demo-"):] or "50"))) / 100.0
+        key = (model, task, turn)
+        with LOCK:
+            DEMO_DRAWS[key] = DEMO_DRAWS.get(key, 0) + 1
+            draw = DEMO_DRAWS[key]
+        seed = int(hashlib.sha256(repr((key, draw)).encode()).hexdigest()[:16], 16)
+        rng = random.Random(seed)
+        reasoning = ""
+        if not task:
+            content = "I cannot find the task's id in the prompt, so here is no kernel."
+        else:
+            folders = sorted(os.listdir(os.path.join(root, task)))
+            # Probes that hang or fault are left out: they cost the GPU minutes without adding to the demo.
+            good = [f for f in folders if os.path.isdir(os.path.join(root, task, f)) and not f.startswith("probe_")]
+            wrong = [f for f in folders if f.startswith("probe_") and f not in ("probe_endless_loop", "probe_illegal_address")]
+            best = [f for f in good if f in ("wgmma_tma", "flash_fwd")] or good
+            if rng.random() < min(0.95, skill + 0.15 * turn):
+                folder = rng.choice(best) if rng.random() < skill else rng.choice(good)
+                content = read_response(root, task, folder)
+                reasoning = f"Turn {turn}: I will use the {folder} design for {task}."
+            else:
+                r = rng.random()
+                if r < 0.45 and good:
+                    folder = rng.choice(good)
+                    content = break_ptx(read_response(root, task, folder))
+                    reasoning = f"Turn {turn}: a quick edit of the {folder} design; I did not check the registers."
+                elif r < 0.8 and wrong:
+                    folder = rng.choice(wrong)
+                    content = read_response(root, task, folder)
+                    reasoning = f"Turn {turn}: trying the {folder} variant."
+                else:
+                    content = "I need to think more about the tiling before I write the kernel."
+                    reasoning = f"Turn {turn}: not sure yet."
+        usage = {"prompt_tokens": max(1, len(json.dumps(messages)) // 4),
+                 "completion_tokens": max(1, (len(content) + len(reasoning)) // 4)}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        if self.request_body.get("stream"):
+            self.start_sse()
+            time.sleep(0.02 + 0.05 * rng.random())  # time to first token
+            self.write(chunk(model, {"role": "assistant", "reasoning_content": reasoning}))
+            for i in range(0, len(content), 4000):
+                self.write(chunk(model, {"content": content[i:i + 4000]}))
+            self.write(chunk(model, finish="stop"))
+            self.write(chunk(model, usage=usage))
+            self.write("data: [DONE]\n\n")
+        else:
+            body = completion(model, content, "reasoning_content", reasoning, usage=usage)
+            self.send_json(200, body)
+
+
+DEMO_DRAWS = {}
+
+
+def read_response(root, task, folder):
+    with open(os.path.join(root, task, folder, "response.md")) as f:
+        return f.read()
+
+
+def break_ptx(response):
+    """The response with one use of an undeclared register added after the PTX entry's opening brace."""
+    return re.sub(r"(\.entry[^{]*\{\n)", "\\1\tmov.u32 \t%r_undeclared, 0;\n", response, count=1)
 
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):

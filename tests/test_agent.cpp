@@ -220,6 +220,7 @@ TEST_CASE("config: a full config parses, validates and round-trips through to_js
       "endpoints": [{"name": "q", "base_url": "http://127.0.0.1:8000/v1", "model": "qwen", "api_key_env": "MY_KEY"},
                     {"name": "s", "kind": "scripted", "scripted_file": "resp.json"}],
       "tasks": ["core", "gemm_n4096_k4096"], "samples": 3, "turns": 5, "history": "last_attempt",
+      "prices": {"q": {"prompt_usd_per_mtok": 0.5, "completion_usd_per_mtok": 2.0}},
       "stop": {"correct": true, "targets_executed": false, "min_speedup": 1.2},
       "sampling": {"temperature": 0.6, "max_tokens": 8000, "seed": 7},
       "budgets": {"tokens_per_trajectory": 100000, "tokens_per_run": 5000000},
@@ -242,7 +243,19 @@ TEST_CASE("config: a full config parses, validates and round-trips through to_js
   CHECK_FALSE(c.evaluator.run_gpu);
   CHECK(c.evaluator.timing.cooldown_ratio == 0.5);
   CHECK_FALSE(c.evaluator.timing.library_preroll);
+  REQUIRE(c.prices.count("q"));
+  CHECK(c.prices.at("q").completion_usd_per_mtok == 2.0);
+  CHECK(c.to_json()["prices"]["q"]["prompt_usd_per_mtok"] == 0.5);
   CHECK(agent::validate(c));
+  agent::RunConfig unknown_price = c;
+  unknown_price.prices["nobody"] = {1.0, 1.0};
+  auto up = agent::validate(unknown_price);
+  REQUIRE_FALSE(up);
+  CHECK(up.error().find("prices: 'nobody' is not an endpoint name") != std::string::npos);
+  auto negative = agent::parse_run_config(
+      Json::parse(R"({"prices": {"q": {"prompt_usd_per_mtok": -1, "completion_usd_per_mtok": 1}}})"), "c", "/");
+  REQUIRE_FALSE(negative);
+  CHECK(negative.error().find("prices.q.prompt_usd_per_mtok") != std::string::npos);
 
   auto again = agent::parse_run_config(c.to_json(), "run.json", "/elsewhere");
   REQUIRE(again);

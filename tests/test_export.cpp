@@ -85,6 +85,7 @@ TEST_CASE("kernel normalization ignores comments and whitespace, keeps literals"
 
 TEST_CASE("messages, one example per turn: every line parses, roles alternate, counts add up") {
   ExportOptions o;
+  o.all = true;  // every target turn: the default outcome filter has its own test
   ExportResult r = run_export(o);
   // 25 records: one failed request is unusable; alpha and beta mha_b/0 turn 0 are the same kernel up to
   // comments and whitespace -> 1 duplicate -> 23 written.
@@ -122,6 +123,7 @@ TEST_CASE("messages, one example per turn: every line parses, roles alternate, c
 
 TEST_CASE("reasoning: inline, separate field or dropped") {
   ExportOptions o;
+  o.all = true;  // every target turn: the default outcome filter has its own test
   auto find = [](const ExportResult &r, const std::string &id) {
     for (const auto &l : parse_lines(r))
       if (id_of(l) == id) return l;
@@ -163,6 +165,7 @@ TEST_CASE("reasoning: inline, separate field or dropped") {
 
 TEST_CASE("sharegpt: system column, human/gpt alternating") {
   ExportOptions o;
+  o.all = true;  // every target turn: the default outcome filter has its own test
   o.format = ExportFormat::sharegpt;
   auto lines = parse_lines(run_export(o));
   CHECK(lines.size() == 23);
@@ -175,6 +178,7 @@ TEST_CASE("sharegpt: system column, human/gpt alternating") {
 
 TEST_CASE("one example per trajectory: task, then attempt and feedback alternating") {
   ExportOptions o;
+  o.all = true;  // every target turn: the default outcome filter has its own test
   o.unit = ExportUnit::trajectory;
   ExportResult r = run_export(o);
   // 10 trajectories; alpha/mha_b/0 and beta/mha_b/0 (one turn each, same kernel) are duplicates.
@@ -204,6 +208,7 @@ TEST_CASE("one example per trajectory: task, then attempt and feedback alternati
 
 TEST_CASE("repair pairs: failed attempt, diagnostics, fixed attempt; loss on the last message") {
   ExportOptions o;
+  o.all = true;  // every target turn: the default outcome filter has its own test
   o.format = ExportFormat::repair_pairs;
   ExportResult r = run_export(o);
   // By hand: alpha/gemm_a/0 t1 incorrect -> t2 ok; alpha/gemm_a/1 t0 correct but targets not executed ->
@@ -239,6 +244,7 @@ TEST_CASE("repair pairs: failed attempt, diagnostics, fixed attempt; loss on the
 
 TEST_CASE("improve pairs: correct but slower -> faster") {
   ExportOptions o;
+  o.all = true;  // every target turn: the default outcome filter has its own test
   o.format = ExportFormat::improve_pairs;
   auto lines = parse_lines(run_export(o));
   // alpha/gemm_a/1: 0.6 -> 0.9 and 0.9 -> 1.25. beta/gemm_a/1 0.8 -> suspicious 5.0 is not an improvement.
@@ -254,6 +260,7 @@ TEST_CASE("improve pairs: correct but slower -> faster") {
 
 TEST_CASE("filters on the target turn") {
   ExportOptions o;
+  o.all = true;  // every target turn: the default outcome filter has its own test
   auto written = [&] { return run_export(o).counts.written; };
   o.filter.correct = true;  // 10 correct attempts (one is the duplicate pair) -> 9
   CHECK(written() == 9);
@@ -281,6 +288,7 @@ TEST_CASE("filters on the target turn") {
 
 TEST_CASE("caps per task and per failure category: seeded, stratified by turn") {
   ExportOptions o;
+  o.all = true;  // every target turn: the default outcome filter has its own test
   o.format = ExportFormat::repair_pairs;
   o.balance.cap_per_failure = 1;
   ExportResult r = run_export(o);
@@ -312,6 +320,7 @@ TEST_CASE("caps per task and per failure category: seeded, stratified by turn") 
 
 TEST_CASE("length limits: characters and endpoint token counts") {
   ExportOptions o;
+  o.all = true;                // every target turn: the default outcome filter has its own test
   o.limits.max_tokens = 1400;  // every example is 1500 tokens with reasoning, 1300 without
   ExportResult r = run_export(o);
   CHECK(r.counts.written == 0);
@@ -355,4 +364,62 @@ TEST_CASE("bad input") {
     CHECK(r.counts.written == 1);
     CHECK(r.card_markdown.find("format_version other than 1") != std::string::npos);
   }
+}
+
+TEST_CASE("defaults: messages and sharegpt keep only correct, executed turns; --all keeps every turn") {
+  // By hand from the outcome table: status ok, correct and executed are alpha/gemm_a/0@2, alpha/gemm_a/1@1,
+  // alpha/gemm_a/1@2, alpha/mha_b/0@0 and beta/gemm_a/1@1, beta/mha_b/0@0 (a duplicate of alpha's
+  // mha_b/0@0); beta/gemm_a/1@2 is correct and executed but suspicious.
+  for (ExportFormat format : {ExportFormat::messages, ExportFormat::sharegpt}) {
+    ExportOptions o;
+    o.format = format;
+    ExportResult r = run_export(o);
+    auto lines = parse_lines(r);
+    std::set<std::string> ids;
+    for (const auto &l : lines) {
+      ids.insert(id_of(l));
+      CHECK(l.at("metadata").at("correct") == true);
+      CHECK(l.at("metadata").at("targets_executed") == true);
+    }
+    CHECK(ids == std::set<std::string>{"alpha/gemm_a/0@2", "alpha/gemm_a/1@1", "alpha/gemm_a/1@2",
+                                       "alpha/mha_b/0@0", "beta/gemm_a/1@1"});
+    CHECK(r.counts.duplicates == 1);
+    CHECK(
+        r.card_markdown.find("Outcome filter: default: only target turns with status ok that are correct and "
+                             "whose target instructions executed") != std::string::npos);
+    CHECK(r.card_markdown.find("correct = true; targets executed = true") != std::string::npos);
+  }
+  // An explicit outcome filter replaces the default: --correct false keeps the wrong turns.
+  ExportOptions wrong;
+  wrong.filter.correct = false;
+  ExportResult w = run_export(wrong);
+  for (const auto &l : parse_lines(w)) CHECK(l.at("metadata").at("correct") == false);
+  CHECK(w.counts.written > 0);
+  CHECK(w.card_markdown.find("the default filter did not apply") != std::string::npos);
+  // --all: every turn (23 of them, as in the shape test).
+  ExportOptions all;
+  all.all = true;
+  ExportResult a = run_export(all);
+  CHECK(a.counts.written == 23);
+  CHECK(a.card_markdown.find("every target turn (--all)") != std::string::npos);
+  CHECK(effective_filter(all).correct == std::nullopt);
+}
+
+TEST_CASE("defaults: repair pairs' fixed turns are correct and executed unless --all") {
+  ExportOptions o;
+  o.format = ExportFormat::repair_pairs;
+  ExportResult r = run_export(o);
+  // Of the five repairs (see the repair-pairs test), alpha/mha_b/2@1 and beta/mha_b/1@1 fixed the
+  // outcome but their targets did not execute: left out by default.
+  std::set<std::string> ids;
+  for (const auto &l : parse_lines(r)) {
+    ids.insert(id_of(l));
+    CHECK(l.at("metadata").at("correct") == true);
+    CHECK(l.at("metadata").at("targets_executed") == true);
+  }
+  CHECK(ids == std::set<std::string>{"alpha/gemm_a/0@2", "alpha/gemm_a/1@1", "beta/gemm_a/1@1"});
+  CHECK(r.card_markdown.find("fixed turns correct and their target instructions executed") !=
+        std::string::npos);
+  o.all = true;
+  CHECK(run_export(o).counts.written == 5);
 }

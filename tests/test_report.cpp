@@ -7,8 +7,12 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/core.h>
+
 #include "traces/record.hpp"
 #include "traces/report.hpp"
+#include "traces/stats.hpp"
+#include "traces/trajectory_view.hpp"
 #include "util/files.hpp"
 
 using namespace ptxbench::traces;
@@ -177,19 +181,22 @@ TEST_CASE("report: outputs are written; CSV rows match the numbers; HTML is self
   ptxbench::util::TempDir dir("h7-report");
   auto written = write_report(r, dir.path());
   REQUIRE(written.has_value());
-  CHECK(written->size() == 7);
+  CHECK(written->size() == 9);  // report.md, report.html, 6 CSV files, the trajectories folder
   auto read = [&](const std::string &name) {
     auto text = ptxbench::util::read_file(dir.path() / name);
     REQUIRE(text.has_value());
     return *text;
   };
   const std::string md = read("report.md");
-  CHECK(md.find("| alpha | gemm_a | 3 | 66.7% | 66.7% | 66.7% |") != std::string::npos);
+  // 2 of 3, Wilson 95%: 20.8–93.9%.
+  CHECK(md.find("| alpha | gemm_a | 3 | 66.7% [20.8–93.9] | 66.7% [20.8–93.9] | 66.7% [20.8–93.9] |") !=
+        std::string::npos);
   CHECK(md.find("| all | all | 10 |") != std::string::npos);
   const std::string summary = read("summary.csv");
-  CHECK(summary.find("beta,mha_b,2,4,1,1,0.5,1,1,0.5,0.5,") != std::string::npos);
+  // compile 2/2 [0.34238, 1], correct 2/2, executed 1/2 [0.0945312, 0.905469].
+  CHECK(summary.find("beta,mha_b,2,4,1,0.34238,1,1,0.34238,1,0.5,0.0945312,0.905469,") != std::string::npos);
   const std::string pass = read("pass_at_k.csv");
-  CHECK(pass.find("alpha,all,fast_1.0,2,0.833333") != std::string::npos);
+  CHECK(pass.find("alpha,all,fast_1.0,2,0.833333,") != std::string::npos);
   const std::string speedups = read("speedups.csv");
   CHECK(std::count(speedups.begin(), speedups.end(), '\n') ==
         1 + 4 + 2 + 1 + 2);  // header + correct ok attempts
@@ -199,11 +206,27 @@ TEST_CASE("report: outputs are written; CSV rows match the numbers; HTML is self
   CHECK(html.find("http://") == html.find("http://www.w3.org/2000/svg"));  // only the SVG namespace
   CHECK(html.find("https://") == std::string::npos);
   CHECK(html.find("src=") == std::string::npos);
-  // One line chart per axis (compile, correct, executed, 4 fast_p), one speedup chart, one taxonomy per
+  // One line chart per axis (compile, correct, executed, 4 fast_p), pass@1, speedups, one taxonomy per
   // model.
   std::size_t charts = 0;
   for (std::size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++charts;
-  CHECK(charts == 7 + 1 + 2);
+  CHECK(charts == 7 + 1 + 1 + 2);
+  CHECK(html.find("class=\"errbar\"") != std::string::npos);
+  // Every trajectory is linked, and its page exists.
+  for (const auto &p : r.pages) {
+    CHECK(html.find("href=\"" + p.file + "\"") != std::string::npos);
+    CHECK(std::filesystem::exists(dir.path() / p.file));
+  }
+  CHECK(r.pages.size() == 10);
+  const std::string page = read("trajectories/alpha__gemm_a__0.html");
+  CHECK(page.find("href=\"../report.html\"") != std::string::npos);
+  CHECK(page.find("<script") == std::string::npos);
+  CHECK(page.find("id=\"turn-2\"") != std::string::npos);
+  CHECK(page.find("<details class=\"reasoning\">") != std::string::npos);
+  CHECK(page.find("diff against turn 1") != std::string::npos);
+  const std::string cmp = read("comparison.csv");
+  CHECK(cmp.rfind("model_a,model_b,task,pairs,", 0) == 0);
+  CHECK(cmp.find("\nalpha,beta,all,") != std::string::npos);
 }
 
 TEST_CASE("report: bad input gives clear messages; partial lines are counted, not fatal") {
@@ -274,4 +297,189 @@ TEST_CASE("report: bad input gives clear messages; partial lines are counted, no
       warned |= w.find("lack model, task_id, sample or turn") != std::string::npos;
     CHECK(warned);
   }
+}
+
+TEST_CASE("Wilson intervals match published values") {
+  // Newcombe (1998), Statistics in Medicine 17:857-872, Table I, method 3 (score, no continuity correction).
+  auto w = [](int k, int n) {
+    auto ci = wilson_interval(k, n);
+    REQUIRE(ci.has_value());
+    return *ci;
+  };
+  CHECK(w(81, 263).lo == doctest::Approx(0.2553).epsilon(0.0002));
+  CHECK(w(81, 263).hi == doctest::Approx(0.3662).epsilon(0.0002));
+  CHECK(w(15, 148).lo == doctest::Approx(0.0624).epsilon(0.0005));
+  CHECK(w(15, 148).hi == doctest::Approx(0.1605).epsilon(0.0005));
+  CHECK(w(0, 20).lo == 0.0);
+  CHECK(w(0, 20).hi == doctest::Approx(0.1611).epsilon(0.0005));
+  CHECK(w(1, 29).lo == doctest::Approx(0.0061).epsilon(0.01));
+  CHECK(w(1, 29).hi == doctest::Approx(0.1718).epsilon(0.0005));
+  // 0, 5 and 10 of 10: [0, 0.2775], [0.2366, 0.7634], [0.7225, 1] (symmetric about 1/2).
+  CHECK(w(0, 10).lo == 0.0);
+  CHECK(w(0, 10).hi == doctest::Approx(0.2775).epsilon(0.0005));
+  CHECK(w(5, 10).lo == doctest::Approx(0.2366).epsilon(0.0005));
+  CHECK(w(5, 10).hi == doctest::Approx(0.7634).epsilon(0.0005));
+  CHECK(w(10, 10).lo == doctest::Approx(0.7225).epsilon(0.0005));
+  CHECK(w(10, 10).hi == 1.0);
+  CHECK_FALSE(wilson_interval(0, 0).has_value());
+  CHECK_FALSE(wilson_interval(3, 2).has_value());
+}
+
+TEST_CASE("bootstrap: deterministic given the seed, different with another seed, sensible coverage") {
+  BootstrapSettings s;
+  s.resamples = 1000;
+  s.seed = 7;
+  std::vector<double> data;
+  Resampler gen(1, "data");
+  for (int i = 0; i < 40; ++i) data.push_back(static_cast<double>(gen.index(1000)) / 1000.0);
+  auto mean_of_resample = [&](Resampler &rng) -> std::optional<double> {
+    double sum = 0;
+    for (std::size_t i = 0; i < data.size(); ++i) sum += data[rng.index(data.size())];
+    return sum / static_cast<double>(data.size());
+  };
+  auto a = percentile_bootstrap(s, "mean", mean_of_resample);
+  auto b = percentile_bootstrap(s, "mean", mean_of_resample);
+  REQUIRE(a.has_value());
+  CHECK(a->lo == b->lo);  // bit for bit
+  CHECK(a->hi == b->hi);
+  s.seed = 8;
+  auto c = percentile_bootstrap(s, "mean", mean_of_resample);
+  CHECK((c->lo != a->lo || c->hi != a->hi));
+  // A uniform(0,1) mean of 40 has sd 0.0456: the 95% interval is about ±1.96 sd wide around the mean.
+  CHECK(a->hi - a->lo == doctest::Approx(2 * 1.96 * 0.2887 / std::sqrt(40.0)).epsilon(0.25));
+  // Coverage: over 200 Bernoulli(0.3) samples of 30, the bootstrap interval of the rate holds 0.3 in
+  // roughly 95% of them (percentile intervals undercover a little at this size: accept 88-99%).
+  BootstrapSettings cs;
+  cs.resamples = 400;
+  int covered = 0;
+  Resampler draw(99, "coverage");
+  for (int rep = 0; rep < 200; ++rep) {
+    std::vector<int> x;
+    for (int i = 0; i < 30; ++i) x.push_back(draw.index(10) < 3 ? 1 : 0);
+    cs.seed = static_cast<std::uint64_t>(rep);
+    auto ci = percentile_bootstrap(cs, "rate", [&](Resampler &rng) -> std::optional<double> {
+      int k = 0;
+      for (std::size_t i = 0; i < x.size(); ++i) k += x[rng.index(x.size())];
+      return k / 30.0;
+    });
+    REQUIRE(ci.has_value());
+    covered += ci->lo <= 0.3 && 0.3 <= ci->hi;
+  }
+  CHECK(covered >= 176);
+  CHECK(covered <= 198);
+  // Replicates without a value are left out; too few valid ones give no interval.
+  auto none = percentile_bootstrap(s, "none", [](Resampler &) { return std::optional<double>(); });
+  CHECK_FALSE(none.has_value());
+  s.resamples = 0;
+  CHECK_FALSE(percentile_bootstrap(s, "mean", mean_of_resample).has_value());
+}
+
+TEST_CASE("report: intervals of pass@k and the geomean, recorded seed, paired model comparison") {
+  Report r = load_report({"two_models"});
+  const GroupReport &g = group(r, "alpha", "gemm_a");
+  // pass@1 correct = 2/3; the bootstrap interval holds it and stays within [0, 1]; resampling 3
+  // trajectories can give 0/3 .. 3/3.
+  REQUIRE(g.pass_correct_ci.count(1));
+  CHECK(g.pass_correct_ci.at(1).lo <= 2.0 / 3);
+  CHECK(g.pass_correct_ci.at(1).hi >= 2.0 / 3);
+  CHECK(g.pass_correct_ci.at(1).lo >= 0.0);
+  CHECK(g.pass_correct_ci.at(1).hi <= 1.0);
+  REQUIRE(g.geomean_speedup_ci.has_value());
+  CHECK(g.geomean_speedup_ci->lo <= *g.geomean_speedup);
+  CHECK(g.geomean_speedup_ci->hi >= *g.geomean_speedup);
+  // The same report twice: the same intervals (seeded).
+  Report again = load_report({"two_models"});
+  CHECK(group(again, "alpha", "gemm_a").geomean_speedup_ci->lo == g.geomean_speedup_ci->lo);
+  const std::string md = render_markdown(r);
+  CHECK(md.find(fmt::format("seed {}", r.options.bootstrap.seed)) != std::string::npos);
+
+  // alpha vs beta: by hand, gemm_a pairs (s0, s0) (s1, s1): alpha correct 2/2 of those, beta 1/2 -> +0.5;
+  // mha_b pairs (s0, s0) (s1, s1): alpha 1/2 (s1 never correct), beta 2/2 -> -0.5; overall mean 0.
+  REQUIRE(r.comparisons.size() == 1);
+  const Comparison &c = r.comparisons[0];
+  CHECK(c.model_a == "alpha");
+  CHECK(c.model_b == "beta");
+  REQUIRE(c.rows.size() == 3);
+  CHECK(c.rows[0].task == "gemm_a");
+  CHECK(c.rows[0].pairs == 2);
+  CHECK(c.rows[0].pass1_diff == doctest::Approx(0.5));
+  CHECK(c.rows[1].pass1_diff == doctest::Approx(-0.5));
+  CHECK(c.rows[2].task == "all");
+  CHECK(c.rows[2].pairs == 4);
+  CHECK(c.rows[2].pass1_diff == doctest::Approx(0.0));
+  REQUIRE(c.rows[2].pass1_diff_ci.has_value());
+  CHECK(c.rows[2].pass1_diff_ci->lo <= 0.0);
+  CHECK(c.rows[2].pass1_diff_ci->hi >= 0.0);
+  // fast_1.0 (status ok, correct, speedup > 1): gemm_a alpha s0 (1.5) and s1 (1.25) vs beta none -> +1.0.
+  CHECK(c.rows[0].fast1_diff == doctest::Approx(1.0));
+  CHECK(md.find("## Model comparison") != std::string::npos);
+
+  ReportOptions o;
+  o.compare = {{"alpha", "nobody"}};
+  auto run = load_run(kRuns / "two_models");
+  auto bad = build_report({*run}, o);
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.error().find("nobody") != std::string::npos);
+}
+
+TEST_CASE("report: costs per turn, trajectory and success from endpoint prices") {
+  auto run = load_run(kRuns / "two_models");
+  REQUIRE(run.has_value());
+  ReportOptions o;
+  o.prices["alpha"] = Price{2.0, 10.0};  // USD per million prompt / completion tokens
+  auto r = build_report({*run}, o);
+  REQUIRE(r.has_value());
+  // Every fixture attempt with a response uses 1000 prompt + 500 completion tokens: 0.002 + 0.005 USD.
+  const GroupReport &g = group(*r, "alpha", "gemm_a");
+  REQUIRE(g.cost_usd.has_value());
+  CHECK(*g.cost_usd == doctest::Approx(0.007 * 8));  // 9 attempts, one failed request without usage
+  CHECK(*g.cost_per_attempt == doctest::Approx(0.007 * 8 / 9));
+  CHECK(*g.cost_per_trajectory == doctest::Approx(0.007 * 8 / 3));
+  CHECK(*g.cost_per_success == doctest::Approx(0.007 * 8 / 2));
+  // beta has no price: its groups and the pooled ones show no cost rather than a partial one.
+  CHECK_FALSE(group(*r, "beta", "gemm_a").cost_usd.has_value());
+  CHECK_FALSE(group(*r, "all", "all").cost_usd.has_value());
+  CHECK(render_markdown(*r).find("$0.0280") != std::string::npos);  // alpha × gemm_a cost per success
+  // The trajectory page's turns carry their cost.
+  for (const auto &p : r->pages)
+    if (p.model == "alpha" && p.task_id == "gemm_a" && p.sample == 0)
+      CHECK(*p.turns[0].cost_usd == doctest::Approx(0.007));
+}
+
+TEST_CASE("trajectory view: feedback received, kernel diff against the previous turn, key figures") {
+  auto run = load_run(kRuns / "two_models");
+  REQUIRE(run.has_value());
+  auto pages = build_trajectory_pages({*run}, {});
+  const TrajectoryPage *p = nullptr;
+  for (const auto &x : pages)
+    if (x.trajectory_id == "alpha/gemm_a/0") p = &x;
+  REQUIRE(p != nullptr);
+  REQUIRE(p->turns.size() == 3);
+  CHECK(p->file == "trajectories/alpha__gemm_a__0.html");
+  CHECK(p->turns[0].feedback_received == "Write C = A * B^T (bf16).");  // turn 0: the task
+  CHECK(p->turns[1].feedback_received == "Your kernel failed: compile_error. Fix it.");
+  CHECK(p->turns[1].previous_kernel_turn == 0);
+  CHECK(p->turns[1].kernel_diff.find("- // alpha gemm_a sample 0 turn 0") != std::string::npos);
+  CHECK(p->turns[1].kernel_diff.find("+ // alpha gemm_a sample 0 turn 1") != std::string::npos);
+  CHECK(p->turns[1].kernel_diff.find("  .version 8.5") != std::string::npos);
+  CHECK(p->reached_correct);
+  CHECK(*p->best_speedup == doctest::Approx(1.5));
+  const std::string text = render_trajectory_text(*p, 1);
+  CHECK(text.find("=== turn 1: incorrect") != std::string::npos);
+  CHECK(text.find("=== turn 0") == std::string::npos);
+  CHECK(text.find("diff against turn 0") != std::string::npos);
+}
+
+TEST_CASE("line diff: common prefix and suffix kept, changes marked, long runs folded") {
+  CHECK(line_diff("a\nb\nc\n", "a\nB\nc\n") == "  a\n- b\n+ B\n  c\n");
+  CHECK(line_diff("a\nb\n", "a\nb\n") == "@@ 2 unchanged lines @@\n");
+  std::string before, after;
+  for (int i = 0; i < 20; ++i) before += "l" + std::to_string(i) + "\n";
+  after = before;
+  after.replace(after.find("l10\n"), 4, "x10\n");
+  const std::string d = line_diff(before, after, 2);
+  CHECK(
+      d.find("@@ 8 unchanged lines @@\n  l8\n  l9\n- l10\n+ x10\n  l11\n  l12\n@@ 7 unchanged lines @@\n") ==
+      0);
+  CHECK(line_diff("x\ny\n", "y\nz\n") == "- x\n  y\n+ z\n");
 }

@@ -369,8 +369,11 @@ class Builder {
       if (!improve) {
         const bool source_failed = category != "ok" && category != "request_failed" &&
                                    category != "skipped" && category != "unknown";
+        // The fixed turn is what the pair trains on: correct, and (unless every turn is wanted) its
+        // target instructions executed.
         const bool fixed = detail::correct_of(tgt) == true && detail::status_of(tgt) == "ok" &&
-                           (category != "targets_not_executed" || detail::targets_executed_of(tgt) == true);
+                           (category != "targets_not_executed" || detail::targets_executed_of(tgt) == true) &&
+                           (options_.all || detail::targets_executed_of(tgt) == true);
         qualifies = source_failed && fixed;
       } else {
         auto s0 = detail::speedup_of(src), s1 = detail::speedup_of(tgt);
@@ -560,9 +563,10 @@ std::string render_card(const std::vector<LoadedRun> &runs, const ExportOptions 
     for (const auto &x : v) s += (s.empty() ? "" : ",") + fmt::format("{}", x);
     return s;
   };
+  md += "\nOutcome filter: " + outcome_filter_description(o) + ".\n";
   md += "\nSettings: ";
   std::vector<std::string> settings;
-  const auto &f = o.filter;
+  const ExportFilter f = effective_filter(o);
   if (!f.statuses.empty()) settings.push_back("status in {" + join(f.statuses) + "}");
   if (f.correct) settings.push_back(fmt::format("correct = {}", *f.correct));
   if (f.targets_executed) settings.push_back(fmt::format("targets executed = {}", *f.targets_executed));
@@ -611,6 +615,42 @@ std::string render_card(const std::vector<LoadedRun> &runs, const ExportOptions 
 
 }  // namespace
 
+ExportFilter effective_filter(const ExportOptions &options) {
+  ExportFilter f = options.filter;
+  const bool whole_turns =
+      options.format == ExportFormat::messages || options.format == ExportFormat::sharegpt;
+  const bool caller_outcome = !f.statuses.empty() || f.correct || f.targets_executed || f.min_speedup;
+  if (whole_turns && !options.all && !caller_outcome) {
+    f.statuses = {"ok"};  // a suspicious timing is not a kernel to learn from, even when correct
+    f.correct = true;
+    f.targets_executed = true;
+  }
+  return f;
+}
+
+std::string outcome_filter_description(const ExportOptions &options) {
+  const ExportFilter f = effective_filter(options);
+  const bool caller_outcome = !options.filter.statuses.empty() || options.filter.correct ||
+                              options.filter.targets_executed || options.filter.min_speedup;
+  switch (options.format) {
+    case ExportFormat::messages:
+    case ExportFormat::sharegpt:
+      if (options.all) return "every target turn (--all): incorrect and non-executing kernels included";
+      if (caller_outcome) return "the outcome filters given (see Settings); the default filter did not apply";
+      return f.correct && f.targets_executed
+                 ? "default: only target turns with status ok that are correct and whose target "
+                   "instructions executed (--all keeps every turn)"
+                 : "";
+    case ExportFormat::repair_pairs:
+      return options.all ? "fixed turns correct (--all: target execution not required)"
+                         : "default: fixed turns correct and their target instructions executed (--all drops "
+                           "the execution requirement)";
+    case ExportFormat::improve_pairs:
+      return "both turns correct with status ok, the later one faster by the min gain";
+  }
+  return "";
+}
+
 util::Expected<ExportResult> build_export(const std::vector<LoadedRun> &runs, const ExportOptions &options) {
   detail::RunIndex index = detail::index_runs(runs);
   if (index.usable_records == 0) return util::unexpected(detail::no_usable_records_message(runs, index));
@@ -627,10 +667,11 @@ util::Expected<ExportResult> build_export(const std::vector<LoadedRun> &runs, co
   Builder builder(options, counts);
   for (const auto &t : index.trajectories) builder.build(t, examples);
 
+  const ExportFilter filter = effective_filter(options);
   std::vector<Example *> kept;
   std::set<std::string> seen;
   for (Example &e : examples) {
-    std::string failed = failing_filter(e, options.filter);
+    std::string failed = failing_filter(e, filter);
     if (!failed.empty()) {
       ++counts.filtered[failed];
       continue;

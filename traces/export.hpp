@@ -70,7 +70,18 @@ struct ExportOptions {
   ExportLimits limits;
   double improve_min_gain = 1.05;  ///< improve-pairs: target speedup / source speedup ≥ this (ratio)
   bool deduplicate = true;         ///< drop examples whose normalized kernel hash key was seen
+  /// Keep every target turn whatever its outcome. Without it: messages and sharegpt keep only target
+  /// turns with status ok that are correct and whose target instructions executed, unless the filter names
+  /// its own outcome condition (statuses, correct, targets_executed, min_speedup); repair pairs' fixed turns
+  /// must also have executed their targets.
+  bool all = false;
 };
+
+/// The outcome filter the export applies: options.filter, plus status ok, correct and targets executed for
+/// messages and sharegpt when neither `all` nor an outcome condition of the caller's was given.
+ExportFilter effective_filter(const ExportOptions &options);
+/// One sentence naming the outcome filter that applied (printed in the dataset card).
+std::string outcome_filter_description(const ExportOptions &options);
 
 /// What happened to every candidate example; the dataset card prints these.
 struct ExportCounts {

@@ -33,8 +33,9 @@ inline constexpr int kFormatVersion = 1;
 ///   feedback         string: the user message fed back for the next turn ("" on the last turn)
 ///   stop_reason      "" | "target_reached" | "turn_limit" | "token_budget" | "request_failed" | "run_budget"
 ///   timings          {request_s, cpu_stages_s, gpu_stage_s, orchestrator_cpu_ms,
-///                     client_cpu_ms, evaluator_cpu_ms}  (the last two added by the agent: chat client and
-///                     in-process CPU-stage CPU time; orchestrator_cpu_ms excludes both and the compilers)
+///                     client_cpu_ms, evaluator_cpu_ms, ttft_s}  (client_cpu_ms, evaluator_cpu_ms: chat client
+///                     and in-process CPU-stage CPU time; orchestrator_cpu_ms excludes both and the compilers;
+///                     ttft_s: seconds to the first streamed byte of a streamed request, else null)
 ///   gpu              int | null  the GPU ordinal that ran the GPU stages (added by the agent)
 ///   started_at, finished_at   ISO-8601 UTC
 struct TurnRecord {

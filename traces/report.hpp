@@ -1,7 +1,9 @@
-// Model comparisons from run directories (design §8, issue 6): per model ×
-// task and overall compile / correct / targets-executed / fast_p rates by turn
-// and at the end, pass@k, speedup summaries, the failure taxonomy per turn and
-// cost per success; rendered as Markdown, CSV and one self-contained HTML page.
+// Model comparisons from run directories (design §8): per model × task and
+// overall compile / correct / targets-executed / fast_p rates by turn and at
+// the end, pass@k, speedup summaries, the failure taxonomy per turn and cost
+// per success, each with a 95% interval; paired differences between models;
+// rendered as Markdown, CSV, one self-contained HTML page and a page per
+// trajectory.
 #pragma once
 
 #include <filesystem>
@@ -11,6 +13,8 @@
 #include <vector>
 
 #include "traces/record.hpp"
+#include "traces/stats.hpp"
+#include "traces/trajectory_view.hpp"
 #include "util/expected.hpp"
 
 namespace ptxbench::traces {
@@ -19,6 +23,11 @@ struct ReportOptions {
   std::vector<double> fast_thresholds{0.5, 0.8, 1.0,
                                       1.2};  ///< speedup ratios p of fast_p (correct and speedup > p)
   std::vector<int> pass_k{1, 2, 5, 10};      ///< k of pass@k; a k above a pair's sample count is left out
+  BootstrapSettings bootstrap;               ///< intervals of pass@k, geomean speedup and model differences
+  /// Endpoint name -> price; overrides the run config's "prices" (run.json) for that name.
+  std::map<std::string, Price> prices;
+  /// Models whose difference is reported; empty = every pair of models that ran a common task.
+  std::vector<std::pair<std::string, std::string>> compare;
 };
 
 /// Successes on each axis. An attempt counts as: compiled when ptxas produced a cubin;
@@ -62,6 +71,34 @@ struct GroupReport {
   int successes = 0;                               ///< trajectories correct at some turn
   std::optional<double> tokens_per_success;        ///< (prompt + completion) / successes
   std::optional<double> wall_seconds_per_success;  ///< wall_seconds / successes
+  // Intervals (95% unless ReportOptions::bootstrap.level says otherwise). Rates take Wilson intervals
+  // from their counts at render time (wilson_interval); these are the bootstrap ones, over
+  // trajectories resampled within each model × task pair.
+  std::map<int, Interval> pass_correct_ci, pass_fast1_ci;
+  std::optional<Interval> geomean_speedup_ci;
+  // Cost: USD from endpoint usage and the endpoint's price; absent when a model in the group has no
+  // price. Request times: the chat request (retries included) and, on streamed requests, the first
+  // streamed byte (time to first token).
+  std::optional<double> cost_usd;
+  std::optional<double> cost_per_attempt, cost_per_trajectory, cost_per_success;
+  std::optional<double> mean_request_seconds;  ///< per attempt with a request time recorded
+  std::optional<double> mean_ttft_seconds;     ///< per streamed attempt with a first-byte time recorded
+  int ttft_samples = 0;
+};
+
+/// Difference between two models on the tasks both ran: pass@1 (correct at the end of the trajectory)
+/// and fast_1.0 pass@1, A minus B, with a paired bootstrap interval: trajectories are paired by task
+/// and sample index, and pairs are resampled within each task.
+struct ComparisonRow {
+  std::string task;  ///< "all" = mean over the common tasks (each task weighs the same)
+  int pairs = 0;     ///< paired trajectories (summed over tasks for "all")
+  double pass1_a = 0, pass1_b = 0, pass1_diff = 0;
+  double fast1_a = 0, fast1_b = 0, fast1_diff = 0;
+  std::optional<Interval> pass1_diff_ci, fast1_diff_ci;
+};
+struct Comparison {
+  std::string model_a, model_b;
+  std::vector<ComparisonRow> rows;  ///< one per common task, then "all"
 };
 
 struct SpeedupPoint {
@@ -78,6 +115,9 @@ struct Report {
   /// Per model × task, then per model over all tasks, per task over all models, then overall ("all", "all").
   std::vector<GroupReport> groups;
   std::vector<SpeedupPoint> speedups;  ///< every attempt counted in a geomean
+  std::vector<Comparison> comparisons;
+  std::map<std::string, Price> prices;  ///< the prices used, per endpoint name
+  std::vector<TrajectoryPage> pages;    ///< every trajectory, turn by turn (the viewer pages)
   int skipped_partial_lines = 0;
   std::vector<std::string> warnings;
 
@@ -92,16 +132,19 @@ struct Report {
 /// n samples, c of them successful; requires 0 <= c <= n and 1 <= k <= n.
 double pass_at_k(int n, int c, int k);
 
-/// Error only when the runs hold no usable turn record (empty run, other format version).
+/// Error only when the runs hold no usable turn record (empty run, other format version), or when
+/// options.compare names a model the runs do not hold.
 util::Expected<Report> build_report(const std::vector<LoadedRun> &runs, const ReportOptions &options = {});
 
 std::string render_markdown(const Report &report);
-/// File name -> CSV text: summary.csv, by_turn.csv, pass_at_k.csv, failures.csv, speedups.csv.
+/// File name -> CSV text: summary.csv, by_turn.csv, pass_at_k.csv, failures.csv, speedups.csv,
+/// comparison.csv (when there is a comparison).
 std::map<std::string, std::string> render_csv(const Report &report);
 /// One self-contained page: inline CSS and SVG, no scripts, no external resources.
 std::string render_html(const Report &report);
 
-/// Writes report.md, the CSV files and report.html into out_dir (created if needed); returns the paths.
+/// Writes report.md, the CSV files, report.html and one page per trajectory under trajectories/ into
+/// out_dir (created if needed); returns the paths (the trajectory pages as their folder).
 util::Expected<std::vector<std::filesystem::path>> write_report(const Report &report,
                                                                 const std::filesystem::path &out_dir);
 

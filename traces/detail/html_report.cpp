@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/core.h>
@@ -54,7 +55,8 @@ std::string fmt_px(double v) {
 struct Series {
   std::string name;
   std::string_view color;
-  std::vector<double> values;  ///< per turn, 0..1
+  std::vector<double> values;               ///< per turn, 0..1
+  std::vector<std::optional<Interval>> ci;  ///< per turn, the 95% interval drawn as an error bar
 };
 
 /// Legend swatches from (kLeft, y), wrapping at max_width; returns the SVG and the rows used.
@@ -109,11 +111,25 @@ std::string line_chart(const std::string &title, int turns, const std::vector<Se
     }
     s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"3\"/>", points,
                      ser.color);
-    for (int t = 0; t < turns && t < static_cast<int>(ser.values.size()); ++t) {
+    // Error bars, nudged sideways per series so overlapping ones stay apart.
+    const double nudge = (static_cast<double>(&ser - series.data()) - (series.size() - 1) / 2.0) * 4.0;
+    for (int t = 0; t < turns && t < static_cast<int>(ser.ci.size()); ++t) {
+      if (!ser.ci[t]) continue;
+      const double x = xpos(t) + nudge, y0 = ypos(ser.ci[t]->lo), y1 = ypos(ser.ci[t]->hi);
       s += fmt::format(
-          "<circle cx=\"{}\" cy=\"{}\" r=\"4.5\" fill=\"{}\"><title>{} turn {}: {:.1f}%</title></circle>",
+          "<g class=\"errbar\" stroke=\"{0}\" stroke-width=\"1.5\"><line x1=\"{1}\" x2=\"{1}\" y1=\"{2}\" "
+          "y2=\"{3}\"/><line x1=\"{4}\" x2=\"{5}\" y1=\"{2}\" y2=\"{2}\"/><line x1=\"{4}\" x2=\"{5}\" "
+          "y1=\"{3}\" y2=\"{3}\"/></g>",
+          ser.color, fmt_px(x), fmt_px(y0), fmt_px(y1), fmt_px(x - 3), fmt_px(x + 3));
+    }
+    for (int t = 0; t < turns && t < static_cast<int>(ser.values.size()); ++t) {
+      std::string ci_text;
+      if (t < static_cast<int>(ser.ci.size()) && ser.ci[t])
+        ci_text = fmt::format(" (95% CI {:.1f}–{:.1f}%)", 100 * ser.ci[t]->lo, 100 * ser.ci[t]->hi);
+      s += fmt::format(
+          "<circle cx=\"{}\" cy=\"{}\" r=\"4.5\" fill=\"{}\"><title>{} turn {}: {:.1f}%{}</title></circle>",
           fmt_px(xpos(t)), fmt_px(ypos(ser.values[t])), ser.color, html_escape(ser.name), t,
-          100 * ser.values[t]);
+          100 * ser.values[t], ci_text);
     }
   }
   std::vector<std::pair<std::string, std::string_view>> items;
@@ -143,7 +159,7 @@ std::string speedup_chart(const Report &r) {
       w, fmt_px(h));
   s += fmt::format(
       "<text x=\"{}\" y=\"14\" class=\"tt\">Speedup over the library (correct attempts, log scale; "
-      "black bar = geomean)</text>",
+      "black bar = geomean, whisker = its bootstrap 95% CI)</text>",
       fmt_px(left));
   const double axis_y = kTop + row_h * static_cast<double>(r.models.size());
   for (int e = static_cast<int>(std::ceil(llo)); e <= static_cast<int>(std::floor(lhi)); ++e) {
@@ -170,6 +186,16 @@ std::string speedup_chart(const Report &r) {
           html_escape(p->trajectory_id), p->turn, p->speedup);
     }
     if (const GroupReport *g = r.find_model(r.models[m]); g && g->geomean_speedup) {
+      if (const auto &ci = g->geomean_speedup_ci) {
+        const double x0 = xpos(std::max(ci->lo, lo)), x1 = xpos(std::min(ci->hi, hi));
+        s += fmt::format(
+            "<g class=\"errbar\" stroke=\"#000000\" stroke-width=\"2\"><line x1=\"{0}\" x2=\"{1}\" "
+            "y1=\"{2}\" "
+            "y2=\"{2}\"/><line x1=\"{0}\" x2=\"{0}\" y1=\"{3}\" y2=\"{4}\"/><line x1=\"{1}\" x2=\"{1}\" "
+            "y1=\"{3}\" y2=\"{4}\"/><title>geomean 95% CI {5:.3f}x–{6:.3f}x</title></g>",
+            fmt_px(x0), fmt_px(x1), fmt_px(y + row_h / 2 - 4), fmt_px(y + row_h / 2 - 8),
+            fmt_px(y + row_h / 2), ci->lo, ci->hi);
+      }
       s += fmt::format(
           "<rect x=\"{}\" y=\"{}\" width=\"3\" height=\"{}\" fill=\"#000000\"><title>geomean "
           "{:.3f}x</title></rect>",
@@ -228,8 +254,74 @@ std::string taxonomy_chart(const std::string &model, const GroupReport &g,
   return s + "</svg>";
 }
 
-std::string pct(int num, int den) {
-  return den ? fmt::format("{:.1f}%", 100.0 * num / den) : "—";
+/// A rate and its Wilson 95% interval, the interval in a smaller grey span.
+std::string pct_ci(int num, int den) {
+  auto ci = wilson_interval(num, den);
+  if (!ci) return "—";
+  return fmt::format("{:.1f}% <span class=\"ci\">[{:.1f}–{:.1f}]</span>", 100.0 * num / den, 100 * ci->lo,
+                     100 * ci->hi);
+}
+
+std::string with_ci(const std::string &value, const std::optional<Interval> &ci, int digits,
+                    const char *suffix) {
+  if (!ci) return value;
+  return fmt::format("{} <span class=\"ci\">[{:.{}f}–{:.{}f}]{}</span>", value, ci->lo, digits, ci->hi,
+                     digits, suffix);
+}
+
+std::string usd(const std::optional<double> &v) {
+  return v ? fmt::format("${:.4f}", *v) : "—";
+}
+
+/// Horizontal bars of pass@1 per model (all tasks) with the bootstrap 95% interval as error bars.
+std::string pass1_chart(const Report &r) {
+  const double row_h = 26, left = 150, w = kW * 2, pw = w - left - kRight;
+  const double h = kTop + row_h * 2 * static_cast<double>(r.models.size()) + kBottom;
+  std::string s = fmt::format(
+      "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 "
+      "{0} {1}\" role=\"img\" aria-label=\"pass@1 per model\"><title>pass@1 per model</title>",
+      w, fmt_px(h));
+  s += fmt::format(
+      "<text x=\"{}\" y=\"14\" class=\"tt\">pass@1 per model, all tasks (correct; fast_1.0 hatched lighter); "
+      "whiskers = bootstrap 95% CI</text>",
+      fmt_px(left));
+  const double axis_y = kTop + row_h * 2 * static_cast<double>(r.models.size());
+  for (int i = 0; i <= 4; ++i) {
+    const double x = left + pw * i / 4.0;
+    s += fmt::format("<line x1=\"{0}\" x2=\"{0}\" y1=\"{1}\" y2=\"{2}\" class=\"grid\"/>", fmt_px(x),
+                     fmt_px(kTop), fmt_px(axis_y));
+    s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"middle\">{:.2f}</text>", fmt_px(x),
+                     fmt_px(axis_y + 16), i / 4.0);
+  }
+  for (std::size_t m = 0; m < r.models.size(); ++m) {
+    const GroupReport *g = r.find_model(r.models[m]);
+    if (!g) continue;
+    for (int which = 0; which < 2; ++which) {
+      const auto &values = which ? g->pass_fast1 : g->pass_correct;
+      const auto &cis = which ? g->pass_fast1_ci : g->pass_correct_ci;
+      const double y = kTop + row_h * (2 * static_cast<double>(m) + which);
+      s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"lg\" text-anchor=\"end\">{} {}</text>",
+                       fmt_px(left - 8), fmt_px(y + row_h / 2 + 4), html_escape(r.models[m]),
+                       which ? "fast_1.0" : "correct");
+      auto it = values.find(1);
+      if (it == values.end()) continue;
+      s += fmt::format(
+          "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" fill-opacity=\"{}\"><title>{} {} "
+          "pass@1 {:.3f}</title></rect>",
+          fmt_px(left), fmt_px(y + 4), fmt_px(pw * it->second), fmt_px(row_h - 8), series_color(m),
+          which ? "0.45" : "1", html_escape(r.models[m]), which ? "fast_1.0" : "correct", it->second);
+      if (auto c = cis.find(1); c != cis.end()) {
+        const double x0 = left + pw * c->second.lo, x1 = left + pw * c->second.hi, ym = y + row_h / 2;
+        s += fmt::format(
+            "<g class=\"errbar\" stroke=\"#000000\" stroke-width=\"1.5\"><line x1=\"{0}\" x2=\"{1}\" "
+            "y1=\"{2}\" "
+            "y2=\"{2}\"/><line x1=\"{0}\" x2=\"{0}\" y1=\"{3}\" y2=\"{4}\"/><line x1=\"{1}\" x2=\"{1}\" "
+            "y1=\"{3}\" y2=\"{4}\"/><title>95% CI {5:.3f}–{6:.3f}</title></g>",
+            fmt_px(x0), fmt_px(x1), fmt_px(ym), fmt_px(ym - 5), fmt_px(ym + 5), c->second.lo, c->second.hi);
+      }
+    }
+  }
+  return s + "</svg>";
 }
 
 }  // namespace
@@ -248,7 +340,10 @@ std::string render_html_report(const Report &r) {
       ".charts{display:flex;flex-wrap:wrap;gap:12px}.chart{border:1px solid #ddd;background:#fff}"
       ".tt{font-size:13px;font-weight:bold}.ax{font-size:11px;fill:#555}.lg{font-size:11px;fill:#222}"
       ".grid{stroke:#e4e4e4;stroke-width:1}.one{stroke:#444;stroke-width:1.5;stroke-dasharray:4 3}"
-      ".warn{color:#a40}</style></head><body>\n<h1>PTXBench report</h1>\n<p>Runs: ";
+      ".warn{color:#a40}.ci{color:#777;font-size:11px}.note{font-size:12px;color:#555}.sig{font-weight:bold}"
+      "tr.all td{background:#f7f7f7}td.links{text-align:left;line-height:22px}a.traj{text-decoration:none;"
+      "margin-right:8px;white-space:nowrap}.sq{display:inline-block;width:9px;height:9px;margin-left:1px;"
+      "border:1px solid #888}</style></head><body>\n<h1>PTXBench report</h1>\n<p>Runs: ";
   for (std::size_t i = 0; i < r.sources.size(); ++i)
     h += (i ? ", " : "") + ("<code>" + html_escape(r.sources[i]) + "</code>");
   h += fmt::format(
@@ -261,21 +356,63 @@ std::string render_html_report(const Report &r) {
        "trajectory)</h2>\n<table><tr><th>model</th><th>task</th><th>trajectories</th><th>compile</th>"
        "<th>correct</th><th>executed</th>";
   for (double p : ps) h += "<th>" + fast_label(p) + "</th>";
-  h += "<th>pass@1</th><th>geomean speedup</th><th>best</th><th>tokens/success</th></tr>\n";
+  h += "<th>pass@1</th><th>fast_1.0 pass@1</th><th>geomean speedup</th><th>best</th><th>tokens/success</th>"
+       "<th>cost/trajectory</th><th>cost/success</th></tr>\n";
   for (const auto &g : r.groups) {
     h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
                      html_escape(g.model), html_escape(g.task), g.trajectories,
-                     pct(g.end.compiled, g.trajectories), pct(g.end.correct, g.trajectories),
-                     pct(g.end.executed, g.trajectories));
-    for (std::size_t i = 0; i < ps.size(); ++i) h += "<td>" + pct(g.end.fast[i], g.trajectories) + "</td>";
-    auto it = g.pass_correct.find(1);
-    h += fmt::format("<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                     it == g.pass_correct.end() ? "—" : fmt::format("{:.3f}", it->second),
-                     g.geomean_speedup ? fmt::format("{:.3f}x", *g.geomean_speedup) : "—",
+                     pct_ci(g.end.compiled, g.trajectories), pct_ci(g.end.correct, g.trajectories),
+                     pct_ci(g.end.executed, g.trajectories));
+    for (std::size_t i = 0; i < ps.size(); ++i) h += "<td>" + pct_ci(g.end.fast[i], g.trajectories) + "</td>";
+    auto pass1 = [](const std::map<int, double> &m, const std::map<int, Interval> &cis) {
+      auto it = m.find(1);
+      if (it == m.end()) return std::string("—");
+      auto c = cis.find(1);
+      return with_ci(fmt::format("{:.3f}", it->second),
+                     c == cis.end() ? std::nullopt : std::optional<Interval>(c->second), 3, "");
+    };
+    h += fmt::format("<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                     pass1(g.pass_correct, g.pass_correct_ci), pass1(g.pass_fast1, g.pass_fast1_ci),
+                     g.geomean_speedup
+                         ? with_ci(fmt::format("{:.3f}x", *g.geomean_speedup), g.geomean_speedup_ci, 3, "x")
+                         : "—",
                      g.best_speedup ? fmt::format("{:.3f}x", *g.best_speedup) : "—",
-                     g.tokens_per_success ? fmt::format("{:.0f}", *g.tokens_per_success) : "—");
+                     g.tokens_per_success ? fmt::format("{:.0f}", *g.tokens_per_success) : "—",
+                     usd(g.cost_per_trajectory), usd(g.cost_per_success));
   }
   h += "</table>\n";
+  h += fmt::format(
+      "<p class=\"note\">[lo–hi] = 95% interval: Wilson for rates; percentile bootstrap over trajectories "
+      "(resampled within each model × task pair) for pass@k and the geomean speedup: {} resamples, seed "
+      "<span id=\"seed\">{}</span>.</p>\n",
+      r.options.bootstrap.resamples, r.options.bootstrap.seed);
+
+  if (!r.comparisons.empty()) {
+    h += "<h2>Model comparison (A − B, paired bootstrap 95% interval)</h2>\n<table "
+         "class=\"cmp\"><tr><th>A</th>"
+         "<th>B</th><th>task</th><th>pairs</th><th>pass@1 A</th><th>pass@1 B</th><th>pass@1 A−B</th>"
+         "<th>fast_1.0 A</th><th>fast_1.0 B</th><th>fast_1.0 A−B</th></tr>\n";
+    auto diff = [](double d, const std::optional<Interval> &ci) {
+      if (!ci) return fmt::format("{:+.3f}", d);
+      const bool sig = ci->lo > 0 || ci->hi < 0;
+      return fmt::format("<span class=\"{}\">{:+.3f}</span> <span class=\"ci\">[{:+.3f}, {:+.3f}]</span>",
+                         sig ? "sig" : "nsig", d, ci->lo, ci->hi);
+    };
+    for (const auto &c : r.comparisons) {
+      for (const auto &row : c.rows) {
+        h += fmt::format(
+            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3f}</td><td>{:.3f}</td><td>{}</"
+            "td><td>{:.3f}</"
+            "td><td>{:.3f}</td><td>{}</td></tr>\n",
+            row.task == "all" ? " class=\"all\"" : "", html_escape(c.model_a), html_escape(c.model_b),
+            html_escape(row.task), row.pairs, row.pass1_a, row.pass1_b,
+            diff(row.pass1_diff, row.pass1_diff_ci), row.fast1_a, row.fast1_b,
+            diff(row.fast1_diff, row.fast1_diff_ci));
+      }
+    }
+    h += "</table>\n<p class=\"note\">Bold differences: the interval excludes 0. Pairs: same task and sample "
+         "index; pass@1 = share of trajectories correct at the end.</p>\n";
+  }
 
   // Per-turn curves: one chart per axis, one line per model (over all tasks).
   h += "<h2>Per-turn curves (all tasks, cumulative over trajectories)</h2>\n<div class=\"charts\">\n";
@@ -291,17 +428,20 @@ std::string render_html_report(const Report &r) {
     for (std::size_t m = 0; m < r.models.size(); ++m) {
       const GroupReport *g = r.find_model(r.models[m]);
       if (!g) continue;
-      Series s{r.models[m], series_color(m), {}};
+      Series s{r.models[m], series_color(m), {}, {}};
       for (const auto &row : g->by_turn) {
         s.values.push_back(g->trajectories ? static_cast<double>(get(row.cumulative)) / g->trajectories
                                            : 0.0);
+        s.ci.push_back(wilson_interval(get(row.cumulative), g->trajectories));
       }
       series.push_back(std::move(s));
     }
     h += line_chart(name, r.turns, series) + "\n";
   }
-  h += "</div>\n<h2>Speedup distribution per model</h2>\n<div class=\"charts\">" + speedup_chart(r) +
-       "</div>\n";
+  h += "</div>\n<p class=\"note\">Error bars: Wilson 95% intervals.</p>\n<h2>pass@1 per model</h2>\n<div "
+       "class=\"charts\">" +
+       pass1_chart(r) + "</div>\n<h2>Speedup distribution per model</h2>\n<div class=\"charts\">" +
+       speedup_chart(r) + "</div>\n";
 
   std::set<std::string> seen;
   for (const auto &g : r.groups)
@@ -319,13 +459,57 @@ std::string render_html_report(const Report &r) {
     if (const GroupReport *g = r.find_model(m)) h += taxonomy_chart(m, *g, statuses) + "\n";
   }
   h += "</div>\n";
+
+  // Cost and request times.
+  h += "<h2>Cost and time</h2>\n";
+  if (r.prices.empty())
+    h += "<p class=\"note\">No prices in the run config (\"prices\": USD per million prompt / completion "
+         "tokens "
+         "per endpoint): costs are not shown.</p>\n";
+  h += "<table><tr><th>model</th><th>task</th><th>attempts</th><th>prompt tokens</th><th>completion "
+       "tokens</th>"
+       "<th>cost</th><th>cost/turn</th><th>cost/trajectory</th><th>cost/success</th><th>request s/turn</th>"
+       "<th>first token s</th></tr>\n";
+  for (const auto &g : r.groups) {
+    if (g.scope == GroupScope::task) continue;
+    h += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
+        "td><td>{}"
+        "</td><td>{}</td></tr>\n",
+        html_escape(g.model), html_escape(g.task), g.attempts, g.prompt_tokens, g.completion_tokens,
+        usd(g.cost_usd), usd(g.cost_per_attempt), usd(g.cost_per_trajectory), usd(g.cost_per_success),
+        g.mean_request_seconds ? fmt::format("{:.2f}", *g.mean_request_seconds) : "—",
+        g.mean_ttft_seconds ? fmt::format("{:.2f}", *g.mean_ttft_seconds) : "—");
+  }
+  h += "</table>\n";
+
+  // Every trajectory, linked to its page: one row per model × task, one link per sample, a square per turn.
+  h += "<h2>Trajectories</h2>\n<p class=\"note\">One square per turn, coloured by its verdict status; open a "
+       "trajectory for its turns (feedback, reasoning, kernel diff, verdict).</p>\n<table class=\"traj\">"
+       "<tr><th>model</th><th>task</th><th>trajectories</th></tr>\n";
+  std::map<std::pair<std::string, std::string>, std::vector<const TrajectoryPage *>> by_pair;
+  for (const auto &p : r.pages) by_pair[{p.model, p.task_id}].push_back(&p);
+  for (const auto &[key, pages] : by_pair) {
+    h += fmt::format("<tr><td>{}</td><td>{}</td><td class=\"links\">", html_escape(key.first),
+                     html_escape(key.second));
+    for (const auto *p : pages) {
+      h += fmt::format("<a class=\"traj\" href=\"{}\" title=\"{}\">s{} ", html_escape(p->file),
+                       html_escape(p->trajectory_id), p->sample);
+      for (const auto &t : p->turns)
+        h += fmt::format("<span class=\"sq\" style=\"background:{}\" title=\"turn {}: {}\"></span>",
+                         status_color(t.status), t.turn, html_escape(t.status));
+      h += "</a> ";
+    }
+    h += "</td></tr>\n";
+  }
+  h += "</table>\n";
   if (!r.warnings.empty()) {
     h += "<h2>Warnings</h2><ul class=\"warn\">";
     for (const auto &w : r.warnings) h += "<li>" + html_escape(w) + "</li>";
     h += "</ul>\n";
   }
   h += "<p>Tables in report.md; data in summary.csv, by_turn.csv, pass_at_k.csv, failures.csv, "
-       "speedups.csv.</p>\n";
+       "speedups.csv, comparison.csv.</p>\n";
   return h + "</body></html>\n";
 }
 
