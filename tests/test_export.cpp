@@ -329,6 +329,7 @@ TEST_CASE("length limits: characters and endpoint token counts") {
   CHECK(run_export(o).counts.written == 23);
 
   ExportOptions all;
+  all.all = true;
   auto unlimited = parse_lines(run_export(all));
   std::size_t limit = 0;
   for (const auto &l : unlimited) {
@@ -339,6 +340,7 @@ TEST_CASE("length limits: characters and endpoint token counts") {
     if (l.at("metadata").at("turn") == 0) limit = std::max(limit, chars);
   }
   ExportOptions limited;
+  limited.all = true;
   limited.limits.max_chars = limit;  // every turn-0 example fits; later turns carry history and do not
   ExportResult lr = run_export(limited);
   auto kept = parse_lines(lr);
@@ -355,12 +357,16 @@ TEST_CASE("bad input") {
     CHECK(r.error().find("trajectories.jsonl is empty") != std::string::npos);
   }
   SUBCASE("a killed run: partial lines skipped and reported in the card") {
-    ExportResult r = run_export({}, {"truncated"});
+    ExportOptions every;
+    every.all = true;
+    ExportResult r = run_export(every, {"truncated"});
     CHECK(r.counts.written == 2);
     CHECK(r.card_markdown.find("2 partial or unreadable line(s) skipped") != std::string::npos);
   }
   SUBCASE("mixed versions: only the known version is exported, with a warning in the card") {
-    ExportResult r = run_export({}, {"mixed_versions"});
+    ExportOptions every;
+    every.all = true;
+    ExportResult r = run_export(every, {"mixed_versions"});
     CHECK(r.counts.written == 1);
     CHECK(r.card_markdown.find("format_version other than 1") != std::string::npos);
   }

@@ -199,10 +199,10 @@ std::string line_diff(std::string_view before, std::string_view after, int conte
       if (i < n && j < m && a[pre + i] == b[pre + j]) {
         ops.emplace_back(' ', a[pre + i]);
         ++i, ++j;
-      } else if (j < m && (i == n || at(i, j + 1) >= at(i + 1, j))) {
-        ops.emplace_back('+', b[pre + j++]);
+      } else if (i < n && (j == m || at(i + 1, j) >= at(i, j + 1))) {
+        ops.emplace_back('-', a[pre + i++]);  // removals before additions, as unified diffs show them
       } else {
-        ops.emplace_back('-', a[pre + i++]);
+        ops.emplace_back('+', b[pre + j++]);
       }
     }
   }
