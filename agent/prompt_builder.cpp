@@ -190,7 +190,12 @@ std::string quoted_diagnostic_line(const Diagnostic &d, std::string_view source,
 /// Diagnostics whose line numbers point into `source` (a CUDA source for NVRTC logs), each quoted.
 std::string quoted_diagnostics_section(const StageResult &s, std::string_view source, std::string_view cuda) {
   std::vector<std::string> lines;
-  for (const auto &d : s.diagnostics) lines.push_back(quoted_diagnostic_line(d, source, cuda));
+  for (std::size_t i = 0; i < s.diagnostics.size(); ++i) {
+    // Several errors on one line: the line is quoted once, after the last of them.
+    const bool same_line_next = i + 1 < s.diagnostics.size() && s.diagnostics[i].line &&
+                                s.diagnostics[i + 1].line == s.diagnostics[i].line;
+    lines.push_back(quoted_diagnostic_line(s.diagnostics[i], same_line_next ? "" : source, cuda));
+  }
   return detail::bullet_list(lines, kMaxDiagnostics, kMaxDiagnosticChars + kMaxQuotedChars);
 }
 

@@ -409,6 +409,13 @@ TEST_CASE("feedback states each fact once: compile errors listed once, each with
   CHECK(occurrences(f, "line 5") == 1);  // the line number is not prefixed a second time
   CHECK_HAS(f, "Unknown symbol 'bogus'\n    > add.f32 %f1, %f2, bogus;");
   CHECK_HAS(f, "> wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%f1}, %rd1, %rd2;");
+  // Two errors on one line: the line is quoted once.
+  Verdict same = v;
+  same.compile.diagnostics[1] = {"error",
+                                 "ptxas, line 5 of the PTX block (response line 7): Arguments mismatch", 5};
+  std::string once = builder().feedback(task, same, &sources);
+  CHECK(occurrences(once, "> add.f32 %f1, %f2, bogus;") == 1);
+  CHECK(once.find("> add.f32") > once.find("Arguments mismatch"));
   // Without the sources the message is the same minus the quotes.
   std::string plain = builder().feedback(task, v);
   CHECK(occurrences(plain, "Unknown symbol 'bogus'") == 1);

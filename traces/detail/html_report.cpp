@@ -158,8 +158,8 @@ std::string speedup_chart(const Report &r) {
       "attempts</title>",
       w, fmt_px(h));
   s += fmt::format(
-      "<text x=\"{}\" y=\"14\" class=\"tt\">Speedup over the library (correct attempts, log scale; "
-      "black bar = geomean, whisker = its bootstrap 95% CI)</text>",
+      "<text x=\"{}\" y=\"14\" class=\"tt\">Speedup over the library, correct attempts (log); bar = "
+      "geomean, whisker = 95% CI</text>",
       fmt_px(left));
   const double axis_y = kTop + row_h * static_cast<double>(r.models.size());
   for (int e = static_cast<int>(std::ceil(llo)); e <= static_cast<int>(std::floor(lhi)); ++e) {
@@ -282,8 +282,8 @@ std::string pass1_chart(const Report &r) {
       "{0} {1}\" role=\"img\" aria-label=\"pass@1 per model\"><title>pass@1 per model</title>",
       w, fmt_px(h));
   s += fmt::format(
-      "<text x=\"{}\" y=\"14\" class=\"tt\">pass@1 per model, all tasks (correct; fast_1.0 hatched lighter); "
-      "whiskers = bootstrap 95% CI</text>",
+      "<text x=\"{}\" y=\"14\" class=\"tt\">pass@1, all tasks (fast_1.0 lighter); whiskers = bootstrap 95% "
+      "CI</text>",
       fmt_px(left));
   const double axis_y = kTop + row_h * 2 * static_cast<double>(r.models.size());
   for (int i = 0; i <= 4; ++i) {
