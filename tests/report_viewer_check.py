@@ -211,7 +211,7 @@ def main():
                                   " d.querySelector('summary').click(); return d.open; })()")
                 if not opened:
                     problems.append("clicking the reasoning summary did not open it")
-            screenshot("trajectory.png")
+            screenshot("trajectory.png", max_height=3000)
             for e in browser.events:
                 if e.get("method") == "Log.entryAdded" and e["params"]["entry"].get("level") == "error":
                     problems.append("browser log: " + e["params"]["entry"].get("text", ""))

@@ -563,7 +563,9 @@ std::string render_markdown(const Report &r) {
       "\nIntervals: [lo–hi] after a value is its 95% interval. Rates: Wilson score interval over "
       "trajectories. pass@k and geomean speedup: percentile bootstrap, {} resamples of whole trajectories "
       "within each model × task pair, seed {} (level {}). Model differences: paired bootstrap (pairs = "
-      "same task and sample index, resampled within each task), same seed.\n",
+      "same task and sample index, resampled within each task), same seed. A bootstrap interval collapses to "
+      "a point when every trajectory of a group has the same outcome (e.g. 0 of 20): read the Wilson "
+      "interval of the correct column then.\n",
       boot.resamples, boot.seed, boot.level);
 
   md += "\n## Summary (end of trajectory)\n\n| model | task | trajectories | compile | correct | executed |";

@@ -465,7 +465,9 @@ std::string render_trajectory_html(const TrajectoryPage &p, std::string_view bac
       }
       h += fmt::format(
           "<details class=\"kernel\"{}><summary>Full kernel ({} lines)</summary><pre>{}</pre></details>\n",
-          v.previous_kernel_turn ? "" : " open", split_lines(v.kernel).size(), html_escape(v.kernel));
+          // open only for a first kernel short enough not to bury the rest of the page
+          !v.previous_kernel_turn && split_lines(v.kernel).size() <= 80 ? " open" : "",
+          split_lines(v.kernel).size(), html_escape(v.kernel));
     }
     h += "<h3>Verdict</h3><ul class=\"fig\">";
     for (const auto &s : v.stages) h += "<li>" + html_escape(s) + "</li>";
