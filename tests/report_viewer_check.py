@@ -15,19 +15,13 @@ Exits 77 (skipped) when Chromium is not installed.
 import base64
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
-
-def find_chromium():
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_html_check import find_chromium  # noqa: E402  (the same browser lookup)
 
 
 class Browser:
