@@ -160,7 +160,7 @@ std::string speedup_chart(const Report &r) {
   s += fmt::format(
       "<text x=\"{}\" y=\"14\" class=\"tt\">Speedup over the library, correct attempts (log); bar = "
       "geomean, whisker = 95% CI</text>",
-      fmt_px(left));
+      fmt_px(kLeft));  // from the chart's left edge: the title is wider than the plot
   const double axis_y = kTop + row_h * static_cast<double>(r.models.size());
   for (int e = static_cast<int>(std::ceil(llo)); e <= static_cast<int>(std::floor(lhi)); ++e) {
     double v = std::pow(2.0, e);
@@ -284,7 +284,7 @@ std::string pass1_chart(const Report &r) {
   s += fmt::format(
       "<text x=\"{}\" y=\"14\" class=\"tt\">pass@1, all tasks (fast_1.0 lighter); whiskers = bootstrap 95% "
       "CI</text>",
-      fmt_px(left));
+      fmt_px(kLeft));
   const double axis_y = kTop + row_h * 2 * static_cast<double>(r.models.size());
   for (int i = 0; i <= 4; ++i) {
     const double x = left + pw * i / 4.0;
