@@ -111,8 +111,9 @@ void register_export_command(CLI::App &app, Action &action) {
       "Training data from run directories: chat messages (TRL/axolotl), ShareGPT (LLaMA-Factory),\n"
       "repair pairs (failed attempt + diagnostics -> fixed attempt) or improve pairs (correct -> faster).\n"
       "Filters apply to the target turn (the answer trained on). By default messages and sharegpt keep only\n"
-      "target turns that are correct and whose target instructions executed, and repair pairs' fixed turns\n"
-      "must be correct and executed; --all (or an explicit --status/--correct/--executed/--min-speedup)\n"
+      "target turns with status ok that are correct and whose target instructions executed; repair pairs'\n"
+      "fixed turns must be correct and executed. --all (or an explicit "
+      "--status/--correct/--executed/--min-speedup)\n"
       "replaces that default. Writes FILE and FILE's .card.md (which names the filter that applied).");
   cmd->add_option("run_dirs", args->run_dirs, "Run directories (run.json + trajectories.jsonl)")->required();
   cmd->add_option("--out", args->out, "Output JSONL file")->required();
