@@ -262,6 +262,10 @@ TEST_CASE("config: the embedded default config loads") {
   REQUIRE(c->endpoints.size() == 1);
   CHECK(c->endpoints[0].kind == "scripted");
   CHECK(fs::exists(c->endpoints[0].scripted_file));
+  auto v = agent::load_run_config(agent::default_examples_dir() / "variants_run.json");
+  REQUIRE_MESSAGE(v, (v ? "" : v.error()));
+  CHECK(agent::validate(*v));
+  CHECK(v->variants.size() == 3);
 }
 
 // ---------------------------------------------------------------- messages, stop
