@@ -344,7 +344,8 @@ std::string execution_section(const tasks::Task &task, const Verdict &v) {
     // Executions with some thread's predicate on (a predicated-off issue does no work); plain value + flag:
     // GCC 12 reports optional<double> here as maybe-uninitialized (a false positive).
     std::optional<double> measured = row ? num(*row, "warp_executions") : std::nullopt;
-    if (const auto threads = row ? num(*row, "threads_on") : std::nullopt; threads && *threads == 0) measured = 0.0;
+    if (const auto threads = row ? num(*row, "threads_on") : std::nullopt; threads && *threads == 0)
+      measured = 0.0;
     const bool has_runs = measured.has_value();
     const double run_count = measured.value_or(0.0);
     std::string line = fmt::format("{} ({}): in PTX {}, in SASS ({}) {}", target.ptx_mnemonic, target.name,
@@ -483,8 +484,29 @@ util::Expected<PromptBuilder> PromptBuilder::load(const std::filesystem::path &d
       }
     builder.templates_[name] = std::move(text);
   }
+  std::filesystem::path packs_dir = dir / "packs";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(packs_dir, ec)) packs_dir = default_dir() / "packs";
+  auto packs = load_knowledge_packs(packs_dir);
+  if (!packs) {
+    errors.push_back(packs.error());
+  } else {
+    builder.packs_ = std::move(*packs);
+  }
   if (!errors.empty()) return util::unexpected(join(errors, "\n"));
   return builder;
+}
+
+util::Expected<void> PromptBuilder::check_packs(const std::vector<std::string> &names) const {
+  std::vector<std::string> unknown;
+  for (const auto &n : names)
+    if (!packs_.count(n)) unknown.push_back(n);
+  if (unknown.empty()) return {};
+  std::vector<std::string> known;
+  for (const auto &[n, p] : packs_) known.push_back(n);
+  return util::unexpected(fmt::format("unknown knowledge pack{} {} (known: {})",
+                                      unknown.size() > 1 ? "s" : "", join(unknown, ", "),
+                                      known.empty() ? "none" : join(known, ", ")));
 }
 
 std::filesystem::path PromptBuilder::default_dir() {
@@ -498,7 +520,7 @@ std::filesystem::path PromptBuilder::default_dir() {
   return std::filesystem::path(PTXBENCH_SOURCE_DIR) / "prompts";
 }
 
-std::string PromptBuilder::system_prompt(const tasks::Task &task) const {
+std::string PromptBuilder::system_prompt(const tasks::Task &task, const ReferenceSelection &reference) const {
   std::vector<std::string> targets;
   std::set<std::string> notes;
   for (const auto &t : task.targets) {
@@ -509,8 +531,15 @@ std::string PromptBuilder::system_prompt(const tasks::Task &task) const {
   }
   if (notes.count("wgmma")) notes.insert("setmaxnreg");  // warp-specialized wgmma kernels rely on it
   std::string reference_notes;
-  for (const char *n : kNotes)  // fixed order: wgmma, tma, setmaxnreg, tcgen05
-    if (notes.count(n)) reference_notes += templates_.at(std::string("notes/") + n) + "\n";
+  if (reference.target_notes) {
+    for (const char *n : kNotes)  // fixed order: wgmma, tma, setmaxnreg, tcgen05
+      if (notes.count(n)) reference_notes += templates_.at(std::string("notes/") + n) + "\n";
+  }
+  for (const auto &name : reference.packs) {
+    const KnowledgePack &pack = packs_.at(name);  // validated by check_packs before any prompt is built
+    reference_notes += fmt::format("# Knowledge pack {} (version {}): {}\n\n{}\n", pack.name, pack.version,
+                                   pack.covers, pack.text);
+  }
   Values values{{"arch", task.arch},
                 {"arch_name", arch_name(task.arch)},
                 {"target_list", join(targets, ", ")},

@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "agent/knowledge_pack.hpp"
 #include "evaluator/verdict.hpp"
 #include "tasks/task.hpp"
 #include "util/expected.hpp"
@@ -20,6 +21,12 @@ struct FeedbackSources {
   bool cuda = false;               ///< the kernel block is CUDA
 };
 
+/// What reference material a system prompt carries (a run variant's choice).
+struct ReferenceSelection {
+  bool target_notes = true;        ///< the notes for the task's target instructions (prompts/notes)
+  std::vector<std::string> packs;  ///< knowledge packs appended after the notes, in this order
+};
+
 class PromptBuilder {
  public:
   /// Loads every template under `dir` (default: the installed/source prompts/ folder).
@@ -27,8 +34,13 @@ class PromptBuilder {
   /// prompts/ next to the executable's share dir, $PTXBENCH_PROMPTS, or the source tree.
   static std::filesystem::path default_dir();
 
-  /// System message: role, candidate contract, target architecture, reference notes for the task's targets.
-  std::string system_prompt(const tasks::Task &task) const;
+  /// System message: role, candidate contract, target architecture, and the selected reference material
+  /// (by default the notes for the task's targets). Packs must exist (see check_packs).
+  std::string system_prompt(const tasks::Task &task, const ReferenceSelection &reference = {}) const;
+  /// The packs found under `<dir>/packs` (or, when the folder has none, the default prompts' packs).
+  const std::map<std::string, KnowledgePack> &packs() const { return packs_; }
+  /// Error naming every unknown pack and the known ones.
+  util::Expected<void> check_packs(const std::vector<std::string> &names) const;
   /// First user message: the task (tensors, shapes, layouts, dtypes, tolerance, targets, what "fast" means).
   std::string task_prompt(const tasks::Task &task) const;
   /// User message after an evaluated attempt: the outcome-specific template filled from the verdict.
@@ -40,6 +52,7 @@ class PromptBuilder {
 
  private:
   std::map<std::string, std::string> templates_;  ///< file stem -> text
+  std::map<std::string, KnowledgePack> packs_;    ///< pack name -> pack
 };
 
 }  // namespace ptxbench::agent

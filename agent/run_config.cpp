@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -59,6 +60,44 @@ void parse_sampling(FieldReader &r, llm::SamplingParams &s) {
   r.read("max_tokens", s.max_tokens, 1);
   r.read("seed", s.seed);
   r.read("stop", s.stop);
+}
+
+nlohmann::json sampling_to_json(const llm::SamplingParams &s) {
+  nlohmann::json j = nlohmann::json::object();
+  if (s.temperature) j["temperature"] = *s.temperature;
+  if (s.top_p) j["top_p"] = *s.top_p;
+  if (s.max_tokens) j["max_tokens"] = *s.max_tokens;
+  if (s.seed) j["seed"] = *s.seed;
+  if (!s.stop.empty()) j["stop"] = s.stop;
+  return j;
+}
+
+void parse_variant(const nlohmann::json &j, const std::string &path, const fs::path &base,
+                   std::vector<std::string> &errors, Variant &v) {
+  FieldReader r(j, path, errors);
+  r.read("name", v.name);
+  if (v.name.empty()) r.error("name", "every variant needs a non-empty \"name\"");
+  std::string prompt_dir;
+  r.read("prompt_dir", prompt_dir);
+  v.prompt_dir = resolve(base, prompt_dir);
+  r.read("target_notes", v.target_notes);
+  r.read("packs", v.packs);
+  if (const auto *h = r.get("history")) {
+    const auto p = h->is_string() ? history_policy_from_string(h->get<std::string>()) : std::nullopt;
+    if (p) {
+      v.history = *p;
+    } else {
+      r.error("history",
+              "expected \"full\", \"last_attempt\" or \"none\", got " + detail::describe_json_value(*h));
+    }
+  }
+  r.read("turns", v.turns, 1);
+  if (const auto *s = r.get("sampling")) {
+    FieldReader sr(*s, path + ".sampling", errors);
+    parse_sampling(sr, v.sampling);
+    sr.finish();
+  }
+  r.finish();
 }
 
 void parse_endpoint(const nlohmann::json &j, const std::string &path, const fs::path &base,
@@ -188,6 +227,17 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
       }
     }
   }
+  if (const auto *vs = root.get("variants")) {
+    if (!vs->is_array()) {
+      root.error("variants", "expected an array of variant objects, got " + detail::describe_json_value(*vs));
+    } else {
+      for (std::size_t i = 0; i < vs->size(); ++i) {
+        Variant v;
+        parse_variant((*vs)[i], fmt::format("variants[{}]", i), base_dir, errors, v);
+        c.variants.push_back(std::move(v));
+      }
+    }
+  }
   if (const auto *b = root.get("budgets")) {
     FieldReader r(*b, "budgets", errors);
     r.read("tokens_per_trajectory", c.budgets.per_trajectory, 0);
@@ -280,6 +330,14 @@ util::Expected<void> validate(const RunConfig &c) {
     (void)price;
     if (!names.count(name)) problems.push_back(fmt::format("prices: '{}' is not an endpoint name", name));
   }
+  std::set<std::string> variant_names;
+  for (const auto &v : c.variants) {
+    if (!variant_names.insert(v.name).second)
+      problems.push_back(fmt::format("variant name '{}' is used twice", v.name));
+    if (v.name.find('/') != std::string::npos)
+      problems.push_back(
+          fmt::format("variant name '{}' must not contain '/' (it is part of trajectory ids)", v.name));
+  }
   if (c.tasks.empty()) problems.push_back("no tasks: give task ids, \"core\" or \"all\"");
   if (c.samples < 1) problems.push_back("samples must be >= 1");
   if (c.turns < 1) problems.push_back("turns must be >= 1");
@@ -301,12 +359,9 @@ nlohmann::json RunConfig::to_json() const {
   nlohmann::json eps = nlohmann::json::array();
   for (const auto &e : endpoints)
     eps.push_back(e.to_json_redacted());  // names the key variable, never the key
-  nlohmann::json sampling_json = nlohmann::json::object();
-  if (sampling.temperature) sampling_json["temperature"] = *sampling.temperature;
-  if (sampling.top_p) sampling_json["top_p"] = *sampling.top_p;
-  if (sampling.max_tokens) sampling_json["max_tokens"] = *sampling.max_tokens;
-  if (sampling.seed) sampling_json["seed"] = *sampling.seed;
-  if (!sampling.stop.empty()) sampling_json["stop"] = sampling.stop;
+  const nlohmann::json sampling_json = sampling_to_json(sampling);
+  nlohmann::json variants_json = nlohmann::json::array();
+  for (const auto &v : variants) variants_json.push_back(v.to_json());
   nlohmann::json stop_json =
       nlohmann::json{{"correct", stop.correct}, {"targets_executed", stop.targets_executed}};
   stop_json["min_speedup"] = stop.min_speedup ? nlohmann::json(*stop.min_speedup) : nlohmann::json(nullptr);
@@ -340,7 +395,57 @@ nlohmann::json RunConfig::to_json() const {
           {"check_determinism", s.correctness.check_determinism}}},
         {"timing", s.timing.to_json()}}},
       {"out_dir", out_dir.string()},
-      {"prices", prices_json()}};
+      {"prices", prices_json()},
+      {"variants", variants_json}};
+}
+
+nlohmann::json Variant::to_json() const {
+  nlohmann::json j = {{"name", name},
+                      {"prompt_dir", prompt_dir.string()},
+                      {"target_notes", target_notes},
+                      {"packs", packs},
+                      {"sampling", sampling_to_json(sampling)}};
+  if (history) j["history"] = agent::to_string(*history);
+  if (turns) j["turns"] = *turns;
+  return j;
+}
+
+std::vector<Variant> RunConfig::arms() const {
+  if (!variants.empty()) return variants;
+  return {Variant{}};
+}
+
+llm::SamplingParams RunConfig::sampling_of(const Variant &v) const {
+  llm::SamplingParams s = sampling;
+  if (v.sampling.temperature) s.temperature = v.sampling.temperature;
+  if (v.sampling.top_p) s.top_p = v.sampling.top_p;
+  if (v.sampling.max_tokens) s.max_tokens = v.sampling.max_tokens;
+  if (v.sampling.seed) s.seed = v.sampling.seed;
+  if (!v.sampling.stop.empty()) s.stop = v.sampling.stop;
+  return s;
+}
+
+util::Expected<void> select_variants(RunConfig &config, const std::vector<std::string> &names) {
+  if (names.empty()) return {};
+  std::vector<Variant> kept;
+  for (const auto &n : names) {
+    auto it = std::find_if(config.variants.begin(), config.variants.end(),
+                           [&](const Variant &v) { return v.name == n; });
+    if (it == config.variants.end()) {
+      std::string known;
+      for (const auto &v : config.variants) known += (known.empty() ? "" : ", ") + v.name;
+      return util::unexpected(fmt::format("--variant {}: the config has no such variant (it has: {})", n,
+                                          known.empty() ? "none" : known));
+    }
+    if (std::none_of(kept.begin(), kept.end(), [&](const Variant &v) { return v.name == n; }))
+      kept.push_back(*it);
+  }
+  std::vector<Variant> ordered;  // config order, so trajectory order does not depend on the flag order
+  for (const auto &v : config.variants)
+    if (std::any_of(kept.begin(), kept.end(), [&](const Variant &k) { return k.name == v.name; }))
+      ordered.push_back(v);
+  config.variants = std::move(ordered);
+  return {};
 }
 
 fs::path default_examples_dir() {

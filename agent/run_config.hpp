@@ -56,6 +56,21 @@ struct Concurrency {
       3;  ///< consecutive failed requests after which an endpoint gets no more
 };
 
+/// One arm of an experiment: a named set of overrides of the run's prompt and loop settings. A run's
+/// cells are model × variant × task × sample; a run without variants has one unnamed arm that uses the
+/// run's settings unchanged.
+struct Variant {
+  std::string name;                      ///< unique within the run, no '/'; recorded in every turn
+  std::filesystem::path prompt_dir;      ///< templates for this arm; empty = the run's prompt_dir
+  bool target_notes = true;              ///< include the per-target notes (prompts/notes) as without variants
+  std::vector<std::string> packs;        ///< knowledge packs (prompts/packs/<name>) appended in this order
+  std::optional<HistoryPolicy> history;  ///< empty = the run's history policy
+  std::optional<int> turns;              ///< attempts per trajectory; empty = the run's turns
+  llm::SamplingParams sampling;          ///< fields set here replace the run's (unset = the run's value)
+
+  nlohmann::json to_json() const;
+};
+
 struct RunConfig {
   std::vector<llm::EndpointConfig> endpoints;  ///< the models; names must be unique
   std::vector<std::string> tasks{"core"};      ///< task ids, or "core" (suite=core) / "all"
@@ -74,6 +89,17 @@ struct RunConfig {
   /// "completion_usd_per_mtok"}), for the report's costs; endpoints without an entry are reported without
   /// cost.
   std::map<std::string, EndpointPrice> prices;
+  std::vector<Variant> variants;           ///< experiment arms; empty = one arm with the run's settings
+
+  /// The arms the run iterates over: `variants`, or one unnamed arm when there are none.
+  std::vector<Variant> arms() const;
+  /// An arm's effective settings: its own where set, else the run's.
+  HistoryPolicy history_of(const Variant &v) const { return v.history.value_or(history); }
+  int turns_of(const Variant &v) const { return v.turns.value_or(turns); }
+  llm::SamplingParams sampling_of(const Variant &v) const;
+  std::filesystem::path prompt_dir_of(const Variant &v) const {
+    return v.prompt_dir.empty() ? prompt_dir : v.prompt_dir;
+  }
 
   /// The config as JSON in the file format, without secrets (keys live only in the environment).
   nlohmann::json to_json() const;
@@ -88,6 +114,8 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
                                            const std::filesystem::path &base_dir);
 /// Reads and parses a config file.
 util::Expected<RunConfig> load_run_config(const std::filesystem::path &file);
+/// Keeps only the named variants (CLI --variant), in the config's order. Error: a name the config lacks.
+util::Expected<void> select_variants(RunConfig &config, const std::vector<std::string> &names);
 
 /// Checks cross-field rules (at least one endpoint, unique names, scripted endpoints have a file,
 /// samples/turns >= 1). Called after CLI overrides.

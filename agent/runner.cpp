@@ -79,9 +79,10 @@ namespace {
 
 struct TrajectoryState {
   std::size_t endpoint = 0;
+  std::size_t arm = 0;  ///< index into Impl::arms (the run variant)
   const tasks::Task *task = nullptr;
   int sample = 0;
-  std::string id;  ///< "<model>/<task>/<sample>"
+  std::string id;  ///< "<model>/<task>/<sample>", or "<model>/<variant>/<task>/<sample>" with variants
   int next_turn = 0;
   std::vector<Attempt> history;
   std::int64_t tokens = 0;  ///< prompt + completion so far
@@ -141,8 +142,10 @@ struct Runner::Impl {
   std::string run_id;
   Json run_json;
   std::vector<tasks::Task> tasks;
-  std::optional<PromptBuilder> prompts;
-  std::map<std::string, std::pair<std::string, std::string>> task_prompts;  ///< task id -> (system, task)
+  std::vector<Variant> arms;               ///< config.arms(): the variants, or one unnamed arm
+  std::vector<PromptBuilder> arm_prompts;  ///< per arm: its templates and packs
+  std::map<std::pair<std::size_t, std::string>, std::pair<std::string, std::string>>
+      task_prompts;  ///< (arm, task id) -> (system, task)
   std::vector<std::unique_ptr<llm::ChatClient>> clients;
   std::vector<std::unique_ptr<EndpointState>> endpoints;
   std::deque<TrajectoryState> trajectories;
@@ -246,11 +249,20 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
   if (!selected) return util::unexpected(selected.error());
   tasks = std::move(*selected);
 
-  auto builder =
-      PromptBuilder::load(config.prompt_dir.empty() ? PromptBuilder::default_dir() : config.prompt_dir);
-  if (!builder) return util::unexpected("cannot load prompt templates: " + builder.error());
-  prompts.emplace(std::move(*builder));
-  for (const auto &t : tasks) task_prompts[t.id] = {prompts->system_prompt(t), prompts->task_prompt(t)};
+  arms = config.arms();
+  for (std::size_t a = 0; a < arms.size(); ++a) {
+    const fs::path prompt_dir = config.prompt_dir_of(arms[a]);
+    auto builder = PromptBuilder::load(prompt_dir.empty() ? PromptBuilder::default_dir() : prompt_dir);
+    const std::string which = arms[a].name.empty() ? "" : fmt::format(" (variant '{}')", arms[a].name);
+    if (!builder)
+      return util::unexpected(fmt::format("cannot load prompt templates{}: {}", which, builder.error()));
+    if (auto ok = builder->check_packs(arms[a].packs); !ok)
+      return util::unexpected(fmt::format("variant '{}': {}", arms[a].name, ok.error()));
+    const ReferenceSelection reference{arms[a].target_notes, arms[a].packs};
+    for (const auto &t : tasks)
+      task_prompts[{a, t.id}] = {builder->system_prompt(t, reference), builder->task_prompt(t)};
+    arm_prompts.push_back(std::move(*builder));
+  }
 
   for (const auto &e : config.endpoints) {
     auto client = services.make_client(e);
@@ -285,18 +297,23 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
     config.concurrency.compile_workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
 
-  // Trajectories in a stable order: model, task, sample.
+  // Trajectories in a stable order: model, variant, task, sample.
   std::uint64_t order = 0;
   for (std::size_t e = 0; e < config.endpoints.size(); ++e) {
-    for (const auto &t : tasks) {
-      for (int s = 0; s < config.samples; ++s) {
-        TrajectoryState st;
-        st.endpoint = e;
-        st.task = &t;
-        st.sample = s;
-        st.id = fmt::format("{}/{}/{}", config.endpoints[e].name, t.id, s);
-        st.order = order++;
-        trajectories.push_back(std::move(st));
+    for (std::size_t a = 0; a < arms.size(); ++a) {
+      for (const auto &t : tasks) {
+        for (int s = 0; s < config.samples; ++s) {
+          TrajectoryState st;
+          st.endpoint = e;
+          st.arm = a;
+          st.task = &t;
+          st.sample = s;
+          st.id = config.variants.empty()
+                      ? fmt::format("{}/{}/{}", config.endpoints[e].name, t.id, s)
+                      : fmt::format("{}/{}/{}/{}", config.endpoints[e].name, arms[a].name, t.id, s);
+          st.order = order++;
+          trajectories.push_back(std::move(st));
+        }
       }
     }
   }
@@ -344,7 +361,8 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
         previous_done[t.endpoint] += 1;
       }
       t.next_turn = expected;
-      if (t.finished) previous_done[t.endpoint] += config.turns - expected;  // turns it will never run
+      if (t.finished)  // turns it will never run
+        previous_done[t.endpoint] += config.turns_of(arms[t.arm]) - expected;
     }
   }
 
@@ -396,7 +414,10 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
   std::vector<int> totals;
   for (const auto &e : config.endpoints) {
     names.push_back(e.name);
-    totals.push_back(static_cast<int>(tasks.size()) * config.samples * config.turns);
+    int turns_per_model = 0;
+    for (const auto &a : arms)
+      turns_per_model += static_cast<int>(tasks.size()) * config.samples * config.turns_of(a);
+    totals.push_back(turns_per_model);
   }
   auto style = detail::ProgressDisplay::Style::lines;
   switch (options.progress) {
@@ -476,8 +497,8 @@ void Runner::Impl::request_loop(std::size_t e) {
       job->trajectory = &t;
       job->turn = t.next_turn;
       job->started_at = detail::iso8601_utc_now();
-      const auto &[system, task] = task_prompts.at(t.task->id);
-      job->messages = build_messages(config.history, system, task, t.history);
+      const auto &[system, task] = task_prompts.at({t.arm, t.task->id});
+      job->messages = build_messages(config.history_of(arms[t.arm]), system, task, t.history);
       if (ep.dead) {
         job->error = dead_error_for(e);
         job->forced_stop = "request_failed";
@@ -499,7 +520,7 @@ void Runner::Impl::request_loop(std::size_t e) {
       }
       llm::ChatRequest request;
       request.messages = job->messages;
-      request.sampling = config.sampling;
+      request.sampling = config.sampling_of(arms[t.arm]);
       request.sampling.n = 1;
       request.task_id = t.task->id;
       request.sample_index = t.sample;
@@ -602,16 +623,17 @@ std::string Runner::Impl::feedback_for(const TurnJob &job, const evaluator::Verd
   const auto &resp = *job.response;
   if (resp.finish_reason == "length" && verdict != nullptr &&
       verdict->status == evaluator::Status::no_kernel) {
-    return prompts->feedback_unusable_response(fmt::format(
+    return arm_prompts[job.trajectory->arm].feedback_unusable_response(fmt::format(
         "your answer was cut off at the token limit{} before the kernel and manifest were complete; "
         "answer more briefly",
         config.sampling.max_tokens ? fmt::format(" ({} tokens)", *config.sampling.max_tokens) : ""));
   }
-  if (verdict == nullptr) return prompts->feedback_unusable_response("the response could not be evaluated");
+  const PromptBuilder &prompts = arm_prompts[job.trajectory->arm];
+  if (verdict == nullptr) return prompts.feedback_unusable_response("the response could not be evaluated");
   const auto &c = *job.compiled;
   const FeedbackSources sources{c.response.kernel_source, c.ptx,
                                 c.response.language == evaluator::KernelLanguage::cuda};
-  return prompts->feedback(*job.trajectory->task, *verdict, &sources);
+  return prompts.feedback(*job.trajectory->task, *verdict, &sources);
 }
 
 void Runner::Impl::finalize(JobPtr job) {
@@ -624,7 +646,7 @@ void Runner::Impl::finalize(JobPtr job) {
     stop = job->forced_stop.empty() ? "request_failed" : job->forced_stop;
   } else if (verdict != nullptr && config.stop.reached(verdict->axes)) {
     stop = "target_reached";
-  } else if (job->turn + 1 >= config.turns) {
+  } else if (job->turn + 1 >= config.turns_of(arms[t.arm])) {
     stop = "turn_limit";
   } else if (config.budgets.per_trajectory > 0 && t.tokens >= config.budgets.per_trajectory) {
     stop = "token_budget";
@@ -641,6 +663,11 @@ void Runner::Impl::finalize(JobPtr job) {
   record["sample"] = t.sample;
   record["turn"] = job->turn;
   record["trajectory_id"] = t.id;
+  const Variant &arm = arms[t.arm];
+  record["variant"] = config.variants.empty() ? Json(nullptr) : Json(arm.name);
+  Json packs = Json::array();
+  for (const auto &name : arm.packs) packs.push_back(arm_prompts[t.arm].packs().at(name).identity());
+  record["reference"] = {{"target_notes", arm.target_notes}, {"packs", packs}};
   record["messages"] = messages_json(job->messages);
   if (job->response) {
     const auto &r = *job->response;
@@ -724,7 +751,7 @@ void Runner::Impl::finalize(JobPtr job) {
     return;
   }
   ++turns_recorded;
-  const int skipped_turns = stop.empty() ? 0 : config.turns - job->turn - 1;
+  const int skipped_turns = stop.empty() ? 0 : config.turns_of(arms[t.arm]) - job->turn - 1;
   progress->on_turn(t.endpoint, status, skipped_turns,
                     fmt::format("[{}] {} turn {}: {}{}", detail::iso8601_utc_now().substr(11, 8), t.id,
                                 job->turn, status, stop.empty() ? "" : " (" + stop + ")"));
@@ -866,7 +893,7 @@ RunSummary summarize(const traces::LoadedRun &run) {
   std::map<std::string, bool> finished;  // trajectory id -> last stop_reason non-empty
   std::map<std::string, int> last_turn;
   for (const auto &r : run.turns) {
-    const std::string model = r.value("model", "?");
+    const std::string model = traces::model_label(r);
     const std::string task = r.value("task_id", "?");
     const int sample = r.value("sample", 0);
     auto &acc = by_key[{model, task}];

@@ -1,7 +1,7 @@
 #include "cli/cli.hpp"
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include <exception>
 
@@ -25,6 +25,7 @@ int run_main(int argc, char **argv) {
   register_export_command(app, action);
   register_report_command(app, action);
   register_show_command(app, action);
+  register_prompt_commands(app, action);
   register_internal_commands(app, action);
   try {
     app.parse(argc, argv);

@@ -24,7 +24,7 @@ struct ExportArgs {
   std::string format = "messages";
   std::string per = "turn";
   std::string reasoning = "inline";
-  std::vector<std::string> statuses, tasks, models;
+  std::vector<std::string> statuses, tasks, models, variants;
   std::vector<int> turns;
   std::string correct, executed;  // "", "true" or "false"
   std::optional<double> min_speedup;
@@ -50,6 +50,7 @@ int run_export(const ExportArgs &a) {
   o.filter.statuses = a.statuses;
   o.filter.tasks = a.tasks;
   o.filter.models = a.models;
+  o.filter.variants = a.variants;
   o.filter.turns = a.turns;
   if (!a.correct.empty()) o.filter.correct = a.correct == "true";
   if (!a.executed.empty()) o.filter.targets_executed = a.executed == "true";
@@ -140,6 +141,8 @@ void register_export_command(CLI::App &app, Action &action) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--task", args->tasks, "Only these task ids (repeatable, comma list)")->delimiter(',');
   cmd->add_option("--model", args->models, "Only these models (repeatable, comma list)")->delimiter(',');
+  cmd->add_option("--variant", args->variants, "Only these run variants (repeatable, comma list)")
+      ->delimiter(',');
   cmd->add_option("--turn", args->turns, "Only these target turns, 0-based (repeatable, comma list)")
       ->delimiter(',')
       ->check(CLI::NonNegativeNumber);

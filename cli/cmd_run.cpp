@@ -51,6 +51,7 @@ struct RunFlags {
   std::optional<int> samples;
   std::optional<int> turns;
   std::string history;
+  std::vector<std::string> variants;
   std::string out;
   bool no_gpu = false;
   std::vector<int> gpus;
@@ -129,6 +130,7 @@ util::Expected<void> apply_flags(const RunFlags &f, agent::RunConfig &c) {
       return util::unexpected(fmt::format("--history {}: expected full, last_attempt or none", f.history));
     c.history = *p;
   }
+  if (auto ok = agent::select_variants(c, f.variants); !ok) return util::unexpected(ok.error());
   if (!f.out.empty()) c.out_dir = f.out;
   if (f.no_gpu) c.evaluator.run_gpu = false;
   if (!f.gpus.empty()) c.concurrency.gpus = f.gpus;
@@ -195,7 +197,11 @@ void register_run_commands(CLI::App &app, Action &action) {
   run->add_option("--tasks", flags->tasks, "task ids, or core / all")->delimiter(',');
   run->add_option("--samples", flags->samples, "trajectories per model × task")->check(CLI::Range(1, 100000));
   run->add_option("--turns", flags->turns, "attempts per trajectory at most")->check(CLI::Range(1, 1000));
-  run->add_option("--history", flags->history, "full | last_attempt | none");
+  run->add_option("--history", flags->history,
+                  "full | last_attempt | none (the run's policy; a variant's own \"history\" wins)");
+  run->add_option("--variant", flags->variants,
+                  "run only this config variant (repeatable); default: every variant in the config")
+      ->delimiter(',');
   run->add_option("--out", flags->out, "run directory (default runs/<run id>)");
   run->add_flag("--no-gpu", flags->no_gpu, "skip GPU stages (compile and static checks only)");
   run->add_option("--gpus", flags->gpus, "GPU ordinals for GPU stages (default: all visible)")

@@ -275,6 +275,10 @@ TEST_CASE("config: the embedded default config loads") {
   REQUIRE(c->endpoints.size() == 1);
   CHECK(c->endpoints[0].kind == "scripted");
   CHECK(fs::exists(c->endpoints[0].scripted_file));
+  auto v = agent::load_run_config(agent::default_examples_dir() / "variants_run.json");
+  REQUIRE_MESSAGE(v, (v ? "" : v.error()));
+  CHECK(agent::validate(*v));
+  CHECK(v->variants.size() == 3);
 }
 
 // ---------------------------------------------------------------- messages, stop
@@ -661,4 +665,145 @@ TEST_CASE("setup errors are clear: unknown task, existing run directory") {
   auto twice = agent::Runner::start(ok, fake_services(script), quiet());
   REQUIRE_FALSE(twice);
   CHECK(twice.error().find("ptxbench resume") != std::string::npos);
+}
+
+// ---------------------------------------------------------------- variants
+
+TEST_CASE("variants: config parsing, errors naming the path, --variant selection") {
+  const Json j = {
+      {"endpoints", Json::array({{{"name", "a"}, {"model", "a"}, {"base_url", "http://127.0.0.1:9/v1"}}})},
+      {"history", "full"},
+      {"turns", 4},
+      {"sampling", {{"temperature", 0.7}, {"max_tokens", 1000}}},
+      {"variants", Json::array({{{"name", "plain"}},
+                                {{"name", "packs"},
+                                 {"packs", {"ptx-hopper", "patterns"}},
+                                 {"target_notes", false},
+                                 {"history", "none"},
+                                 {"turns", 2},
+                                 {"sampling", {{"temperature", 0.2}}}}})}};
+  auto c = agent::parse_run_config(j, "cfg", ".");
+  REQUIRE_MESSAGE(c, (c ? "" : c.error()));
+  REQUIRE(c->variants.size() == 2);
+  const auto &plain = c->variants[0];
+  const auto &packs = c->variants[1];
+  CHECK(c->history_of(plain) == agent::HistoryPolicy::full);
+  CHECK(c->turns_of(plain) == 4);
+  CHECK(c->history_of(packs) == agent::HistoryPolicy::none);
+  CHECK(c->turns_of(packs) == 2);
+  CHECK(c->sampling_of(packs).temperature == doctest::Approx(0.2));
+  CHECK(c->sampling_of(packs).max_tokens == 1000);  // not overridden: the run's
+  CHECK(c->sampling_of(plain).temperature == doctest::Approx(0.7));
+  CHECK_FALSE(packs.target_notes);
+  CHECK(packs.packs == std::vector<std::string>{"ptx-hopper", "patterns"});
+  // Round trip through run.json's config.
+  auto again = agent::parse_run_config(c->to_json(), "run.json", ".");
+  REQUIRE_MESSAGE(again, (again ? "" : again.error()));
+  CHECK(again->to_json() == c->to_json());
+  // --variant keeps the named arms in config order; an unknown name is an error listing the known ones.
+  auto selected = *c;
+  REQUIRE(agent::select_variants(selected, {"packs"}));
+  REQUIRE(selected.variants.size() == 1);
+  CHECK(selected.variants[0].name == "packs");
+  auto bad = agent::select_variants(selected, {"nope"});
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().find("packs") != std::string::npos);
+
+  Json broken = j;
+  broken["variants"][1]["history"] = "sometimes";
+  broken["variants"][0]["colour"] = "red";
+  auto e = agent::parse_run_config(broken, "cfg", ".");
+  REQUIRE_FALSE(e);
+  CHECK(e.error().find("variants[1].history") != std::string::npos);
+  CHECK(e.error().find("variants[0]") != std::string::npos);
+  CHECK(e.error().find("colour") != std::string::npos);
+  Json twice = j;
+  twice["variants"][1]["name"] = "plain";
+  auto t = agent::parse_run_config(twice, "cfg", ".");
+  REQUIRE(t);
+  auto v = agent::validate(*t);
+  REQUIRE_FALSE(v);
+  CHECK(v.error().find("variant name 'plain' is used twice") != std::string::npos);
+}
+
+TEST_CASE("variants: cells are model x variant x task x sample; records and prompts follow each variant") {
+  ScratchDir tmp;
+  auto script = std::make_shared<Script>();
+  script->answer = [](const llm::ChatRequest &) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+    return text("BROKEN kernel");
+  };
+  auto c = base_config(tmp.dir / "run", 2, 2, 3);
+  c.sampling.temperature = 0.9;
+  agent::Variant notes;  // the default material: target notes only
+  notes.name = "notes";
+  agent::Variant packs;
+  packs.name = "packs";
+  packs.target_notes = false;
+  packs.packs = {"ptx-hopper", "debugging"};
+  packs.history = agent::HistoryPolicy::none;
+  packs.sampling.temperature = 0.1;
+  agent::Variant bare;
+  bare.name = "bare";
+  bare.target_notes = false;
+  bare.history = agent::HistoryPolicy::last_attempt;
+  bare.turns = 2;
+  c.variants = {notes, packs, bare};
+  auto result = run_config(c, script);
+  CHECK(result.end == agent::RunEnd::completed);
+  auto all = by_trajectory(tmp.dir / "run");
+  CHECK(all.size() == 2 * 3 * 2 * 2);
+  CHECK(result.turns_recorded == 2 * 2 * 2 * (3 + 3 + 2));
+  for (const auto &[id, records] : all) {
+    INFO(id);
+    const std::string variant = records.front()["variant"];
+    CHECK(id.find("/" + variant + "/") != std::string::npos);
+    const std::string system = records.front()["messages"][0]["content"];
+    const bool has_notes = system.find("## wgmma (sm_90a)") != std::string::npos;
+    const bool has_hopper_pack = system.find("Knowledge pack ptx-hopper (version 1)") != std::string::npos;
+    const bool has_debug_pack = system.find("Knowledge pack debugging (version 1)") != std::string::npos;
+    const auto &reference = records.front()["reference"];
+    if (variant == "notes") {
+      CHECK(has_notes);
+      CHECK_FALSE(has_hopper_pack);
+      CHECK(reference["packs"].empty());
+      CHECK(records.size() == 3);
+      CHECK(records[2]["messages"].size() == 6);  // full history
+    } else if (variant == "packs") {
+      CHECK_FALSE(has_notes);
+      CHECK(has_hopper_pack);
+      CHECK(has_debug_pack);
+      CHECK(reference["target_notes"] == false);
+      REQUIRE(reference["packs"].size() == 2);
+      CHECK(reference["packs"][0] == Json{{"name", "ptx-hopper"}, {"version", "1"}});
+      CHECK(records.size() == 3);
+      CHECK(records[2]["messages"].size() == 2);  // history none
+    } else {
+      CHECK(variant == "bare");
+      CHECK_FALSE(has_notes);
+      CHECK_FALSE(has_hopper_pack);
+      CHECK(records.size() == 2);  // the variant's own turn limit
+      CHECK(records[1]["stop_reason"] == "turn_limit");
+      CHECK(records[1]["messages"].size() == 4);  // last attempt
+    }
+  }
+  // The summary splits by variant: one row per model@variant x task.
+  CHECK(result.summary.rows.size() == 2 * 3 * 2);
+  std::set<std::string> labels;
+  for (const auto &r : result.summary.rows) labels.insert(r.model);
+  CHECK(labels ==
+        std::set<std::string>{"m0@bare", "m0@notes", "m0@packs", "m1@bare", "m1@notes", "m1@packs"});
+  const Json run = Json::parse(slurp(tmp.dir / "run" / "run.json"));
+  CHECK(run["config"]["variants"].size() == 3);
+
+  SUBCASE("an unknown pack is a setup error naming the known packs") {
+    auto c2 = base_config(tmp.dir / "bad", 1, 1, 1);
+    agent::Variant v;
+    v.name = "typo";
+    v.packs = {"ptx-hoper"};
+    c2.variants = {v};
+    auto runner = agent::Runner::start(std::move(c2), fake_services(script), quiet());
+    REQUIRE_FALSE(runner);
+    CHECK(runner.error().find("ptx-hoper") != std::string::npos);
+    CHECK(runner.error().find("ptx-hopper") != std::string::npos);
+  }
 }

@@ -4,6 +4,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -500,4 +501,79 @@ TEST_CASE("feedback states each fact once: a runtime error's summary is not repe
   CHECK(occurrences(f, "Invalid __global__ write") == 1);
   CHECK_HAS(f, "compute-sanitizer memcheck\n");
   CHECK_HAS(f, "line 88: Invalid __global__ write of size 2 bytes");
+}
+
+TEST_CASE(
+    "knowledge packs: the shipped packs load, their manifests' sizes are true, prompts hold what is "
+    "selected") {
+  const auto &packs = builder().packs();
+  for (const char *name : {"ptx-hopper", "ptx-blackwell", "arch-figures", "debugging", "patterns"}) {
+    INFO(name);
+    REQUIRE(packs.count(name) == 1);
+    const auto &p = packs.at(name);
+    CHECK_FALSE(p.version.empty());
+    CHECK_FALSE(p.covers.empty());
+    CHECK(p.text.size() > 1000);
+    CHECK(std::abs(static_cast<double>(p.tokens - agent::estimate_tokens(p.text))) <= 0.1 * p.tokens);
+  }
+  // The Hopper pack covers what the issue of writing wgmma/TMA kernels needs.
+  const std::string &hopper = packs.at("ptx-hopper").text;
+  for (const char *topic : {"Shared-memory matrix descriptor", "Register A fragment", "expect_tx",
+                            "setmaxnreg.inc", "multicast::cluster", "mapa.shared::cluster"})
+    CHECK_MESSAGE(has(hopper, topic), topic);
+  CHECK_HAS(packs.at("ptx-blackwell").text, "tcgen05.alloc");
+  CHECK_HAS(packs.at("patterns").text, "FlashAttention");
+
+  auto gemm = load_task("gemm_n7168_k5120");
+  const std::string defaults = builder().system_prompt(gemm);
+  const std::string with_packs = builder().system_prompt(gemm, {true, {"patterns", "debugging"}});
+  const std::string packs_only = builder().system_prompt(gemm, {false, {"arch-figures"}});
+  const std::string nothing = builder().system_prompt(gemm, {false, {}});
+  CHECK(defaults == builder().system_prompt(gemm, {}));
+  CHECK_HAS(with_packs, "wgmma.fence.sync.aligned");  // the target notes stay
+  CHECK_HAS(with_packs, "Knowledge pack patterns (version 1)");
+  CHECK_HAS(with_packs, "Knowledge pack debugging (version 1)");
+  CHECK(with_packs.find("Knowledge pack patterns") <
+        with_packs.find("Knowledge pack debugging"));  // config order
+  CHECK_FALSE(has(packs_only, "wgmma.fence.sync.aligned"));
+  CHECK_HAS(packs_only, "Knowledge pack arch-figures");
+  CHECK_FALSE(has(nothing, "Knowledge pack"));
+  CHECK_FALSE(has(nothing, "mbarrier.try_wait.parity"));
+  CHECK(nothing.size() < defaults.size());
+  CHECK(with_packs.size() > defaults.size() + packs.at("patterns").text.size());
+
+  auto unknown = builder().check_packs({"patterns", "ptx-hoper"});
+  REQUIRE_FALSE(unknown);
+  CHECK_HAS(unknown.error(), "ptx-hoper");
+  CHECK_HAS(unknown.error(), "ptx-hopper");
+  CHECK(builder().check_packs({"patterns"}));
+}
+
+TEST_CASE("knowledge packs: a stale size figure, a missing file and a name mismatch are load errors") {
+  fs::path dir = fs::temp_directory_path() / ("ptxbench_packs_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "good");
+  std::ofstream(dir / "good" / "a.md") << std::string(400, 'x');
+  std::ofstream(dir / "good" / "pack.json")
+      << R"({"name":"good","version":"1","covers":"c","files":["a.md"],"tokenizer":"bytes/4","tokens":100})";
+  auto ok = agent::load_knowledge_packs(dir);
+  REQUIRE_MESSAGE(ok, (ok ? "" : ok.error()));
+  CHECK(ok->size() == 1);
+  fs::create_directories(dir / "stale");
+  fs::create_directories(dir / "renamed");
+  std::ofstream(dir / "stale" / "a.md") << std::string(4000, 'x');
+  std::ofstream(dir / "stale" / "pack.json")
+      << R"({"name":"stale","version":"2","covers":"c","files":["a.md"],"tokenizer":"bytes/4","tokens":100})";
+  fs::create_directories(dir / "missing");
+  std::ofstream(dir / "missing" / "pack.json")
+      << R"({"name":"missing","version":"1","covers":"c","files":["gone.md"],"tokenizer":"bytes/4","tokens":1})";
+  std::ofstream(dir / "renamed" / "pack.json")
+      << R"({"name":"other","version":"1","covers":"c","files":["../good/a.md"],"tokenizer":"bytes/4","tokens":1})";
+  auto bad = agent::load_knowledge_packs(dir);
+  REQUIRE_FALSE(bad);
+  CHECK_HAS(bad.error(), "gone.md");
+  CHECK_HAS(bad.error(), "the manifest says 100, the files hold about 1000");
+  CHECK_HAS(bad.error(), "differs from the folder name");
+  CHECK_HAS(bad.error(), "must be a plain name");
+  fs::remove_all(dir);
 }

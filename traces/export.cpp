@@ -439,7 +439,10 @@ std::string failing_filter(const Example &e, const ExportFilter &f) {
     return list.empty() || std::find(list.begin(), list.end(), value) != list.end();
   };
   if (!contains(f.tasks, e.trajectory->task_id)) return "task";
-  if (!contains(f.models, e.trajectory->model)) return "model";
+  if (!contains(f.models, e.trajectory->model) &&
+      !contains(f.models, e.trajectory->model.substr(0, e.trajectory->model.find('@'))))
+    return "model";
+  if (!contains(f.variants, e.trajectory->variant)) return "variant";
   if (!contains(f.turns, e.target_turn)) return "turn";
   if (!contains(f.statuses, detail::status_of(*e.target))) return "status";
   if (f.correct && detail::correct_of(*e.target) != *f.correct) return "correct";
@@ -490,6 +493,7 @@ Json metadata_of(const Example &e, const ExportOptions &o) {
             {"export_format", to_string(o.format)},
             {"run_id", e.trajectory->run_id},
             {"model", e.trajectory->model},
+            {"variant", e.trajectory->variant.empty() ? Json(nullptr) : Json(e.trajectory->variant)},
             {"task_id", e.trajectory->task_id},
             {"sample", e.trajectory->sample},
             {"trajectory_id", e.trajectory->trajectory_id},
@@ -573,6 +577,7 @@ std::string render_card(const std::vector<LoadedRun> &runs, const ExportOptions 
   if (f.min_speedup) settings.push_back(fmt::format("speedup >= {}", *f.min_speedup));
   if (!f.tasks.empty()) settings.push_back("tasks {" + join(f.tasks) + "}");
   if (!f.models.empty()) settings.push_back("models {" + join(f.models) + "}");
+  if (!f.variants.empty()) settings.push_back("variants {" + join(f.variants) + "}");
   if (!f.turns.empty()) settings.push_back("turns {" + join(f.turns) + "}");
   if (o.balance.cap_per_task) settings.push_back(fmt::format("cap per task {}", o.balance.cap_per_task));
   if (o.balance.cap_per_failure)

@@ -46,7 +46,8 @@ struct ExportFilter {
   std::optional<bool> targets_executed;  ///< axes.targets_executed must equal this (null never matches)
   std::optional<double> min_speedup;     ///< axes.speedup ≥ this (ratio library/candidate time), status ok
   std::vector<std::string> tasks;        ///< task ids; empty = all
-  std::vector<std::string> models;       ///< model (endpoint) names; empty = all
+  std::vector<std::string> models;       ///< model (endpoint) names, or model@variant labels; empty = all
+  std::vector<std::string> variants;     ///< run variants; empty = all
   std::vector<int> turns;                ///< target turn indices (0-based); empty = all
 };
 

@@ -176,4 +176,12 @@ util::Expected<LoadedRun> load_run(const std::filesystem::path &dir) {
   return run;
 }
 
+std::string model_label(const nlohmann::json &record) {
+  std::string model = record.value("model", "?");
+  const auto it = record.find("variant");
+  if (it != record.end() && it->is_string() && !it->get<std::string>().empty())
+    model += "@" + it->get<std::string>();
+  return model;
+}
+
 }  // namespace ptxbench::traces

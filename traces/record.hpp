@@ -22,12 +22,15 @@ inline constexpr int kFormatVersion = 1;
 ///   task_id          string
 ///   sample           int     (0-based)
 ///   turn             int     (0-based)
-///   trajectory_id    string  "<model>/<task_id>/<sample>"
-///   messages         [{role, content}]  the full request sent (system, user, assistant, ...)
+///   trajectory_id    string  "<model>/<task_id>/<sample>", "<model>/<variant>/<task_id>/<sample>" with
+///   variants variant          string | null  the run variant (experiment arm); null in a run without
+///   variants reference        {target_notes bool, packs [{name, version}]}  the reference material in the
+///   system prompt messages         [{role, content}]  the full request sent (system, user, assistant, ...)
 ///   response         {content, reasoning, finish_reason, usage{prompt_tokens, completion_tokens,
 ///                     reasoning_tokens}, attempts, latency_seconds} | null on request failure
 ///   request_error    {kind, http_status, message, attempts} | null  (message starts with "not sent:" when
-///                     the request was never made: endpoint given up after repeated failures, run budget used up)
+///                     the request was never made: endpoint given up after repeated failures, run budget used
+///                     up)
 ///   candidate        {language, kernel_source, manifest_text, kernel_hash} | null
 ///   verdict          the evaluator's Verdict::to_json() | null (request failed)
 ///   feedback         string: the user message fed back for the next turn ("" on the last turn)
@@ -57,12 +60,16 @@ class TrajectoryWriter {
   std::filesystem::path path_;
 };
 
+/// The label a record's model is grouped under in summaries and reports: the endpoint name, or
+/// "<model>@<variant>" for a turn of a run variant, so that arms of one model compare like models.
+std::string model_label(const nlohmann::json &record);
+
 struct LoadedRun {
   std::filesystem::path dir;
-  nlohmann::json run;                  ///< run.json (empty object if missing)
-  std::vector<nlohmann::json> turns;   ///< every complete, parseable record
-  int skipped_partial_lines = 0;       ///< truncated/unparseable lines (e.g. the tail of a killed run)
-  std::vector<std::string> warnings;   ///< mixed format versions, missing run.json, ...
+  nlohmann::json run;                 ///< run.json (empty object if missing)
+  std::vector<nlohmann::json> turns;  ///< every complete, parseable record
+  int skipped_partial_lines = 0;      ///< truncated/unparseable lines (e.g. the tail of a killed run)
+  std::vector<std::string> warnings;  ///< mixed format versions, missing run.json, ...
 };
 
 /// Cuts a trailing incomplete line (the tail of a write cut short by SIGKILL or a full disk) so that

@@ -70,7 +70,7 @@ RunIndex index_runs(const std::vector<LoadedRun> &runs) {
         ++run_malformed;
         continue;
       }
-      auto key = std::make_tuple(r, *model, *task, static_cast<int>(*sample));
+      auto key = std::make_tuple(r, model_label(record), *task, static_cast<int>(*sample));
       auto &turns = grouped[key];
       if (turns.count(static_cast<int>(*turn))) ++index.duplicate_turn_records;
       turns[static_cast<int>(*turn)] = &record;
@@ -106,6 +106,7 @@ RunIndex index_runs(const std::vector<LoadedRun> &runs) {
     t.sample = std::get<3>(key);
     t.trajectory_id = ids[key];
     const Json &first = *turns.begin()->second;
+    t.variant = string_field(first, "variant").value_or("");
     t.run_id =
         string_field(first, "run_id")
             .value_or(string_field(runs[t.run_index].run, "run_id").value_or(runs[t.run_index].dir.string()));

@@ -30,7 +30,8 @@ std::optional<long long> int_field(const Json &j, std::string_view key);
 struct TrajectoryView {
   std::size_t run_index = 0;  ///< index into the runs passed in
   std::string run_id;
-  std::string model;
+  std::string model;    ///< model_label(): "<endpoint>" or "<endpoint>@<variant>"
+  std::string variant;  ///< the run variant; "" in a run without variants
   std::string task_id;
   int sample = 0;
   std::string trajectory_id;
