@@ -24,6 +24,8 @@ int run_main(int argc, char **argv) {
   register_run_commands(app, action);
   register_export_command(app, action);
   register_report_command(app, action);
+  register_slurm_commands(app, action);
+  register_merge_command(app, action);
   register_internal_commands(app, action);
   try {
     app.parse(argc, argv);

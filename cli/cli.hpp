@@ -32,6 +32,8 @@ void register_doctor_command(CLI::App &app, Action &action);
 void register_run_commands(CLI::App &app, Action &action);     // run, resume
 void register_export_command(CLI::App &app, Action &action);
 void register_report_command(CLI::App &app, Action &action);
+void register_slurm_commands(CLI::App &app, Action &action);  // slurm submit, status, resubmit
+void register_merge_command(CLI::App &app, Action &action);
 void register_internal_commands(CLI::App &app, Action &action);  // hidden helpers (nvrtc child)
 
 int run_main(int argc, char **argv);

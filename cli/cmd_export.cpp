@@ -13,6 +13,7 @@
 #include "cli/cli.hpp"
 #include "traces/export.hpp"
 #include "traces/record.hpp"
+#include "traces/shards.hpp"
 #include "util/files.hpp"
 
 namespace ptxbench::cli {
@@ -65,15 +66,14 @@ int run_export(const ExportArgs &a) {
     return kExitUsage;
   }
 
-  std::vector<traces::LoadedRun> runs;
-  for (const auto &dir : a.run_dirs) {
-    auto run = traces::load_run(dir);
-    if (!run) {
-      fmt::print(stderr, "ptxbench export: {}\n", run.error());
-      return kExitEnvironment;
-    }
-    runs.push_back(std::move(*run));
+  // Top-level directories stand for their shards; the shards of a run read as one run.
+  auto loaded = traces::load_runs({a.run_dirs.begin(), a.run_dirs.end()});
+  if (!loaded) {
+    fmt::print(stderr, "ptxbench export: {}\n", loaded.error());
+    return kExitEnvironment;
   }
+  for (const auto &w : loaded->warnings) fmt::print(stderr, "ptxbench export: warning: {}\n", w);
+  std::vector<traces::LoadedRun> runs = std::move(loaded->runs);
   auto result = traces::build_export(runs, o);
   if (!result) {
     fmt::print(stderr, "ptxbench export: {}\n", result.error());
@@ -109,7 +109,7 @@ void register_export_command(CLI::App &app, Action &action) {
       "Training data from run directories: chat messages (TRL/axolotl), ShareGPT (LLaMA-Factory),\n"
       "repair pairs (failed attempt + diagnostics -> fixed attempt) or improve pairs (correct -> faster).\n"
       "Filters apply to the target turn (the answer trained on). Writes FILE and FILE's .card.md.");
-  cmd->add_option("run_dirs", args->run_dirs, "Run directories (run.json + trajectories.jsonl)")->required();
+  cmd->add_option("run_dirs", args->run_dirs, "Run directories (run.json + trajectories.jsonl), or directories of shards (`slurm submit`)")->required();
   cmd->add_option("--out", args->out, "Output JSONL file")->required();
   cmd->add_option("--format", args->format, "messages | sharegpt | repair-pairs | improve-pairs")
       ->check(CLI::IsMember({"messages", "sharegpt", "repair-pairs", "improve-pairs"}))
