@@ -12,6 +12,8 @@
 #include <map>
 #include <set>
 
+#include <fmt/core.h>
+
 #include "agent/run_config.hpp"
 #include "agent/runner.hpp"
 #include "agent/shard.hpp"
@@ -19,6 +21,7 @@
 #include "traces/record.hpp"
 #include "traces/shards.hpp"
 #include "util/files.hpp"
+#include "util/subprocess.hpp"
 
 using namespace ptxbench;
 namespace fs = std::filesystem;
@@ -224,7 +227,8 @@ TEST_CASE("sharded run: three shards do disjoint work that together equals one p
   auto single = traces::load_run(tmp.dir / "single");
   REQUIRE(single);
   const auto expected = cells_of(*single);
-  CHECK(expected.size() == 2u * 2 * 3 * 3);
+  // 2 models x 2 tasks x 3 samples; even samples reach the target at turn 1, odd ones run 3 turns.
+  CHECK(expected.size() == 2u * 2 * (2 * 2 + 3));
 
   const fs::path top = tmp.dir / "top";
   std::set<std::string> run_ids;
@@ -356,6 +360,18 @@ TEST_CASE("reading shards refuses mixes: other config, same shard twice, a cell 
 }
 
 // ---------------------------------------------------------------- Slurm, without a cluster
+
+TEST_CASE("children ignore SIGTERM/SIGINT sent to the whole job: a compile is not cut short by scancel") {
+  // Slurm signals every process of a cancelled or timed-out job; the orchestrator finishes its
+  // in-flight turns, so their compiles must finish too instead of dying as a bogus compile error.
+  util::ProcessSpec spec;
+  spec.argv = {"/bin/sh", "-c", "kill -TERM $$; kill -INT $$; echo alive"};
+  spec.env = {{"PATH", "/usr/bin:/bin"}};
+  auto r = util::run_process(spec);
+  REQUIRE(r);
+  CHECK(r->ok());
+  CHECK(r->stdout_text == "alive\n");
+}
 
 TEST_CASE("sbatch script: array over the shards, GPUs from the allocation, keys by name only") {
   slurm::SubmitOptions o;

@@ -242,7 +242,7 @@ class Test:
                            "scripted_file": os.path.join(self.source, "examples", "scripted", "responses.json")}],
             # two GEMM tasks (a compile error, then a kernel that compiles) and one without a kernel
             "tasks": ["gemm_n7168_k5120", "gemm_n4096_k4096", "mha_fwd_d128"],
-            "samples": 3,
+            "samples": 2,
             "turns": 4,
             "concurrency": {"requests_per_endpoint": 1, "compile_workers": 1},
             "evaluator": {"run_gpu": False},
@@ -270,7 +270,7 @@ class Test:
         st = self.wait_done(top)
         log("3 shards done in %.1f s:\n%s" % (time.monotonic() - t1, self.px("slurm", "status", top).stdout))
         assert sum(s["turns"] for s in st["shards"]) == n_records, "shards' records != one-process records"
-        assert sorted(s["cells"] for s in st["shards"]) == [3, 3, 3], st
+        assert sorted(s["cells"] for s in st["shards"]) == [2, 2, 2], st
         self.check_report([top], baseline, "top-level directory")
         self.check_report([os.path.join(top, f"shard-{i}") for i in range(3)], baseline, "shard directories")
         merged = os.path.join(self.root, "merged")
