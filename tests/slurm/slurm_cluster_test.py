@@ -279,6 +279,23 @@ class Test:
         both = self.px("report", top, merged, "--out", os.path.join(self.root, "report-twice"), check=False)
         assert both.returncode != 0 and "twice" in both.stderr, f"a run given twice was not refused: {both.stderr}"
 
+        # Jobs Slurm no longer lists (purged after MinJobAge): sacct is asked and, with no accounting
+        # storage, fails; the exit file the script wrote decides, else the state is unknown.
+        purged = os.path.join(self.root, "purged")
+        shutil.copytree(top, purged)
+        with open(os.path.join(purged, "slurm.json")) as f:
+            layout = json.load(f)
+        old = layout["submissions"][0]["job_id"]
+        layout["submissions"][0]["job_id"] = "999999"
+        with open(os.path.join(purged, "slurm.json"), "w") as f:
+            json.dump(layout, f)
+        os.rename(os.path.join(purged, "logs", f"shard-0.{old}.exit"), os.path.join(purged, "logs", "shard-0.999999.exit"))
+        st = self.status(purged)
+        assert any("sacct unavailable" in n for n in st["notes"]), st["notes"]
+        assert st["shards"][0]["state"] == "COMPLETED" and st["shards"][0]["state_source"] == "exit file", st
+        assert st["shards"][1]["state"] == "UNKNOWN" and not st["shards"][1]["needs_resubmit"], st
+        log("without accounting: " + st["notes"][0][:150])
+
         # --- 3. cancel one shard mid-run, resubmit it
         t2 = time.monotonic()
         top2 = os.path.join(self.root, "cancelled")
