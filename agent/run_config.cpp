@@ -161,6 +161,13 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
       }
     }
     r.read("endpoint_failures_before_dead", c.concurrency.endpoint_failures_before_dead, 1, kIntMax);
+    std::string scope = to_string(c.concurrency.in_flight_scope);
+    r.read("in_flight_scope", scope);
+    if (auto parsed = in_flight_scope_from_string(scope)) {
+      c.concurrency.in_flight_scope = *parsed;
+    } else {
+      r.error("in_flight_scope", fmt::format("expected \"shard\" or \"run\", got \"{}\"", scope));
+    }
     r.finish();
   }
 
@@ -380,7 +387,8 @@ nlohmann::json RunConfig::to_json() const {
       {"concurrency",
        {{"compile_workers", concurrency.compile_workers},
         {"gpus", concurrency.gpus},
-        {"endpoint_failures_before_dead", concurrency.endpoint_failures_before_dead}}},
+        {"endpoint_failures_before_dead", concurrency.endpoint_failures_before_dead},
+        {"in_flight_scope", to_string(concurrency.in_flight_scope)}}},
       {"evaluator",
        {{"run_gpu", s.run_gpu},
         {"run_sanitizer", s.run_sanitizer},

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/shard.hpp"
 #include "evaluator/evaluator.hpp"
 #include "evaluator/verdict.hpp"
 #include "llm_clients/chat_client.hpp"
@@ -54,6 +55,7 @@ struct Concurrency {
   std::vector<int> gpus;    ///< CUDA ordinals for GPU stages (one at a time each); empty = all visible
   int endpoint_failures_before_dead =
       3;  ///< consecutive failed requests after which an endpoint gets no more
+  InFlightScope in_flight_scope = InFlightScope::shard;  ///< whom endpoints' max_in_flight limits
 };
 
 /// One arm of an experiment: a named set of overrides of the run's prompt and loop settings. A run's
@@ -100,6 +102,10 @@ struct RunConfig {
   std::filesystem::path prompt_dir_of(const Variant &v) const {
     return v.prompt_dir.empty() ? prompt_dir : v.prompt_dir;
   }
+  /// This process's part of a sharded run (`run --shard I/N`); recorded as run.json "shard", not in the
+  /// config's JSON, so every shard of a run has the same config.
+  std::optional<ShardSpec> shard;
+  std::string run_id;  ///< empty = a new id (shards without one share default_shard_run_id)
 
   /// The config as JSON in the file format, without secrets (keys live only in the environment).
   nlohmann::json to_json() const;

@@ -228,6 +228,20 @@ util::Expected<std::vector<tasks::Task>> select_tasks(const RunConfig &config) {
   return chosen;
 }
 
+/// Keeps the trajectories (cells) that go to config.shard (see assign_shards), in their order.
+void keep_shard_cells(const RunConfig &config, std::deque<TrajectoryState> &trajectories) {
+  std::vector<CellIdentity> cells;
+  for (const auto &t : trajectories)
+    cells.push_back(trajectory_cell(config.endpoints[t.endpoint].name, t.task->id, t.sample,
+                                    config.variants.empty() ? std::string() : config.variants[t.arm].name));
+  const std::vector<int> shard_of = assign_shards(cells, config.shard->count);
+  std::deque<TrajectoryState> mine;
+  for (std::size_t i = 0; i < trajectories.size(); ++i) {
+    if (shard_of[i] == config.shard->index) mine.push_back(std::move(trajectories[i]));
+  }
+  trajectories = std::move(mine);
+}
+
 int count_gpus(const Json &probe) {
   for (const char *key : {"devices", "gpus"}) {
     if (probe.contains(key) && probe[key].is_array() && !probe[key].empty())
@@ -240,6 +254,30 @@ int count_gpus(const Json &probe) {
 }
 
 }  // namespace
+
+util::Expected<std::vector<PlannedCell>> plan_cells(const RunConfig &config) {
+  auto selected = select_tasks(config);
+  if (!selected) return util::unexpected(selected.error());
+  std::vector<PlannedCell> cells;
+  std::vector<CellIdentity> identities;
+  for (const auto &e : config.endpoints) {
+    for (const auto &v : config.arms()) {
+      for (const auto &t : *selected) {
+        for (int s = 0; s < config.samples; ++s) {
+          cells.push_back({v.name.empty() ? fmt::format("{}/{}/{}", e.name, t.id, s)
+                                          : fmt::format("{}/{}/{}/{}", e.name, v.name, t.id, s),
+                           0});
+          identities.push_back(trajectory_cell(e.name, t.id, s, v.name));
+        }
+      }
+    }
+  }
+  if (config.shard) {
+    const std::vector<int> shard_of = assign_shards(identities, config.shard->count);
+    for (std::size_t i = 0; i < cells.size(); ++i) cells[i].shard = shard_of[i];
+  }
+  return cells;
+}
 
 util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun *previous) {
   // Disk-full under a file-size rlimit must be an error value (EFBIG), not a signal.
@@ -299,6 +337,7 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
 
   // Trajectories in a stable order: model, variant, task, sample.
   std::uint64_t order = 0;
+  std::size_t cells_total = 0;
   for (std::size_t e = 0; e < config.endpoints.size(); ++e) {
     for (std::size_t a = 0; a < arms.size(); ++a) {
       for (const auto &t : tasks) {
@@ -317,6 +356,8 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
       }
     }
   }
+  cells_total = trajectories.size();
+  if (config.shard) keep_shard_cells(config, trajectories);
 
   std::vector<std::map<std::string, int>> previous_counts(config.endpoints.size());
   std::vector<int> previous_done(config.endpoints.size(), 0);
@@ -368,8 +409,10 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
 
   // Run directory and run.json.
   if (!resuming) {
-    run_id = fmt::format("{}-{}", detail::compact_utc_now(), random_suffix());
+    run_id = config.run_id.empty() ? fmt::format("{}-{}", detail::compact_utc_now(), random_suffix())
+                                   : config.run_id;
     dir = config.out_dir.empty() ? fs::path("runs") / run_id : config.out_dir;
+    if (config.shard) dir /= fmt::format("shard-{}", config.shard->index);
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec)
@@ -395,6 +438,9 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
                                            : Json{{"enabled", false}, {"reason", gpu_skip_reason}}},
                 {"environment", environment},
                 {"resumes", Json::array()}};
+    run_json["config_hash"] = config_hash(config);
+    if (config.shard)
+      run_json["shard"] = shard_json(*config.shard, config_hash(config), trajectories.size(), cells_total);
   } else {
     run_json["resumes"].push_back(
         {{"at", detail::iso8601_utc_now()},
@@ -414,11 +460,9 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
   std::vector<int> totals;
   for (const auto &e : config.endpoints) {
     names.push_back(e.name);
-    int turns_per_model = 0;
-    for (const auto &a : arms)
-      turns_per_model += static_cast<int>(tasks.size()) * config.samples * config.turns_of(a);
-    totals.push_back(turns_per_model);
+    totals.push_back(0);
   }
+  for (const auto &t : trajectories) totals[t.endpoint] += config.turns_of(arms[t.arm]);
   auto style = detail::ProgressDisplay::Style::lines;
   switch (options.progress) {
     case ProgressMode::automatic:
@@ -802,6 +846,7 @@ util::Expected<std::unique_ptr<Runner>> Runner::resume(const fs::path &dir, RunS
   if (!config) return util::unexpected(config.error());
   config->tasks = loaded->run["tasks"].get<std::vector<std::string>>();
   config->out_dir = dir;
+  config->shard = shard_spec_from_run_json(loaded->run);
   // A cut-short last line (killed mid-write) must go before we append.
   auto cut = traces::truncate_partial_tail(dir / "trajectories.jsonl");
   if (!cut) return util::unexpected(cut.error());
@@ -833,7 +878,8 @@ RunResult Runner::run() {
     for (std::size_t e = 0; e < m.endpoints.size(); ++e) {
       int pending = 0;
       for (const auto &t : m.trajectories) pending += (!t.finished && t.endpoint == e) ? 1 : 0;
-      const int n = std::min(m.config.endpoints[e].max_in_flight, std::max(1, pending));
+      const int n = std::min(effective_max_in_flight(m.config, m.config.endpoints[e].max_in_flight),
+                             std::max(1, pending));
       for (int i = 0; i < n; ++i) threads.emplace_back([&m, e] { m.request_loop(e); });
     }
     for (int i = 0; i < m.config.concurrency.compile_workers; ++i)

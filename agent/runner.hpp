@@ -75,6 +75,14 @@ struct RunSummary {
   std::string table() const;      ///< fixed-width text table
 };
 
+/// One cell of a run (a trajectory: model × task × sample) and the shard it goes to (0 without config.shard).
+struct PlannedCell {
+  std::string trajectory_id;  ///< "<model>/<task>/<sample>"
+  int shard = 0;
+};
+/// The run's cells in the runner's order (model, task, sample). Error: the task selection failed.
+util::Expected<std::vector<PlannedCell>> plan_cells(const RunConfig &config);
+
 /// Computes the summary from a run directory's records.
 RunSummary summarize(const traces::LoadedRun &run);
 

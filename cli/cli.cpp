@@ -26,6 +26,8 @@ int run_main(int argc, char **argv) {
   register_report_command(app, action);
   register_show_command(app, action);
   register_prompt_commands(app, action);
+  register_slurm_commands(app, action);
+  register_merge_command(app, action);
   register_internal_commands(app, action);
   try {
     app.parse(argc, argv);

@@ -34,6 +34,8 @@ void register_export_command(CLI::App &app, Action &action);
 void register_report_command(CLI::App &app, Action &action);
 void register_show_command(CLI::App &app, Action &action);  // in cmd_report.cpp
 void register_prompt_commands(CLI::App &app, Action &action);    // prompt show, prompt packs
+void register_slurm_commands(CLI::App &app, Action &action);  // slurm submit, status, resubmit
+void register_merge_command(CLI::App &app, Action &action);
 void register_internal_commands(CLI::App &app, Action &action);  // hidden helpers (nvrtc child)
 
 int run_main(int argc, char **argv);

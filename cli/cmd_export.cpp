@@ -13,6 +13,7 @@
 #include "cli/cli.hpp"
 #include "traces/export.hpp"
 #include "traces/record.hpp"
+#include "traces/shards.hpp"
 #include "util/files.hpp"
 
 namespace ptxbench::cli {
@@ -68,15 +69,14 @@ int run_export(const ExportArgs &a) {
     return kExitUsage;
   }
 
-  std::vector<traces::LoadedRun> runs;
-  for (const auto &dir : a.run_dirs) {
-    auto run = traces::load_run(dir);
-    if (!run) {
-      fmt::print(stderr, "ptxbench export: {}\n", run.error());
-      return kExitEnvironment;
-    }
-    runs.push_back(std::move(*run));
+  // Top-level directories stand for their shards; the shards of a run read as one run.
+  auto loaded = traces::load_runs({a.run_dirs.begin(), a.run_dirs.end()});
+  if (!loaded) {
+    fmt::print(stderr, "ptxbench export: {}\n", loaded.error());
+    return kExitEnvironment;
   }
+  for (const auto &w : loaded->warnings) fmt::print(stderr, "ptxbench export: warning: {}\n", w);
+  std::vector<traces::LoadedRun> runs = std::move(loaded->runs);
   auto result = traces::build_export(runs, o);
   if (!result) {
     fmt::print(stderr, "ptxbench export: {}\n", result.error());
@@ -116,7 +116,9 @@ void register_export_command(CLI::App &app, Action &action) {
       "fixed turns must be correct and executed. --all (or an explicit "
       "--status/--correct/--executed/--min-speedup)\n"
       "replaces that default. Writes FILE and FILE's .card.md (which names the filter that applied).");
-  cmd->add_option("run_dirs", args->run_dirs, "Run directories (run.json + trajectories.jsonl)")->required();
+  cmd->add_option("run_dirs", args->run_dirs,
+                  "Run directories (run.json + trajectories.jsonl), or directories of shards (`slurm submit`)")
+      ->required();
   cmd->add_option("--out", args->out, "Output JSONL file")->required();
   cmd->add_option("--format", args->format, "messages | sharegpt | repair-pairs | improve-pairs")
       ->check(CLI::IsMember({"messages", "sharegpt", "repair-pairs", "improve-pairs"}))

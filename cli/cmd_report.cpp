@@ -13,6 +13,7 @@
 
 #include "cli/cli.hpp"
 #include "traces/record.hpp"
+#include "traces/shards.hpp"
 #include "traces/report.hpp"
 #include "traces/trajectory_view.hpp"
 #include "util/expected.hpp"
@@ -72,15 +73,14 @@ int run_report(const ReportArgs &in) {
     }
     a.options.prices[price->first] = price->second;
   }
-  std::vector<traces::LoadedRun> runs;
-  for (const auto &dir : a.run_dirs) {
-    auto run = traces::load_run(dir);
-    if (!run) {
-      fmt::print(stderr, "ptxbench report: {}\n", run.error());
-      return kExitEnvironment;
-    }
-    runs.push_back(std::move(*run));
+  // Top-level directories stand for their shards; the shards of a run read as one run.
+  auto loaded = traces::load_runs({a.run_dirs.begin(), a.run_dirs.end()});
+  if (!loaded) {
+    fmt::print(stderr, "ptxbench report: {}\n", loaded.error());
+    return kExitEnvironment;
   }
+  for (const auto &w : loaded->warnings) fmt::print(stderr, "ptxbench report: warning: {}\n", w);
+  std::vector<traces::LoadedRun> runs = std::move(loaded->runs);
   auto report = traces::build_report(runs, a.options);
   if (!report) {
     fmt::print(stderr, "ptxbench report: {}\n", report.error());
@@ -121,7 +121,7 @@ void register_report_command(CLI::App &app, Action &action) {
       "report",
       "Compare models from run directories: compile / correct / executed / fast_p rates by turn, pass@k,\n"
       "speedups, failure taxonomy, tokens per success. Writes report.md, CSV files and report.html.");
-  cmd->add_option("run_dirs", args->run_dirs, "Run directories (run.json + trajectories.jsonl)")->required();
+  cmd->add_option("run_dirs", args->run_dirs, "Run directories (run.json + trajectories.jsonl), or directories of shards (`slurm submit`)")->required();
   cmd->add_option("--out", args->out, "Output directory (created)")->required();
   cmd->add_option("--fast", args->options.fast_thresholds, "Speedup thresholds p of fast_p (comma list)")
       ->delimiter(',')

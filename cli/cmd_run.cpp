@@ -4,7 +4,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstring>
 #include <memory>
 #include <sstream>
@@ -64,6 +66,8 @@ struct RunFlags {
   std::optional<std::int64_t> tokens_per_run;
   bool stream = false;
   std::string progress = "auto";
+  std::string shard;   // "I/N"
+  std::string run_id;  // shared by the shards of one run
 };
 
 std::optional<agent::ProgressMode> progress_mode(const std::string &s) {
@@ -140,7 +144,21 @@ util::Expected<void> apply_flags(const RunFlags &f, agent::RunConfig &c) {
   if (f.seed) c.sampling.seed = *f.seed;
   if (f.tokens_per_trajectory) c.budgets.per_trajectory = *f.tokens_per_trajectory;
   if (f.tokens_per_run) c.budgets.per_run = *f.tokens_per_run;
-  return agent::validate(c);
+  if (!f.shard.empty()) {
+    auto spec = agent::parse_shard_spec(f.shard);
+    if (!spec) return util::unexpected(spec.error());
+    c.shard = *spec;
+  }
+  if (!f.run_id.empty()) {
+    if (!std::all_of(f.run_id.begin(), f.run_id.end(), [](char ch) {
+          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+        }))
+      return util::unexpected(fmt::format("--run-id {}: use letters, digits, '-', '_' and '.'", f.run_id));
+    c.run_id = f.run_id;
+  }
+  if (auto ok = agent::validate(c); !ok) return ok;
+  if (c.shard && c.run_id.empty()) c.run_id = agent::default_shard_run_id(c);
+  return {};
 }
 
 int finish(const agent::RunResult &r) {
@@ -206,7 +224,9 @@ void register_run_commands(CLI::App &app, Action &action) {
   run->add_flag("--no-gpu", flags->no_gpu, "skip GPU stages (compile and static checks only)");
   run->add_option("--gpus", flags->gpus, "GPU ordinals for GPU stages (default: all visible)")
       ->delimiter(',');
-  run->add_option("--concurrency", flags->concurrency, "requests in flight per endpoint")
+  run->add_option("--concurrency", flags->concurrency,
+                  "requests in flight per endpoint, per process: with --shard, per shard (config "
+                  "concurrency.in_flight_scope \"run\" divides it by the shard count)")
       ->check(CLI::Range(1, 4096));
   run->add_option("--compile-workers", flags->compile_workers, "parallel CPU-stage workers (default: cores)")
       ->check(CLI::Range(1, 1024));
@@ -219,6 +239,13 @@ void register_run_commands(CLI::App &app, Action &action) {
   run->add_flag("--stream", flags->stream, "use streaming (server-sent events)");
   run->add_option("--progress", flags->progress, "auto | redraw | lines | quiet")
       ->check(CLI::IsMember({"auto", "redraw", "lines", "quiet"}));
+  run->add_option("--shard", flags->shard,
+                  "run only shard I of N (0-based): a deterministic split of the cells (model x task x "
+                  "sample), the same in every process with this config; writes <out>/shard-I where <out> "
+                  "is --out, the config's out_dir or runs/<run id>. Endpoint limits (max_in_flight, "
+                  "--concurrency) hold per shard");
+  run->add_option("--run-id", flags->run_id,
+                  "the run's id (shards of one run share it; default for shards: cfg-<config hash>)");
   run->callback([flags, &action] {
     action.run = [flags]() -> int {
       std::filesystem::path config_file = flags->config_file;

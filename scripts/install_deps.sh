@@ -4,6 +4,7 @@
 # missing, so it is a no-op on a prepared machine (or one without a registry).
 #   PTXBENCH_WITH_CHROMIUM=1  also install chromium (the report HTML test)
 #   PTXBENCH_WITH_CLANG=0     skip clang + its libFuzzer runtime (the fuzz tests then report "skipped")
+#   PTXBENCH_WITH_SLURM=0     skip munge + Slurm (the slurm_cluster test then reports "skipped")
 set -euo pipefail
 
 need_pkgs=()
@@ -24,6 +25,14 @@ have_header CLI/CLI.hpp || need_pkgs+=(libcli11-dev)
 if [ "${PTXBENCH_WITH_CLANG:-1}" = 1 ]; then
   command -v clang++ >/dev/null || need_pkgs+=(clang)
   compgen -G "/usr/lib/llvm-*/lib/clang/*/lib/*/libclang_rt.fuzzer*.a" >/dev/null || need_pkgs+=(libclang-rt-dev)
+fi
+# A private single-node Slurm cluster for the `slurm` CTest label (tests/slurm/slurm_cluster_test.py).
+if [ "${PTXBENCH_WITH_SLURM:-1}" = 1 ]; then
+  have_sbin() { command -v "$1" >/dev/null || [ -x "/usr/sbin/$1" ]; }
+  have_sbin munged || need_pkgs+=(munge)
+  have_sbin slurmctld || need_pkgs+=(slurmctld)
+  have_sbin slurmd || need_pkgs+=(slurmd)
+  command -v sbatch >/dev/null || need_pkgs+=(slurm-client)
 fi
 if [ "${PTXBENCH_WITH_CHROMIUM:-0}" = 1 ] && ! command -v chromium >/dev/null; then
   need_pkgs+=(chromium)

@@ -50,6 +50,11 @@ struct ChildSetup : bp::extend::handler {
     if (limits.open_files > 0) set(RLIMIT_NOFILE, limits.open_files);
     set(RLIMIT_CORE, 0);
     ::signal(SIGPIPE, SIG_DFL);  // we ignore SIGPIPE; ignored dispositions survive exec
+    // A stop meant for the caller (Slurm's scancel or time limit, `docker stop`) signals every process
+    // of the job. The caller decides when a child stops (SIGKILL at its wall-clock limit), so a child
+    // cut short that way never passes for its input's own failure (a compile error, a crashed kernel).
+    ::signal(SIGINT, SIG_IGN);
+    ::signal(SIGTERM, SIG_IGN);
   }
 };
 

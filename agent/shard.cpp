@@ -1,0 +1,154 @@
+#include "agent/shard.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <numeric>
+#include <tuple>
+
+#include <fmt/core.h>
+
+#include "agent/run_config.hpp"
+#include "util/files.hpp"
+
+namespace ptxbench::agent {
+
+namespace {
+
+std::optional<int> parse_int(std::string_view s) {
+  int value = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return value;
+}
+
+std::string escape_part(const std::string &s) {
+  std::string out;
+  for (char c : s) {
+    if (c == ';' || c == '=' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string to_string(InFlightScope scope) {
+  return scope == InFlightScope::run ? "run" : "shard";
+}
+
+std::optional<InFlightScope> in_flight_scope_from_string(std::string_view s) {
+  if (s == "shard") return InFlightScope::shard;
+  if (s == "run") return InFlightScope::run;
+  return std::nullopt;
+}
+
+util::Expected<ShardSpec> parse_shard_spec(std::string_view text) {
+  const auto slash = text.find('/');
+  if (slash == std::string_view::npos)
+    return util::unexpected(fmt::format("--shard {}: expected I/N (e.g. 0/4: the first of 4 shards)", text));
+  const auto index = parse_int(text.substr(0, slash));
+  const auto count = parse_int(text.substr(slash + 1));
+  if (!index || !count)
+    return util::unexpected(fmt::format("--shard {}: I and N must be integers (e.g. 0/4)", text));
+  if (*count < 1 || *count > 100000)
+    return util::unexpected(fmt::format("--shard {}: N must be between 1 and 100000", text));
+  if (*index < 0 || *index >= *count)
+    return util::unexpected(
+        fmt::format("--shard {}: I must be between 0 and N-1 = {} (shards count from 0, like Slurm "
+                    "array task ids)",
+                    text, *count - 1));
+  return ShardSpec{*index, *count};
+}
+
+std::string to_string(const ShardSpec &spec) {
+  return fmt::format("{}/{}", spec.index, spec.count);
+}
+
+std::string CellIdentity::key() const {
+  std::string out;
+  for (const auto &[name, value] : dimensions) {
+    if (!out.empty()) out += ';';
+    out += escape_part(name) + '=' + escape_part(value);
+  }
+  return out;
+}
+
+CellIdentity trajectory_cell(const std::string &model, const std::string &task_id, int sample,
+                             const std::string &variant) {
+  CellIdentity cell{{{"model", model}, {"task", task_id}, {"sample", std::to_string(sample)}}};
+  if (!variant.empty()) cell.dimensions["variant"] = variant;  // runs without variants keep their split
+  return cell;
+}
+
+std::vector<int> assign_shards(const std::vector<CellIdentity> &cells, int count) {
+  std::vector<std::string> keys;
+  keys.reserve(cells.size());
+  for (const auto &c : cells) keys.push_back(c.key());
+  std::vector<std::string> hashes;  // fixed-width hex: string order is numeric order
+  hashes.reserve(keys.size());
+  for (const auto &k : keys) hashes.push_back(util::fnv1a64_hex(k));
+  std::vector<std::size_t> order(cells.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::tie(hashes[a], keys[a]) < std::tie(hashes[b], keys[b]);
+  });
+  std::vector<int> shard(cells.size(), 0);
+  const int n = std::max(1, count);
+  for (std::size_t rank = 0; rank < order.size(); ++rank) shard[order[rank]] = static_cast<int>(rank % n);
+  return shard;
+}
+
+std::string config_hash(const RunConfig &config) {
+  nlohmann::json j = config.to_json();
+  j.erase("out_dir");
+  if (auto it = j.find("concurrency"); it != j.end() && it->is_object()) {
+    it->erase("compile_workers");
+    it->erase("gpus");
+    it->erase("in_flight_scope");
+  }
+  if (auto it = j.find("evaluator"); it != j.end() && it->is_object()) {
+    it->erase("worker_path");
+    it->erase("lock_dir");
+  }
+  if (auto it = j.find("endpoints"); it != j.end() && it->is_array()) {
+    for (auto &e : *it) {
+      if (e.is_object()) e.erase("max_in_flight");
+    }
+  }
+  // nlohmann's objects are ordered maps: dump() is canonical for equal content.
+  return util::fnv1a64_hex(j.dump());
+}
+
+int effective_max_in_flight(const RunConfig &config, int endpoint_max) {
+  if (!config.shard || config.concurrency.in_flight_scope == InFlightScope::shard) return endpoint_max;
+  return std::max(1, endpoint_max / std::max(1, config.shard->count));
+}
+
+nlohmann::json shard_json(const ShardSpec &spec, const std::string &hash, std::size_t cells,
+                          std::size_t cells_total) {
+  return {{"index", spec.index},
+          {"count", spec.count},
+          {"config_hash", hash},
+          {"cells", cells},
+          {"cells_total", cells_total},
+          {"split", "cells ranked by (fnv1a64(identity), identity); rank r -> shard r mod count"}};
+}
+
+std::optional<ShardSpec> shard_spec_from_run_json(const nlohmann::json &run_json) {
+  if (!run_json.is_object()) return std::nullopt;
+  auto it = run_json.find("shard");
+  if (it == run_json.end() || !it->is_object()) return std::nullopt;
+  const auto index = it->find("index");
+  const auto count = it->find("count");
+  if (index == it->end() || count == it->end() || !index->is_number_integer() || !count->is_number_integer())
+    return std::nullopt;
+  ShardSpec spec{index->get<int>(), count->get<int>()};
+  if (spec.count < 1 || spec.index < 0 || spec.index >= spec.count) return std::nullopt;
+  return spec;
+}
+
+std::string default_shard_run_id(const RunConfig &config) {
+  return "cfg-" + config_hash(config);
+}
+
+}  // namespace ptxbench::agent

@@ -1,0 +1,77 @@
+// Sharding one run over several processes (`ptxbench run --shard I/N`): every
+// process started with the same config computes the same split of the run's
+// cells (model × task × sample) and runs only its own part, in its own run
+// directory. The run id and a hash of the config tie the shards together, so
+// reports, exports and `merge` can refuse to mix shards of different runs.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "util/expected.hpp"
+
+namespace ptxbench::agent {
+
+struct RunConfig;
+
+/// Whom an endpoint's max_in_flight limits when a run is sharded.
+enum class InFlightScope {
+  shard,  ///< each shard process (N shards send up to N x max_in_flight requests at once)
+  run,    ///< the whole run: each of N shards gets max_in_flight / N (at least 1)
+};
+std::string to_string(InFlightScope);
+std::optional<InFlightScope> in_flight_scope_from_string(std::string_view);
+
+/// This process's part of a run: shard `index` of `count` (0 <= index < count).
+struct ShardSpec {
+  int index = 0;
+  int count = 1;
+  bool operator==(const ShardSpec &) const = default;
+};
+
+/// "I/N" (e.g. "2/8"); the error says what is wrong.
+util::Expected<ShardSpec> parse_shard_spec(std::string_view text);
+std::string to_string(const ShardSpec &spec);
+
+/// The identity of one cell: named dimensions. Only the names and values enter the split, never the
+/// position of a model or task in the config's lists, so reordering the config keeps the split and a new
+/// dimension (e.g. a prompt variant) joins by adding a named entry.
+struct CellIdentity {
+  std::map<std::string, std::string> dimensions;  ///< e.g. {model: ..., task: ..., sample: "3"}
+  /// "model=...;sample=...;task=..." in name order (values with ';', '=' or '\\' escaped).
+  std::string key() const;
+};
+/// The cell of one trajectory; `variant` ("" in a run without variants) joins as one more dimension.
+CellIdentity trajectory_cell(const std::string &model, const std::string &task_id, int sample,
+                             const std::string &variant = "");
+
+/// The shard of each cell, in input order. Cells are ranked by (FNV-1a 64 of key, key) and rank r goes
+/// to shard r mod count: deterministic, independent of list order, and the shards' sizes differ by at
+/// most one. The same set of cells gives the same answer in every process.
+std::vector<int> assign_shards(const std::vector<CellIdentity> &cells, int count);
+
+/// 16 hex digits over the parts of the config that decide what the cells compute (models, sampling,
+/// tasks, turns, history, stop rule, budgets, evaluator settings). Per-process settings are left out:
+/// out_dir, compile workers, GPU ordinals, worker and lock paths, requests in flight and their scope.
+std::string config_hash(const RunConfig &config);
+
+/// Requests in flight to `endpoint_max` for this process: the endpoint's limit when limits hold per
+/// shard (the default); with in_flight_scope "run", the limit divided by the shard count (at least 1).
+int effective_max_in_flight(const RunConfig &config, int endpoint_max);
+
+/// run.json's "shard" object: {index, count, config_hash, cells, cells_total, split}.
+nlohmann::json shard_json(const ShardSpec &spec, const std::string &config_hash, std::size_t cells,
+                          std::size_t cells_total);
+/// Reads run.json's "shard" object back (nullopt when the run is not a shard or the object is malformed).
+std::optional<ShardSpec> shard_spec_from_run_json(const nlohmann::json &run_json);
+
+/// The default run id of shards started without --run-id: the same in every process with this config.
+std::string default_shard_run_id(const RunConfig &config);
+
+}  // namespace ptxbench::agent
