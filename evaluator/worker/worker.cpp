@@ -928,7 +928,17 @@ class Worker {
                                         seconds_since(start)));
       return;
     }
-    json figures = detail::execution_figures(job_.sass, job_.targets, counts.counts, w.spec.flops);
+    // The largest TMA box of the launch: an upper bound on what one UTMALDG moves (which map a PC uses
+    // is not in the SASS), so a token TMA load is judged generously and still cannot pass.
+    double box_bytes = 0;
+    for (const auto &p : w.launch.params) {
+      if (p.kind != "tensor_map") continue;
+      double elems = 1;
+      for (auto b : p.box) elems *= static_cast<double>(b);
+      for (const auto &t : w.spec.tensors)
+        if (t.name == p.name) box_bytes = std::max(box_bytes, elems * static_cast<double>(size_of(t.type)));
+    }
+    json figures = detail::execution_figures(job_.sass, job_.targets, counts.counts, w.spec.flops, box_bytes);
     figures["workload"] = w.spec.name;
     figures["dropped_records"] = counts.dropped_records;
     // The busiest opcode families, named when a target did only part of the work.
@@ -958,6 +968,9 @@ class Worker {
                 fmt_num(w.spec.flops) + " FLOPs";
         if (share < 0.99) line += " (the rest ran on other units; top opcodes: " + top_text + ")";
       }
+      if (t["executed"].get<bool>() && t.contains("byte_share") && t["byte_share"].is_number())
+        line += " loading " + util::percent_text(t["byte_share"].get<double>()) +
+                " of the bytes read from global memory (at most, counting every box at the largest size)";
       diagnostics.push_back(diag(line, t["executed"].get<bool>() ? "note" : "warning"));
       summary += (summary.empty() ? "" : "; ") + line;
     }
