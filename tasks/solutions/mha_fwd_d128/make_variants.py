@@ -173,9 +173,14 @@ def main():
     write_variant(
         "mha_fwd_d128/wgmma_tma", "mha_fwd_d128/probe_dead_wgmma",
         "// PROBE (dead target): both matmuls run on mma.sync; the wgmma paths stay in the binary on branches\n"
-        "// guarded by a shared-memory address equal to 0xFFFFFFFF, which never happens (HGMMA in SASS, run 0 times).\n",
-        [(QK_WGMMA, "  if (k_tile == 0xFFFFFFFFu) {\n" + QK_WGMMA + "  } else\n" + QK_MMA_SYNC),
-         (PV_WGMMA, "      if (v_tile == 0xFFFFFFFFu) {\n" + PV_WGMMA + "      } else\n" + PV_MMA_SYNC),
+        "// guarded by S == 0xFFFFFFFF (a kernel parameter no workload sets, so no compiler can fold the branch\n"
+        "// away): HGMMA in the SASS, executed 0 times.\n",
+        [(QK_WGMMA, "  if (S == 0xFFFFFFFFu) {\n" + QK_WGMMA + "  } else\n" + QK_MMA_SYNC),
+         (PV_WGMMA, "      if (S == 0xFFFFFFFFu) {\n" + PV_WGMMA + "      } else\n" + PV_MMA_SYNC),
+         ("void issue_qk(float (&s)[64], uint32_t q_tile, uint32_t k_tile) {",
+          "void issue_qk(float (&s)[64], uint32_t q_tile, uint32_t k_tile, uint32_t S) {"),
+         ("issue_qk(s, q_tile, k_smem);", "issue_qk(s, q_tile, k_smem, S);"),
+         ("issue_qk(s, q_tile, k_smem + next * kTileBytes);", "issue_qk(s, q_tile, k_smem + next * kTileBytes, S);"),
          RELEASE_FIRST, RELEASE_LOOP], manifest=True)
     write_variant(
         "mha_fwd_d128/wgmma_tma", "mha_fwd_d128/probe_lse_unwritten",
