@@ -239,7 +239,8 @@ TEST_CASE("targets_executed_axis: not measured when the stage did not run or the
 }
 
 // The opcodes ptxas really emits for the committed solutions, read by our parser.
-TEST_CASE("committed GEMM solutions: every tensor-core opcode in their SASS has a known shape") {
+TEST_CASE(
+    "committed GEMM and attention solutions: every tensor-core opcode in their SASS has a known shape") {
   const auto ptxas = ev::find_ptxas();
   const auto dis = ev::find_disassembler();
   if (!ptxas || !dis) {
@@ -250,12 +251,19 @@ TEST_CASE("committed GEMM solutions: every tensor-core opcode in their SASS has 
     const char *folder, *opcode;
     double flops;
     int threads;
+    int count;  // static count of that opcode in the SASS, or -1 for "any"
   };
-  for (const Solution &s : {Solution{"wgmma_tma", "HGMMA.64x256x16.F32.BF16", 2.0 * 64 * 256 * 16, 128},
-                            Solution{"mma_sync", "HMMA.16816.F32.BF16", 2.0 * 16 * 8 * 16, 32}}) {
+  const double hgmma128 = 2.0 * 64 * 128 * 16;
+  for (const Solution &s :
+       {Solution{"gemm_n7168_k5120/wgmma_tma", "HGMMA.64x256x16.F32.BF16", 2.0 * 64 * 256 * 16, 128, -1},
+        Solution{"gemm_n7168_k5120/mma_sync", "HMMA.16816.F32.BF16", 2.0 * 16 * 8 * 16, 32, -1},
+        // Attention forward: 8 Q·Kᵀ wgmmas for the first tile, 8 in the loop, 8 P·V (A from registers).
+        Solution{"mha_fwd_d128/wgmma_tma", "HGMMA.64x128x16.F32.BF16", hgmma128, 128, 24},
+        Solution{"mha_fwd_d128_causal/wgmma_tma", "HGMMA.64x128x16.F32.BF16", hgmma128, 128, 24},
+        // The dead-branch probe keeps all 24 in the SASS (executed 0 times on a GPU).
+        Solution{"mha_fwd_d128/probe_dead_wgmma", "HGMMA.64x128x16.F32.BF16", hgmma128, 128, 24}}) {
     CAPTURE(s.folder);
-    const fs::path ptx_path =
-        fs::path(PTXBENCH_SOURCE_DIR) / "tasks/solutions/gemm_n7168_k5120" / s.folder / "kernel.ptx";
+    const fs::path ptx_path = fs::path(PTXBENCH_SOURCE_DIR) / "tasks/solutions" / s.folder / "kernel.ptx";
     const auto ptx = ptxbench::util::read_file(ptx_path);
     REQUIRE_MESSAGE(ptx.has_value(), error_of(ptx));
     ptxbench::util::TempDir dir("ptxbench-test");
@@ -266,16 +274,32 @@ TEST_CASE("committed GEMM solutions: every tensor-core opcode in their SASS has 
     REQUIRE_MESSAGE(text.has_value(), error_of(text));
     int mmas = 0;
     for (const auto &i : ev::parse_sass_listing(*text).instructions) {
-      if (i.family != "HGMMA" && i.family != "HMMA") continue;
+      if (i.opcode != s.opcode) continue;
       ++mmas;
-      CHECK(i.opcode == s.opcode);
       const auto w = wd::mma_work(i.opcode);
       REQUIRE_MESSAGE(w.has_value(), i.opcode);
       CHECK(w->flops_per_op == s.flops);
       CHECK(w->threads_per_op == s.threads);
     }
     CHECK(mmas > 0);
+    if (s.count >= 0) CHECK(mmas == s.count);
   }
+  // The half-share probe: 16 HGMMA (Q·Kᵀ) beside 128 HMMA (P·V: 8 k-steps x 16 n-tiles per warp).
+  const auto ptx = ptxbench::util::read_file(fs::path(PTXBENCH_SOURCE_DIR) /
+                                             "tasks/solutions/mha_fwd_d128/probe_pv_mma_sync/kernel.ptx");
+  REQUIRE(ptx.has_value());
+  ptxbench::util::TempDir dir("ptxbench-test");
+  const auto run = ev::run_ptxas(*ptxas, *ptx, "sm_90a", dir.path(), {});
+  REQUIRE((run.has_value() && run->ok));
+  const auto text = ev::disassemble_cubin(*dis, dir.path() / "kernel.cubin", {});
+  REQUIRE(text.has_value());
+  int hgmma = 0, hmma = 0;
+  for (const auto &i : ev::parse_sass_listing(*text).instructions) {
+    hgmma += i.opcode == "HGMMA.64x128x16.F32.BF16";
+    hmma += i.opcode == "HMMA.16816.F32.BF16";
+  }
+  CHECK(hgmma == 16);
+  CHECK(hmma == 128);
 }
 
 // ---- Attention: FLOP accounting, the half-share rule and the TMA byte-share rule -------------------------
