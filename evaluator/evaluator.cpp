@@ -253,6 +253,7 @@ json EvaluatorSettings::to_json() const {
               {"run_gpu", run_gpu},
               {"run_sanitizer", run_sanitizer},
               {"min_target_work_share", min_target_work_share},
+              {"min_tma_byte_share", min_tma_byte_share},
               {"device", device},
               {"worker_path", worker_path.string()},
               {"ptxas_path", ptxas_path.string()},

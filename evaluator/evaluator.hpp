@@ -85,7 +85,14 @@ struct EvaluatorSettings {
   /// Fraction (0..1) of the instrumented workload's FLOPs that a tensor-core target's executed
   /// instructions must do for the target to count as executed (a wgmma run once beside an FFMA GEMM does
   /// not).
-  double min_target_work_share = 0.5;
+  /// 0.75 sits between the two ways attention can split its two matmuls: both on the target (share ~1,
+  /// above 1 with causal diagonal tiles computed whole) and one of them elsewhere (share ~0.5), which
+  /// does not count as doing the task on the target.
+  double min_target_work_share = 0.75;
+  /// Fraction (0..1) of the bytes read from global memory that a TMA-load target must deliver (figure
+  /// byte_share: UTMALDG executions x the largest manifest box, against plain LDG/LDGSTS/LD bytes) for it
+  /// to count as executed: one token box of Q beside K and V streamed by plain loads does not.
+  double min_tma_byte_share = 0.5;
   int device = 0;                           ///< CUDA device ordinal for the GPU stage
   std::filesystem::path worker_path;        ///< empty = next to the ptxbench executable
   std::filesystem::path ptxas_path;         ///< empty = PATH, then /usr/local/cuda/bin/ptxas

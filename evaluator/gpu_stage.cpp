@@ -557,8 +557,8 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   }
   // Executed means run AND doing the work: a target that ran but did too little of the task's
   // FLOPs (e.g. one wgmma beside an FFMA loop) fails the axis and is named in a warning.
-  const detail::TargetsExecutedAxis executed =
-      detail::targets_executed_axis(v.execution, !task.targets.empty(), settings.min_target_work_share);
+  const detail::TargetsExecutedAxis executed = detail::targets_executed_axis(
+      v.execution, !task.targets.empty(), settings.min_target_work_share, settings.min_tma_byte_share);
   v.axes.targets_executed = executed.value;
   for (const auto &line : executed.shortfalls)
     v.execution.diagnostics.push_back({"warning", line, std::nullopt});

@@ -10,7 +10,10 @@
 #   GPU_CHECK_SKIP_BUILD=1  use an existing build
 #   GPU_CHECK_CTEST_REGEX=  restrict ctest -L gpu to tests matching this regex
 #   GPU_CHECK_SOLUTIONS=    space-separated globs under tasks/solutions (default "gemm_*/*";
-#                           "none" = no evaluations), e.g. "gemm_*/* mha_*/*"
+#                           "none" = no evaluations), e.g. "gemm_*/* mha_*/*". The table prints per
+#                           task x solution: status, the three axes, per target its warp executions and
+#                           work share (FLOPs) or byte share (TMA), candidate and library ms, speedup,
+#                           TFLOP/s, whether the verdict matches the folder's expected.json, wall time
 #   GPU_CHECK_SKIP_CTEST=1  skip the test label
 #   GPU_CHECK_CMAKE_ARGS=   extra configure arguments (e.g. -DPTXBENCH_CUDNN_FRONTEND_INCLUDE=DIR offline)
 #   GPU_CHECK_BENCH=1       also bench_eval (median of 5) on gemm_n7168_k5120/wgmma_tma, the
@@ -72,10 +75,41 @@ for resp in "${responses[@]}"; do
   printf '%s\t%s\t%s\n' "$task" "$sol" "$(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.2f", b - a}')" >>"$OUT/walls.tsv"
 done
 
-python3 - "$OUT" <<'PY'
+python3 - "$OUT" "$ROOT/tasks/solutions" <<'PY'
 import json, os, sys
-out = sys.argv[1]
+out, solutions = sys.argv[1], sys.argv[2]
 rows, notes = [], []
+
+def expectation(task, sol, v):
+    """'yes' when the verdict matches tasks/solutions/<task>/expected.json, else what differs; '-' if none."""
+    try:
+        exp = json.load(open(os.path.join(solutions, task, "expected.json"))).get(sol)
+    except (OSError, ValueError):
+        exp = None
+    if not exp:
+        return "-"
+    bad = []
+    if "status" in exp and exp["status"] != v["status"]:
+        bad.append(f"status {v['status']}")
+    for axis in ("correct", "targets_executed"):
+        if axis in exp and exp[axis] != v["axes"][axis]:
+            bad.append(f"{axis} {v['axes'][axis]}")
+    spd = v["axes"]["speedup"]
+    if "min_speedup" in exp and (spd is None or spd < exp["min_speedup"]):
+        bad.append(f"speedup {spd}")
+    if "max_speedup" in exp and (spd is None or spd > exp["max_speedup"]):
+        bad.append(f"speedup {spd}")
+    targets = {t["name"]: t for t in v["stages"]["execution"]["figures"].get("targets", [])}
+    for name, want in exp.get("target_detail", {}).items():
+        got = targets.get(name, {})
+        for key, value in want.items():
+            field, op = (key[4:], min) if key.startswith("min_") else (key[4:], max) if key.startswith("max_") else (key, None)
+            have = got.get(field)
+            ok = have == value if op is None else (have is not None and (have >= value if op is min else have <= value))
+            if not ok:
+                bad.append(f"{name}.{field} {have}")
+    return "yes" if not bad else "NO: " + ", ".join(bad)
+
 for line in open(os.path.join(out, "walls.tsv")):
     task, sol, wall = line.rstrip("\n").split("\t")
     path = os.path.join(out, "verdicts", f"{task}.{sol}.json")
@@ -83,30 +117,37 @@ for line in open(os.path.join(out, "walls.tsv")):
         v = json.load(open(path))
     except Exception as e:
         err = open(path.replace(".json", ".err")).read().strip().splitlines()
-        rows.append((task, sol, "error", "-", (err[-1] if err else str(e))[:60], "-", "-", "-", "-", float(wall)))
+        rows.append((task, sol, "error", "-", "-", "-", (err[-1] if err else str(e))[:60], "-", "-", "-", "-", "-",
+                     float(wall)))
         continue
     st = v["stages"]
     ex = st["execution"]["figures"].get("targets", [])
     def target_text(t):
-        share = t.get("work_share")
+        share, bshare = t.get("work_share"), t.get("byte_share")
         return (f"{t['name']}:{t['warp_executions']}{'' if t['present_in_sass'] else '(absent)'}"
-                + ("" if share is None else f"(share {share:.3g})"))
+                + ("" if share is None else f"(work {share:.3g})")
+                + ("" if bshare is None else f"(bytes {bshare:.3g})"))
     targets = " ".join(target_text(t) for t in ex) or st["execution"]["status"]
     san = st.get("sanitizer", {})
     if san.get("status", "skipped") != "skipped" or san.get("diagnostics"):
         d = (san.get("diagnostics") or [{}])[0]
         notes.append(f"{task}/{sol}: sanitizer {san.get('status')} line_info={san.get('figures', {}).get('line_info')}"
                      f" line={d.get('line')}: {str(d.get('text', san.get('summary', '')))[:200]}")
+    for d in st["execution"].get("diagnostics", []):
+        if d.get("severity") == "warning":
+            notes.append(f"{task}/{sol}: execution: {str(d.get('text'))[:240]}")
     tw = st["timing"]["figures"].get("workloads", [])
     cand = "/".join(f"{w['candidate_ms']:.3f}" for w in tw) or "-"
     lib = "/".join(f"{w['library_ms']:.3f}" for w in tw) or "-"
     spd = "/".join(f"{w['speedup']:.3f}" for w in tw) or "-"
     tfl = "/".join(f"{w['candidate_tflops']:.0f}" for w in tw) or "-"
-    correct = v["axes"]["correct"]
-    rows.append((task, sol, v["status"], "-" if correct is None else str(correct).lower(), targets, cand, lib, spd,
-                 tfl, float(wall)))
-hdr = ("task", "solution", "status", "correct", "targets executed (warp instr.)", "cand ms", "library ms",
-       "speedup", "TFLOP/s", "wall s")
+    ax = v["axes"]
+    text = lambda b: "-" if b is None else str(b).lower()
+    rows.append((task, sol, v["status"], text(ax["correct"]), text(ax["targets_executed"]),
+                 "-" if ax["speedup"] is None else f"{ax['speedup']:.3f}", targets, cand, lib, spd, tfl,
+                 expectation(task, sol, v), float(wall)))
+hdr = ("task", "solution", "status", "correct", "targets", "speedup", "targets executed (warp instr., work/byte share)",
+       "cand ms", "library ms", "speedup/wl", "TFLOP/s", "as expected", "wall s")
 w = [max(len(str(r[i])) if not isinstance(r[i], float) else 6 for r in rows + [hdr]) for i in range(len(hdr))]
 fmt = lambda r: "  ".join((f"{r[i]:.2f}" if isinstance(r[i], float) else str(r[i])).ljust(w[i]) for i in range(len(r)))
 with open(os.path.join(out, "verdict_table.txt"), "w") as f:

@@ -12,9 +12,13 @@
 
 #include "evaluator/compile.hpp"
 #include "evaluator/detail/execution_axis.hpp"
+#include "evaluator/evaluator.hpp"
 #include "evaluator/sass.hpp"
 #include "evaluator/worker/detail/execution_figures.hpp"
+#include "evaluator/worker/detail/speed_of_light.hpp"
+#include "tasks/task.hpp"
 #include "util/files.hpp"
+#include "util/int_expr.hpp"
 #include "util/strings.hpp"
 
 namespace fs = std::filesystem;
@@ -235,7 +239,8 @@ TEST_CASE("targets_executed_axis: not measured when the stage did not run or the
 }
 
 // The opcodes ptxas really emits for the committed solutions, read by our parser.
-TEST_CASE("committed GEMM solutions: every tensor-core opcode in their SASS has a known shape") {
+TEST_CASE(
+    "committed GEMM and attention solutions: every tensor-core opcode in their SASS has a known shape") {
   const auto ptxas = ev::find_ptxas();
   const auto dis = ev::find_disassembler();
   if (!ptxas || !dis) {
@@ -246,12 +251,19 @@ TEST_CASE("committed GEMM solutions: every tensor-core opcode in their SASS has 
     const char *folder, *opcode;
     double flops;
     int threads;
+    int count;  // static count of that opcode in the SASS, or -1 for "any"
   };
-  for (const Solution &s : {Solution{"wgmma_tma", "HGMMA.64x256x16.F32.BF16", 2.0 * 64 * 256 * 16, 128},
-                            Solution{"mma_sync", "HMMA.16816.F32.BF16", 2.0 * 16 * 8 * 16, 32}}) {
+  const double hgmma128 = 2.0 * 64 * 128 * 16;
+  for (const Solution &s :
+       {Solution{"gemm_n7168_k5120/wgmma_tma", "HGMMA.64x256x16.F32.BF16", 2.0 * 64 * 256 * 16, 128, -1},
+        Solution{"gemm_n7168_k5120/mma_sync", "HMMA.16816.F32.BF16", 2.0 * 16 * 8 * 16, 32, -1},
+        // Attention forward: 8 Q·Kᵀ wgmmas for the first tile, 8 in the loop, 8 P·V (A from registers).
+        Solution{"mha_fwd_d128/wgmma_tma", "HGMMA.64x128x16.F32.BF16", hgmma128, 128, 24},
+        Solution{"mha_fwd_d128_causal/wgmma_tma", "HGMMA.64x128x16.F32.BF16", hgmma128, 128, 24},
+        // The dead-branch probe keeps all 24 in the SASS (executed 0 times on a GPU).
+        Solution{"mha_fwd_d128/probe_dead_wgmma", "HGMMA.64x128x16.F32.BF16", hgmma128, 128, 24}}) {
     CAPTURE(s.folder);
-    const fs::path ptx_path =
-        fs::path(PTXBENCH_SOURCE_DIR) / "tasks/solutions/gemm_n7168_k5120" / s.folder / "kernel.ptx";
+    const fs::path ptx_path = fs::path(PTXBENCH_SOURCE_DIR) / "tasks/solutions" / s.folder / "kernel.ptx";
     const auto ptx = ptxbench::util::read_file(ptx_path);
     REQUIRE_MESSAGE(ptx.has_value(), error_of(ptx));
     ptxbench::util::TempDir dir("ptxbench-test");
@@ -262,14 +274,237 @@ TEST_CASE("committed GEMM solutions: every tensor-core opcode in their SASS has 
     REQUIRE_MESSAGE(text.has_value(), error_of(text));
     int mmas = 0;
     for (const auto &i : ev::parse_sass_listing(*text).instructions) {
-      if (i.family != "HGMMA" && i.family != "HMMA") continue;
+      if (i.opcode != s.opcode) continue;
       ++mmas;
-      CHECK(i.opcode == s.opcode);
       const auto w = wd::mma_work(i.opcode);
       REQUIRE_MESSAGE(w.has_value(), i.opcode);
       CHECK(w->flops_per_op == s.flops);
       CHECK(w->threads_per_op == s.threads);
     }
     CHECK(mmas > 0);
+    if (s.count >= 0) CHECK(mmas == s.count);
   }
+  // The half-share probe: 16 HGMMA (Q·Kᵀ) beside 128 HMMA (P·V: 8 k-steps x 16 n-tiles per warp).
+  const auto ptx = ptxbench::util::read_file(fs::path(PTXBENCH_SOURCE_DIR) /
+                                             "tasks/solutions/mha_fwd_d128/probe_pv_mma_sync/kernel.ptx");
+  REQUIRE(ptx.has_value());
+  ptxbench::util::TempDir dir("ptxbench-test");
+  const auto run = ev::run_ptxas(*ptxas, *ptx, "sm_90a", dir.path(), {});
+  REQUIRE((run.has_value() && run->ok));
+  const auto text = ev::disassemble_cubin(*dis, dir.path() / "kernel.cubin", {});
+  REQUIRE(text.has_value());
+  int hgmma = 0, hmma = 0;
+  for (const auto &i : ev::parse_sass_listing(*text).instructions) {
+    hgmma += i.opcode == "HGMMA.64x128x16.F32.BF16";
+    hmma += i.opcode == "HMMA.16816.F32.BF16";
+  }
+  CHECK(hgmma == 16);
+  CHECK(hmma == 128);
+}
+
+// ---- Attention: FLOP accounting, the half-share rule and the TMA byte-share rule -------------------------
+
+namespace {
+
+// The task's FLOPs for its headline workload, from the task JSON's formula.
+double task_flops(const std::string &id) {
+  const auto task = ptxbench::tasks::load_task_file(fs::path(PTXBENCH_SOURCE_DIR) / "tasks" / (id + ".json"));
+  REQUIRE_MESSAGE(task.has_value(), error_of(task));
+  const auto v = ptxbench::util::evaluate_int_expression(task->flops, task->workloads.at(0).symbols);
+  REQUIRE_MESSAGE(v.has_value(), error_of(v));
+  return static_cast<double>(*v);
+}
+
+// The attention wgmma_tma forward's SASS shape: one 64x128x16 HGMMA PC per k-step (8 for S = Q·Kᵀ, 8 for
+// O += P·V, issued by the 4 warps of each consumer warpgroup), a UTMALDG for every 64x128 box, FFMA/MUFU
+// for the softmax. `pv_opcode` lets a probe move P·V to mma.sync.
+std::vector<SassInstruction> attention_listing(const std::string &pv_opcode) {
+  std::vector<SassInstruction> l = {inst(0x000, "UTMALDG.3D"), inst(0x010, "LDG.E.128")};
+  for (std::uint32_t k = 0; k < 8; ++k) l.push_back(inst(0x100 + 0x10 * k, "HGMMA.64x128x16.F32.BF16"));
+  for (std::uint32_t k = 0; k < 8; ++k) l.push_back(inst(0x200 + 0x10 * k, pv_opcode));
+  l.push_back(inst(0x300, "MUFU.EX2"));
+  return l;
+}
+
+const std::vector<TargetSpec> kAttentionTargets = {{"wgmma", {"HGMMA"}}, {"tma_load", {"UTMALDG"}}};
+
+// Per-PC counts of one forward at B=4, H=48, S=4096, D=128 with 128x128 tiles: `tiles` key tiles summed
+// over the 6144 blocks, each block's two consumer warpgroups issuing every HGMMA PC once per tile from 4
+// warps (32 threads on). P·V on mma.sync: each of the 8 warps runs 16 m16n8k16 per k-step PC instead.
+std::vector<wd::PcCount> attention_counts(std::uint64_t tiles, bool pv_on_hmma, std::uint64_t tma_boxes,
+                                          std::uint64_t ldg128_threads) {
+  std::vector<wd::PcCount> c;
+  const std::uint64_t warps = tiles * 2 * 4;
+  for (std::uint32_t k = 0; k < 8; ++k) c.push_back({"gemm", 0x100 + 0x10 * k, warps, warps * 32});
+  const std::uint64_t pv_warps = pv_on_hmma ? warps * 16 : warps;
+  for (std::uint32_t k = 0; k < 8; ++k) c.push_back({"gemm", 0x200 + 0x10 * k, pv_warps, pv_warps * 32});
+  c.push_back({"gemm", 0x000, tma_boxes, tma_boxes});
+  if (ldg128_threads) c.push_back({"gemm", 0x010, ldg128_threads / 32, ldg128_threads});
+  c.push_back({"gemm", 0x300, warps * 64, warps * 64 * 32});
+  return c;
+}
+
+constexpr std::uint64_t kBlocks = 32 * 192;       // ceil(S/128) x B*H
+constexpr double kBoxBytes = 64.0 * 128 * 1 * 2;  // the manifest's box [64, 128, 1] of bf16
+
+}  // namespace
+
+TEST_CASE("attention FLOP accounting: forward 4·B·H·S²·D, causal half of it, backward 2.5x forward") {
+  const double fwd = task_flops("mha_fwd_d128"), causal = task_flops("mha_fwd_d128_causal");
+  const double bwd = task_flops("mha_bwd_d128"), bwd_causal = task_flops("mha_bwd_d128_causal");
+  CHECK(fwd == 4.0 * 4 * 48 * 4096.0 * 4096 * 128);  // two matmuls of 2·S²·D per head
+  CHECK(causal == doctest::Approx(fwd / 2));
+  CHECK(bwd == doctest::Approx(2.5 * fwd));  // five matmuls against two
+  CHECK(bwd_causal == doctest::Approx(bwd / 2));
+
+  // The counts the H200 measured for mha_fwd_d128/wgmma_tma (25165824 HGMMA warp executions): every key
+  // tile of every block, 32 per block.
+  const json full = wd::execution_figures(attention_listing("HGMMA.64x128x16.F32.BF16"), kAttentionTargets,
+                                          attention_counts(kBlocks * 32, false, kBlocks * 130, 0), fwd);
+  CHECK(target(full, "wgmma")["warp_executions"] == 25165824);
+  CHECK(target(full, "wgmma")["work_share"].get<double>() == doctest::Approx(1.0));
+  // Causal with whole 128x128 diagonal tiles: 32·33/2 = 528 tiles per head instead of 512 (measured:
+  // 12976128 HGMMA warp executions, work share 1.03125).
+  const std::uint64_t causal_tiles = 192 * 528;
+  const json tri =
+      wd::execution_figures(attention_listing("HGMMA.64x128x16.F32.BF16"), kAttentionTargets,
+                            attention_counts(causal_tiles, false, 192 * (2 * 32 + 4 * 528), 0), causal);
+  CHECK(target(tri, "wgmma")["warp_executions"] == 12976128);
+  CHECK(target(tri, "wgmma")["work_share"].get<double>() == doctest::Approx(528.0 / 512));
+  // The full square computed then masked: twice the causal FLOPs.
+  const json square = wd::execution_figures(attention_listing("HGMMA.64x128x16.F32.BF16"), kAttentionTargets,
+                                            attention_counts(kBlocks * 32, false, kBlocks * 130, 0), causal);
+  CHECK(target(square, "wgmma")["work_share"].get<double>() == doctest::Approx(2.0));
+  const ev::EvaluatorSettings settings;
+  for (const json *f : {&full, &tri, &square})
+    CHECK(ev::detail::targets_executed_axis(ok_execution(*f), true, settings.min_target_work_share,
+                                            settings.min_tma_byte_share)
+              .value == true);
+}
+
+TEST_CASE("half the FLOPs on the target: Q·Kᵀ on wgmma with P·V on mma.sync fails, both sides tested") {
+  const ev::EvaluatorSettings settings;
+  REQUIRE(settings.min_target_work_share > 0.55);  // the rule: half is not enough...
+  REQUIRE(settings.min_target_work_share < 0.95);  // ...and an honest kernel has margin above it
+  const double fwd = task_flops("mha_fwd_d128"), causal = task_flops("mha_fwd_d128_causal");
+  const auto listing = attention_listing("HMMA.16816.F32.BF16");
+  // Measured on the H200 (probe_pv_mma_sync): wgmma 12582912 warp executions, work share 0.5.
+  const json half = wd::execution_figures(listing, kAttentionTargets,
+                                          attention_counts(kBlocks * 32, true, kBlocks * 130, 0), fwd);
+  CHECK(target(half, "wgmma")["warp_executions"] == 12582912);
+  CHECK(target(half, "wgmma")["work_share"].get<double>() == doctest::Approx(0.5));
+  CHECK(half["tensor_core_work_share"].get<double>() == doctest::Approx(1.0));  // the rest is on HMMA
+  auto axis = ev::detail::targets_executed_axis(ok_execution(half), true, settings.min_target_work_share,
+                                                settings.min_tma_byte_share);
+  CHECK(axis.value == false);
+  REQUIRE(axis.shortfalls.size() == 1);
+  CHECK(axis.shortfalls[0].find("did 50% of the task's FLOPs") != std::string::npos);
+  CHECK(axis.shortfalls[0].find("HMMA") != std::string::npos);
+  // Causal, diagonal tiles whole: 528/1024 of the square on wgmma is still about half.
+  const json half_causal = wd::execution_figures(listing, kAttentionTargets,
+                                                 attention_counts(192 * 528, true, 192 * 2176, 0), causal);
+  CHECK(target(half_causal, "wgmma")["work_share"].get<double>() == doctest::Approx(0.515625));
+  CHECK(ev::detail::targets_executed_axis(ok_execution(half_causal), true, settings.min_target_work_share)
+            .value == false);
+  // Just above and below the threshold (shares set through the workload size).
+  const double wgmma_flops = target(half, "wgmma")["work_flops"].get<double>();
+  const double t = settings.min_target_work_share;
+  const json above =
+      wd::execution_figures(listing, kAttentionTargets,
+                            attention_counts(kBlocks * 32, true, kBlocks * 130, 0), wgmma_flops / (t + 0.01));
+  const json below =
+      wd::execution_figures(listing, kAttentionTargets,
+                            attention_counts(kBlocks * 32, true, kBlocks * 130, 0), wgmma_flops / (t - 0.01));
+  CHECK(ev::detail::targets_executed_axis(ok_execution(above), true, t).value == true);
+  CHECK(ev::detail::targets_executed_axis(ok_execution(below), true, t).value == false);
+}
+
+TEST_CASE("plain_load_bytes: thread bytes of LDG, LDGSTS and LD by width modifier") {
+  CHECK(wd::plain_load_bytes("LDG.E.128") == 16);
+  CHECK(wd::plain_load_bytes("LDG.E.128.CONSTANT") == 16);
+  CHECK(wd::plain_load_bytes("LDGSTS.E.BYPASS.LTC128B.128") == 16);
+  CHECK(wd::plain_load_bytes("LDG.E.64") == 8);
+  CHECK(wd::plain_load_bytes("LDG.E") == 4);
+  CHECK(wd::plain_load_bytes("LDG.E.U16") == 2);
+  CHECK(wd::plain_load_bytes("LDG.E.S8") == 1);
+  CHECK(wd::plain_load_bytes("LD.E.64") == 8);
+  CHECK_FALSE(wd::plain_load_bytes("LDS.128").has_value());  // shared memory
+  CHECK_FALSE(wd::plain_load_bytes("LDSM.16.M88.4").has_value());
+  CHECK_FALSE(wd::plain_load_bytes("UTMALDG.3D").has_value());
+  CHECK_FALSE(wd::plain_load_bytes("STG.E.128").has_value());
+}
+
+TEST_CASE("token TMA: Q by TMA with K and V by plain loads fails the TMA target, both sides tested") {
+  const ev::EvaluatorSettings settings;
+  const double fwd = task_flops("mha_fwd_d128");
+  const auto listing = attention_listing("HGMMA.64x128x16.F32.BF16");
+  // All of Q, K, V by TMA (measured: 798720 UTMALDG = 130 boxes per block, no plain loads).
+  const json all = wd::execution_figures(
+      listing, kAttentionTargets, attention_counts(kBlocks * 32, false, kBlocks * 130, 0), fwd, kBoxBytes);
+  CHECK(target(all, "tma_load")["byte_share"].get<double>() == 1.0);
+  CHECK(all["load_bytes"]["tma"].get<double>() == doctest::Approx(kBlocks * 130 * kBoxBytes));
+  CHECK(ev::detail::targets_executed_axis(ok_execution(all), true, settings.min_target_work_share,
+                                          settings.min_tma_byte_share)
+            .value == true);
+  // Q by TMA (2 boxes per block, measured 12288 UTMALDG), K and V by LDG.E.128: 32 tiles x 64 KiB per block.
+  const std::uint64_t kv_threads = kBlocks * 32 * 2 * 128 * 16;  // 16-byte chunks of two 32 KiB tiles
+  const json token =
+      wd::execution_figures(listing, kAttentionTargets,
+                            attention_counts(kBlocks * 32, false, kBlocks * 2, kv_threads), fwd, kBoxBytes);
+  const double share = target(token, "tma_load")["byte_share"].get<double>();
+  CHECK(share == doctest::Approx(2.0 / 130).epsilon(1e-6));  // measured on the H200: 0.0154
+  CHECK(target(token, "tma_load")["executed"] == true);      // it ran...
+  auto axis = ev::detail::targets_executed_axis(ok_execution(token), true, settings.min_target_work_share,
+                                                settings.min_tma_byte_share);
+  CHECK(axis.value == false);  // ...but is not how the kernel gets its operands
+  REQUIRE(axis.shortfalls.size() == 1);
+  CHECK(axis.shortfalls[0].find("target tma_load") != std::string::npos);
+  CHECK(axis.shortfalls[0].find("1.5%") != std::string::npos);
+  // Both sides of the threshold: plain bytes just under and just over the TMA bytes.
+  const double tma_bytes = kBlocks * 130 * kBoxBytes;
+  for (const double ratio : {0.9, 1.1}) {
+    const auto plain_threads = static_cast<std::uint64_t>(tma_bytes * ratio / 16);
+    const json f = wd::execution_figures(listing, kAttentionTargets,
+                                         attention_counts(kBlocks * 32, false, kBlocks * 130, plain_threads),
+                                         fwd, kBoxBytes);
+    CAPTURE(ratio);
+    CHECK(
+        ev::detail::targets_executed_axis(ok_execution(f), true, settings.min_target_work_share, 0.5).value ==
+        (ratio < 1.0));
+  }
+  // No tensor map in the launch: the share is unknown and never a shortfall.
+  const json unknown = wd::execution_figures(
+      listing, kAttentionTargets, attention_counts(kBlocks * 32, false, kBlocks * 2, kv_threads), fwd, 0);
+  CHECK(target(unknown, "tma_load")["byte_share"].is_null());
+  CHECK(ev::detail::targets_executed_axis(ok_execution(unknown), true, 0.75, 0.5).value == true);
+}
+
+TEST_CASE(
+    "speed of light for attention: the task's real FLOPs at the dense bf16 peak; cuDNN is never suspicious") {
+  // The H200 as the worker reads it (device attributes recorded in the verdicts).
+  const wd::DeviceRates h200{9, 132, 1'980'000, 3'201'000, 6016};
+  const wd::PeakRates peak = wd::peak_rates(h200, ptxbench::worker::ElemType::bf16);
+  CHECK(peak.flops_per_s / 1e12 == doctest::Approx(1070.5).epsilon(1e-3));  // 4096 x 132 x 1.98 GHz, dense
+  CHECK(wd::peak_rates(h200, ptxbench::worker::ElemType::e4m3).flops_per_s ==
+        doctest::Approx(2 * peak.flops_per_s));
+  const double bytes = 2.0 * 4 * 4 * 48 * 4096 * 128 + 4.0 * 4 * 48 * 4096;  // the forward task's formula
+  struct Case {
+    const char *task;
+    double floor_ms, cudnn_ms;  // cuDNN SDPA as timed on the H200 (verdicts of mha_*/wgmma_tma)
+  };
+  const ev::EvaluatorSettings settings;
+  for (const Case &c : {Case{"mha_fwd_d128", 1.5406, 2.436}, Case{"mha_fwd_d128_causal", 0.7703, 1.326}}) {
+    CAPTURE(c.task);
+    const double floor = wd::sol_floor_ms(task_flops(c.task), bytes, peak);
+    CHECK(floor == doctest::Approx(c.floor_ms).epsilon(1e-3));  // the figure the H200 verdicts report
+    // Compute-bound (9x forward, 4.6x causal): the FLOP term sets the floor, not the bytes.
+    CHECK(floor > 4 * 1e3 * bytes / peak.bytes_per_s);
+    // cuDNN, and a kernel 1.4x faster than it, stay above the suspicious line.
+    CHECK(c.cudnn_ms > settings.timing.sol_slack * floor);
+    CHECK(c.cudnn_ms / 1.4 > settings.timing.sol_slack * floor);
+  }
+  // A causal kernel judged against the full square's FLOPs would have a floor twice as high: the causal
+  // task's own formula is what keeps the floor honest.
+  CHECK(wd::sol_floor_ms(task_flops("mha_fwd_d128_causal"), bytes, peak) ==
+        doctest::Approx(wd::sol_floor_ms(task_flops("mha_fwd_d128"), bytes, peak) / 2).epsilon(1e-3));
 }

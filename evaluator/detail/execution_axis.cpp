@@ -25,7 +25,7 @@ std::string top_opcodes_text(const json &figures, std::size_t limit) {
 }  // namespace
 
 TargetsExecutedAxis targets_executed_axis(const StageResult &execution, bool task_has_targets,
-                                          double min_work_share) {
+                                          double min_work_share, double min_byte_share) {
   TargetsExecutedAxis axis;
   const json &f = execution.figures;
   if (execution.status != Status::ok || !task_has_targets || !f.is_object() || !f.contains("targets") ||
@@ -35,6 +35,17 @@ TargetsExecutedAxis targets_executed_axis(const StageResult &execution, bool tas
   for (const auto &t : f["targets"]) {
     const bool executed = t.value("executed", false);
     all = all && executed;
+    if (executed && t.contains("byte_share") && t["byte_share"].is_number()) {
+      const double bytes = t["byte_share"].get<double>();
+      if (bytes < min_byte_share) {
+        all = false;
+        axis.shortfalls.push_back("target " + t.value("name", std::string("?")) +
+                                  ": executed, but it delivered at most " + util::percent_text(bytes) +
+                                  " of the bytes the kernel read from global memory (the rest came by plain "
+                                  "loads); a TMA target counts as executed only when it delivers at least " +
+                                  util::percent_text(min_byte_share) + " of them");
+      }
+    }
     // Targets without a FLOP meaning (TMA loads) or whose work is unknown have a null work_share.
     if (!executed || !t.contains("work_share") || !t["work_share"].is_number()) continue;
     const double share = t["work_share"].get<double>();

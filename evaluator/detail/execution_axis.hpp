@@ -18,7 +18,9 @@ struct TargetsExecutedAxis {
 
 /// `min_work_share`: fraction (0..1) of the workload's FLOPs a target with a
 /// work_share figure must do (EvaluatorSettings::min_target_work_share).
+/// `min_byte_share`: fraction (0..1) of the global-memory bytes a target with a byte_share figure (TMA
+/// loads) must deliver (EvaluatorSettings::min_tma_byte_share).
 TargetsExecutedAxis targets_executed_axis(const StageResult &execution, bool task_has_targets,
-                                          double min_work_share);
+                                          double min_work_share, double min_byte_share = 0);
 
 }  // namespace ptxbench::evaluator::detail

@@ -28,6 +28,7 @@
 #include "evaluator/worker/detail/nvml_clock.hpp"
 #include "evaluator/worker/detail/probe_kernel.hpp"
 #include "evaluator/worker/detail/sass_counts.hpp"
+#include "evaluator/worker/detail/speed_of_light.hpp"
 #include "evaluator/worker/family.hpp"
 #include "evaluator/worker/gemm_reference.hpp"
 #include "evaluator/worker/job.hpp"
@@ -268,25 +269,10 @@ struct Device {
   }
 };
 
-/// Peak rates the speed-of-light floor uses (from device attributes; recorded in figures).
-struct PeakRates {
-  double flops_per_s = 0;
-  double bytes_per_s = 0;
-  json to_json() const {
-    return json{{"peak_tflops", flops_per_s / 1e12}, {"peak_bandwidth_gbs", bytes_per_s / 1e9}};
-  }
-};
-
-PeakRates peak_rates(const DeviceFacts &f, ElemType input) {
-  // Dense tensor-core FLOPs per clock per SM on sm_90: 4096 for 16-bit inputs, 8192 for fp8.
-  double per_clock = 4096;
-  if (input == ElemType::e4m3 || input == ElemType::e5m2) per_clock = 8192;
-  if (input == ElemType::f32) per_clock = 1024;  // tf32 tensor cores
-  if (f.cc_major < 9) per_clock /= 2;
-  PeakRates p;
-  p.flops_per_s = per_clock * f.sm_count * f.clock_khz * 1e3;
-  p.bytes_per_s = 2.0 * f.mem_clock_khz * 1e3 * f.bus_width_bits / 8.0;  // double data rate
-  return p;
+/// The speed-of-light inputs of a device (detail/speed_of_light.hpp).
+detail::DeviceRates device_rates(const DeviceFacts &f) {
+  return {f.cc_major, f.sm_count, static_cast<double>(f.clock_khz), static_cast<double>(f.mem_clock_khz),
+          f.bus_width_bits};
 }
 
 double median_of(std::vector<double> v) {
@@ -810,9 +796,8 @@ class Worker {
           if (!t.is_output) return t.type;
         return ElemType::bf16;
       }();
-      const PeakRates peak = peak_rates(device_.facts, in_type);
-      const double floor_ms =
-          1e3 * std::max(w.spec.flops / peak.flops_per_s, w.spec.bytes / peak.bytes_per_s);
+      const detail::PeakRates peak = detail::peak_rates(device_rates(device_.facts), in_type);
+      const double floor_ms = detail::sol_floor_ms(w.spec.flops, w.spec.bytes, peak);
       const double speedup = cmed > 0 ? lmed / cmed : 0;
       speedups.push_back(speedup);
       if (cmed < tp.sol_slack * floor_ms) {
@@ -928,7 +913,17 @@ class Worker {
                                         seconds_since(start)));
       return;
     }
-    json figures = detail::execution_figures(job_.sass, job_.targets, counts.counts, w.spec.flops);
+    // The largest TMA box of the launch: an upper bound on what one UTMALDG moves (which map a PC uses
+    // is not in the SASS), so a token TMA load is judged generously and still cannot pass.
+    double box_bytes = 0;
+    for (const auto &p : w.launch.params) {
+      if (p.kind != "tensor_map") continue;
+      double elems = 1;
+      for (auto b : p.box) elems *= static_cast<double>(b);
+      for (const auto &t : w.spec.tensors)
+        if (t.name == p.name) box_bytes = std::max(box_bytes, elems * static_cast<double>(size_of(t.type)));
+    }
+    json figures = detail::execution_figures(job_.sass, job_.targets, counts.counts, w.spec.flops, box_bytes);
     figures["workload"] = w.spec.name;
     figures["dropped_records"] = counts.dropped_records;
     // The busiest opcode families, named when a target did only part of the work.
@@ -958,6 +953,9 @@ class Worker {
                 fmt_num(w.spec.flops) + " FLOPs";
         if (share < 0.99) line += " (the rest ran on other units; top opcodes: " + top_text + ")";
       }
+      if (t["executed"].get<bool>() && t.contains("byte_share") && t["byte_share"].is_number())
+        line += " loading " + util::percent_text(t["byte_share"].get<double>()) +
+                " of the bytes read from global memory (at most, counting every box at the largest size)";
       diagnostics.push_back(diag(line, t["executed"].get<bool>() ? "note" : "warning"));
       summary += (summary.empty() ? "" : "; ") + line;
     }

@@ -73,7 +73,31 @@ std::vector<std::string_view> split_dots(std::string_view s) {
   }
 }
 
+const std::set<std::string> kTmaLoadFamilies = {"UTMALDG"};
+
 }  // namespace
+
+bool is_tma_load_family(const std::string &family) {
+  return kTmaLoadFamilies.count(family) > 0;
+}
+
+std::optional<int> plain_load_bytes(const std::string &opcode) {
+  const auto parts = split_dots(opcode);
+  if (parts[0] != "LDG" && parts[0] != "LDGSTS" && parts[0] != "LD") return std::nullopt;
+  int bytes = 4;  // no width modifier: 32 bits
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    const std::string_view m = parts[i];
+    if (m == "128")
+      bytes = 16;
+    else if (m == "64")
+      bytes = 8;
+    else if (m == "U16" || m == "S16" || m == "16")
+      bytes = 2;
+    else if (m == "U8" || m == "S8" || m == "8")
+      bytes = 1;
+  }
+  return bytes;
+}
 
 std::optional<MmaWork> mma_work(const std::string &opcode) {
   const auto parts = split_dots(opcode);
@@ -99,7 +123,7 @@ std::optional<MmaWork> mma_work(const std::string &opcode) {
 
 nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
                                  const std::vector<TargetSpec> &targets, const std::vector<PcCount> &counts,
-                                 double workload_flops) {
+                                 double workload_flops, double tma_box_bytes) {
   using nlohmann::json;
   std::map<std::pair<std::string, std::uint32_t>, const SassInstruction *> by_pc;
   std::set<std::string> functions;
@@ -112,6 +136,7 @@ nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
   std::map<std::string, std::set<std::string>> no_shape;  // executed opcodes whose work is unknown
   std::uint64_t total = 0, tensor = 0, unmatched = 0;
   double tensor_flops = 0;
+  double tma_bytes = 0, plain_bytes = 0;
   for (const auto &c : counts) {
     if (!functions.count(c.function)) continue;  // not the candidate's code
     auto it = by_pc.find({c.function, c.offset});
@@ -125,6 +150,9 @@ nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
     total += c.warp_executions;
     if (kTensorCoreFamilies.count(inst.family)) tensor += c.warp_executions;
     if (c.threads_on == 0) continue;  // predicated off everywhere: no work done
+    if (is_tma_load_family(inst.family)) tma_bytes += static_cast<double>(c.threads_on) * tma_box_bytes;
+    if (const auto width = plain_load_bytes(inst.opcode))
+      plain_bytes += static_cast<double>(c.threads_on) * *width;
     if (const auto work = mma_work(inst.opcode)) {
       // Threads with the predicate on, over the threads one MMA takes: MMAs done.
       const double flops =
@@ -141,6 +169,9 @@ nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
   const auto share_of = [&](double flops) {
     return workload_flops > 0 ? json(flops / workload_flops) : json(nullptr);
   };
+  const json tma_share = tma_box_bytes > 0 && tma_bytes + plain_bytes > 0
+                             ? json(tma_bytes / (tma_bytes + plain_bytes))
+                             : json(nullptr);
   json target_list = json::array();
   for (const auto &t : targets) {
     bool present = false;
@@ -169,6 +200,9 @@ nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
                 {"work_flops", flops_known ? json(flops) : json(nullptr)},
                 {"work_share", flops_known ? share_of(flops) : json(nullptr)}};
     if (!unknown.empty()) row["work_unknown_opcodes"] = unknown;
+    const bool all_tma = !t.sass_families.empty() &&
+                         std::all_of(t.sass_families.begin(), t.sass_families.end(), is_tma_load_family);
+    if (all_tma) row["byte_share"] = tma_share;
     target_list.push_back(std::move(row));
   }
   std::vector<std::pair<std::string, std::uint64_t>> top(family_warps.begin(), family_warps.end());
@@ -183,6 +217,7 @@ nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
               {"tensor_core_work_share", share_of(tensor_flops)},
               {"workload_flops", workload_flops > 0 ? json(workload_flops) : json(nullptr)},
               {"total_warp_instructions", total},
+              {"load_bytes", {{"tma", tma_bytes}, {"plain", plain_bytes}, {"tma_share", tma_share}}},
               {"functions", std::vector<std::string>(functions.begin(), functions.end())},
               {"records", counts.size()},
               {"unmatched_records", unmatched}};

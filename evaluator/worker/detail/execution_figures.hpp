@@ -36,14 +36,28 @@ struct MmaWork {
 /// nullopt for other opcodes and for MMAs whose shape is not in the opcode (tcgen05 UTC*MMA).
 std::optional<MmaWork> mma_work(const std::string &opcode);
 
+/// Bytes one thread reads from global memory with a plain (non-TMA) load opcode: LDG, LDGSTS and generic
+/// LD (which may also read shared memory; counted as global, the conservative side for a TMA share).
+/// "LDG.E.128" -> 16, "LDGSTS.E.BYPASS.LTC128B.128" -> 16, "LDG.E.64" -> 8, "LDG.E.U16" -> 2,
+/// "LDG.E" -> 4; nullopt for other opcodes.
+std::optional<int> plain_load_bytes(const std::string &opcode);
+
+/// SASS families of TMA loads global -> shared (each execution moves one box).
+bool is_tma_load_family(const std::string &family);
+
 /// Joins counts with the listing: execution figures (targets, top_opcodes,
 /// tensor_core_share, tensor_core_flops, tensor_core_work_share,
 /// total_warp_instructions, functions, records, unmatched_records).
 /// Each target gets work_flops and work_share (work_flops / workload_flops) when
 /// all its SASS families are MMAs with the shape in the opcode, else null;
 /// workload_flops <= 0 (unknown) leaves every work_share null.
+/// `load_bytes` {tma, plain, tma_share}: bytes read by TMA loads (thread-level executions x
+/// `tma_box_bytes`, the largest box among the launch's tensor maps, so an upper bound) and by plain
+/// global loads (thread-level executions x plain_load_bytes). A target whose families are all TMA
+/// loads gets byte_share = load_bytes.tma_share: null when tma_box_bytes <= 0 (no tensor map) or nothing
+/// was loaded.
 nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
                                  const std::vector<TargetSpec> &targets, const std::vector<PcCount> &counts,
-                                 double workload_flops = 0);
+                                 double workload_flops = 0, double tma_box_bytes = 0);
 
 }  // namespace ptxbench::worker::detail
