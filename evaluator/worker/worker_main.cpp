@@ -1,5 +1,6 @@
 // ptxbench-worker: the sandboxed GPU stage for one candidate.
 //   ptxbench-worker --job job.json --result result.json
+//   ptxbench-worker --prestart [--device N] [--lock FILE]  (ready, then one JOB<TAB>RESULT line on stdin)
 //   ptxbench-worker --probe [--device N] [--no-cupti]      (JSON on stdout)
 //   ptxbench-worker --check-reference [--device N]         (JSON on stdout)
 #include <cstdio>
@@ -15,6 +16,7 @@ namespace {
 int usage() {
   std::fprintf(stderr,
                "usage: ptxbench-worker --job JOB.json --result RESULT.json\n"
+               "       ptxbench-worker --prestart [--device N] [--lock FILE]\n"
                "       ptxbench-worker --probe [--device N] [--no-cupti]\n"
                "       ptxbench-worker --check-reference [--device N]\n");
   return ptxbench::worker::kWorkerBadJob;
@@ -23,7 +25,7 @@ int usage() {
 }  // namespace
 
 int main(int argc, char **argv) {
-  std::string job, result, mode;
+  std::string job, result, mode, lock;
   int device = 0;
   bool cupti = true;
   for (int i = 1; i < argc; ++i) {
@@ -34,7 +36,9 @@ int main(int argc, char **argv) {
       result = argv[++i];
     } else if (a == "--device" && i + 1 < argc) {
       device = std::atoi(argv[++i]);
-    } else if (a == "--probe" || a == "--check-reference") {
+    } else if (a == "--lock" && i + 1 < argc) {
+      lock = argv[++i];
+    } else if (a == "--probe" || a == "--check-reference" || a == "--prestart") {
       mode = a;
     } else if (a == "--no-cupti") {
       cupti = false;
@@ -47,6 +51,7 @@ int main(int argc, char **argv) {
       std::cout << ptxbench::worker::probe(device, cupti).dump(2) << "\n";
       return 0;
     }
+    if (mode == "--prestart") return ptxbench::worker::serve_prestarted(device, lock);
     if (mode == "--check-reference") {
       std::cout << ptxbench::worker::check_reference_gemm(device).dump(2) << "\n";
       return 0;
