@@ -271,6 +271,17 @@ struct WorkerRun {
   json result;  ///< parsed result.json, or null
 };
 
+/// result.json as the worker left it, or null (none, or unparsable).
+json read_result(const fs::path &result_path) {
+  if (auto text = util::read_file(result_path, 64u << 20)) {
+    try {
+      return json::parse(*text);
+    } catch (const json::exception &) {
+    }
+  }
+  return nullptr;
+}
+
 WorkerRun run_worker(const std::vector<std::string> &argv, const fs::path &job_dir,
                      const fs::path &result_path, int device, std::chrono::milliseconds wall,
                      std::uint64_t cpu_seconds) {
@@ -293,13 +304,7 @@ WorkerRun run_worker(const std::vector<std::string> &argv, const fs::path &job_d
   }
   run.started = true;
   run.process = std::move(*r);
-  if (auto text = util::read_file(result_path, 64u << 20)) {
-    try {
-      run.result = json::parse(*text);
-    } catch (const json::exception &) {
-      run.result = nullptr;
-    }
-  }
+  run.result = read_result(result_path);
   return run;
 }
 
@@ -309,13 +314,7 @@ WorkerRun run_prestarted(util::StartedProcess worker, const fs::path &job_path, 
   WorkerRun run;
   run.started = true;
   run.process = worker.finish(job_path.string() + "\t" + result_path.string() + "\n", wall);
-  if (auto text = util::read_file(result_path, 64u << 20)) {
-    try {
-      run.result = json::parse(*text);
-    } catch (const json::exception &) {
-      run.result = nullptr;
-    }
-  }
+  run.result = read_result(result_path);
   return run;
 }
 
