@@ -1,6 +1,7 @@
 // Evaluation throughput on the CPU: the pre-started worker pool's protocol (with
 // stand-in worker scripts: no GPU), a process given its input after it said
 // "ready", and the verdict cache's key and reuse.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 
