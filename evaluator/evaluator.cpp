@@ -253,6 +253,7 @@ json EvaluatorSettings::to_json() const {
                 {"cpu_seconds", worker.cpu_seconds},
                 {"incorrect_execution_budget_seconds", ms_to_s(worker.incorrect_execution_budget)},
                 {"prestart", worker.prestart},
+                {"prestart_cupti", worker.prestart_cupti},
                 {"selection_cache_dir", worker.selection_cache_dir.string()}}},
               {"run_gpu", run_gpu},
               {"run_sanitizer", run_sanitizer},

@@ -81,6 +81,11 @@ struct WorkerLimits {
   std::chrono::milliseconds incorrect_execution_budget{250};
   /// true: the next worker process is started ahead (context, handles, CUPTI ready before its job)
   bool prestart = true;
+  /// true: a pre-started worker also sets up the CUPTI profiler (about 0.1 s) before its job, i.e.
+  /// before timing. Off by default until measured: the one H200 comparison with it on (across
+  /// sessions) had attention speedups 1.9% above those without it (GEMM 0.2%), not yet separated
+  /// from session-to-session variation.
+  bool prestart_cupti = false;
   /// library selections (cuBLASLt algorithm, cuDNN plan) kept across workers; "" = the system temp dir
   std::filesystem::path selection_cache_dir;
 };

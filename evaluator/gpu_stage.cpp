@@ -492,7 +492,8 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
 
   // A worker that set itself up ahead (under the GPU lock, which it has released by now): taken before
   // the lock, since one still setting up waits for that lock.
-  const detail::WorkerKey key{worker, settings.device, lock_file(settings), settings.worker.cpu_seconds};
+  const detail::WorkerKey key{worker, settings.device, lock_file(settings), settings.worker.cpu_seconds,
+                              settings.worker.prestart_cupti};
   json profile = json::object();
   std::optional<util::StartedProcess> ready;
   if (settings.worker.prestart) {

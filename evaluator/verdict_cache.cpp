@@ -14,6 +14,7 @@ json verdict_settings(const EvaluatorSettings &settings) {
     s.erase(path);
   if (s.contains("worker")) {
     s["worker"].erase("prestart");
+    s["worker"].erase("prestart_cupti");
     s["worker"].erase("selection_cache_dir");
   }
   return s;

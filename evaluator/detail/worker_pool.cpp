@@ -18,6 +18,7 @@ std::optional<util::StartedProcess> WorkerPool::spawn(const WorkerKey &key) {
     spec.argv.push_back("--lock");
     spec.argv.push_back(key.lock.string());
   }
+  if (key.cupti) spec.argv.push_back("--prewarm-cupti");
   spec.env = util::scrubbed_environment(home_->path().string());
   spec.env["CUDA_VISIBLE_DEVICES"] = std::to_string(key.device);
   spec.working_directory = home_->path().string();

@@ -28,8 +28,10 @@ struct WorkerKey {
   int device = 0;                ///< CUDA ordinal (the worker sees it as CUDA_VISIBLE_DEVICES)
   std::filesystem::path lock;    ///< the GPU lock file the worker holds while it sets up ("" = none)
   std::uint64_t cpu_seconds = 300;
+  bool cupti = false;  ///< the worker also sets up the CUPTI profiler ahead (--prewarm-cupti)
   bool operator<(const WorkerKey &o) const {
-    return std::tie(worker, device, lock, cpu_seconds) < std::tie(o.worker, o.device, o.lock, o.cpu_seconds);
+    return std::tie(worker, device, lock, cpu_seconds, cupti) <
+           std::tie(o.worker, o.device, o.lock, o.cpu_seconds, o.cupti);
   }
 };
 

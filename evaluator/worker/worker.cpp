@@ -1087,7 +1087,7 @@ int run_job_file(const std::string &job_path, const std::string &result_path) {
                     json{{"prestarted", false}, {"phase_seconds", {{"context", seconds_since(start)}}}});
 }
 
-int serve_prestarted(int device_ordinal, const std::string &lock_path) {
+int serve_prestarted(int device_ordinal, const std::string &lock_path, bool cupti) {
   json phases = json::object();
   auto last = Clock::now();
   const auto mark = [&](const char *phase) {
@@ -1117,8 +1117,10 @@ int serve_prestarted(int device_ordinal, const std::string &lock_path) {
   if (std::string why = prewarm_cublaslt(); !why.empty()) warm["cublaslt"] = why;
   if (std::string why = cudnn_sdpa::prewarm(); !why.empty()) warm["cudnn"] = why;
   mark("handles");
-  if (std::string why = detail::prewarm_cupti(device->facts.ordinal); !why.empty()) warm["cupti"] = why;
-  mark("cupti");
+  if (cupti) {
+    if (std::string why = detail::prewarm_cupti(device->facts.ordinal); !why.empty()) warm["cupti"] = why;
+    mark("cupti");
+  }
   if (lock_fd >= 0) ::close(lock_fd);  // closing releases the lock
   std::fputs("ready\n", stdout);
   std::fflush(stdout);
