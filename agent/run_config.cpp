@@ -263,12 +263,15 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
     if (!lock_dir.empty()) s.lock_dir = resolve(base_dir, lock_dir);
     r.read("worker_wall_ms", s.worker.wall);
     r.read("kernel_hang_ms", s.worker.kernel_hang);
+    r.read("incorrect_execution_budget_ms", s.worker.incorrect_execution_budget);
+    r.read("prestart_workers", s.worker.prestart);
     r.read("ptxas_wall_ms", s.compile.ptxas_wall);
     if (const auto *corr = r.get("correctness")) {
       FieldReader cr(*corr, "evaluator.correctness", errors);
       cr.read("trials", s.correctness.trials, 1, 1000);
       cr.read("base_seed", s.correctness.base_seed);
       cr.read("check_determinism", s.correctness.check_determinism);
+      cr.read("all_trials", s.correctness.all_trials);
       cr.finish();
     }
     if (const auto *t = r.get("timing")) {
@@ -396,11 +399,14 @@ nlohmann::json RunConfig::to_json() const {
         {"lock_dir", s.lock_dir.string()},
         {"worker_wall_ms", s.worker.wall.count()},
         {"kernel_hang_ms", s.worker.kernel_hang.count()},
+        {"incorrect_execution_budget_ms", s.worker.incorrect_execution_budget.count()},
+        {"prestart_workers", s.worker.prestart},
         {"ptxas_wall_ms", s.compile.ptxas_wall.count()},
         {"correctness",
          {{"trials", s.correctness.trials},
           {"base_seed", s.correctness.base_seed},
-          {"check_determinism", s.correctness.check_determinism}}},
+          {"check_determinism", s.correctness.check_determinism},
+          {"all_trials", s.correctness.all_trials}}},
         {"timing", s.timing.to_json()}}},
       {"out_dir", out_dir.string()},
       {"prices", prices_json()},

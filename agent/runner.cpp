@@ -20,6 +20,7 @@
 #include "agent/detail/progress.hpp"
 #include "agent/detail/queues.hpp"
 #include "agent/prompt_builder.hpp"
+#include "evaluator/verdict_cache.hpp"
 #include "tasks/task.hpp"
 #include "util/files.hpp"
 #include "util/subprocess.hpp"
@@ -110,6 +111,7 @@ struct TurnJob {
   std::string started_at;
   double request_s = 0, cpu_stages_s = 0, gpu_stage_s = 0;
   std::int64_t orchestrator_ns = 0, client_ns = 0, evaluator_ns = 0;
+  std::string verdict_key;  ///< verdict cache key ("" = not cacheable)
 };
 using JobPtr = std::unique_ptr<TurnJob>;
 
@@ -156,6 +158,10 @@ struct Runner::Impl {
   bool gpu_enabled = false;
   std::string gpu_skip_reason;  ///< why GPU stages are skipped ("" when enabled)
   std::vector<int> gpus;
+  std::unique_ptr<evaluator::VerdictCache> verdict_cache;  ///< resent identical kernels reuse their verdict
+  std::mutex busy_mutex;
+  std::map<int, double> gpu_busy_s;  ///< GPU ordinal -> seconds its GPU stage ran (guarded by busy_mutex)
+  std::atomic<int> verdicts_made{0}, verdicts_reused{0};
 
   detail::BlockingQueue<JobPtr> cpu_queue;
   detail::BlockingQueue<JobPtr> gpu_queue;
@@ -179,6 +185,10 @@ struct Runner::Impl {
   void request_loop(std::size_t endpoint_index);
   void cpu_loop();
   void gpu_loop(int ordinal);
+  /// A resent identical kernel: its earlier verdict is recorded (reused_from names the turn) and the
+  /// turn finalized, with no compile and no GPU time. False: evaluate it (its key is kept for later).
+  bool reuse_verdict(JobPtr &job);
+  void remember_verdict(const TurnJob &job);
   void finalize(JobPtr job);
   void abandon(JobPtr job);
   void guarded(const char *stage, const std::function<void()> &body);
@@ -453,6 +463,8 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
   if (auto w = util::write_file_atomic(dir / "run.json", run_json.dump(2) + "\n"); !w) {
     return util::unexpected(fmt::format("cannot write {}: {}", (dir / "run.json").string(), w.error()));
   }
+  verdict_cache = std::make_unique<evaluator::VerdictCache>(
+      Json{{"gpu_stages", run_json.value("gpu_stages", Json())}, {"environment", environment}});
   writer = std::make_unique<traces::TrajectoryWriter>(dir);
 
   // Progress: totals per model.
@@ -625,6 +637,7 @@ void Runner::Impl::cpu_loop() {
       const tasks::Task &task = *job->trajectory->task;
       const auto t0 = std::chrono::steady_clock::now();
       const std::int64_t c0 = thread_cpu_ns();
+      if (reuse_verdict(job)) return;
       job->compiled.emplace(services.cpu_stages(task, job->response->content, config.evaluator));
       const std::int64_t c1 = thread_cpu_ns();
       job->evaluator_ns = c1 - c0;
@@ -642,10 +655,36 @@ void Runner::Impl::cpu_loop() {
         }
         v.finalize_status();
       }
+      remember_verdict(*job);
       job->orchestrator_ns += thread_cpu_ns() - c1;
       finalize(std::move(job));
     });
   }
+}
+
+bool Runner::Impl::reuse_verdict(JobPtr &job) {
+  if (!verdict_cache) return false;
+  const tasks::Task &task = *job->trajectory->task;
+  job->verdict_key = verdict_cache->key(task, job->response->content, config.evaluator).value_or("");
+  if (job->verdict_key.empty()) return false;
+  auto hit = verdict_cache->get(job->verdict_key);
+  if (!hit) return false;
+  // The candidate as sent (for the record); the verdict as made the first time.
+  evaluator::CompiledCandidate c;
+  if (auto parsed = evaluator::parse_response(job->response->content, config.evaluator.parse))
+    c.response = std::move(*parsed);
+  c.verdict = std::move(*hit);
+  job->compiled.emplace(std::move(c));
+  ++verdicts_reused;
+  finalize(std::move(job));
+  return true;
+}
+
+void Runner::Impl::remember_verdict(const TurnJob &job) {
+  ++verdicts_made;
+  if (!verdict_cache || job.verdict_key.empty() || !job.compiled) return;
+  verdict_cache->put(job.verdict_key, job.compiled->verdict,
+                     fmt::format("{} turn {}", job.trajectory->id, job.turn));
 }
 
 void Runner::Impl::gpu_loop(int ordinal) {
@@ -658,6 +697,11 @@ void Runner::Impl::gpu_loop(int ordinal) {
       services.gpu_stages(*job->compiled, *job->trajectory->task, settings);
       job->gpu_stage_s = detail::seconds_since(t0);
       job->gpu = ordinal;
+      {
+        std::lock_guard lock(busy_mutex);
+        gpu_busy_s[ordinal] += job->gpu_stage_s;
+      }
+      remember_verdict(*job);
       finalize(std::move(job));
     });
   }
@@ -924,6 +968,25 @@ RunResult Runner::run() {
   result.client_cpu_ms = static_cast<double>(m.client_ns.load()) / 1e6;
   result.evaluator_cpu_ms = static_cast<double>(m.evaluator_ns.load()) / 1e6;
   result.wall_seconds = detail::seconds_since(t0);
+  result.verdicts_made = m.verdicts_made.load();
+  result.verdicts_reused = m.verdicts_reused.load();
+  Json busy = Json::object();
+  for (int g : m.gpus) {
+    const double b = result.wall_seconds > 0 ? m.gpu_busy_s[g] / result.wall_seconds : 0;
+    result.gpu_busy_fraction[g] = b;
+    busy[std::to_string(g)] = b;
+  }
+  const double gpu_hours = result.wall_seconds / 3600.0 * static_cast<double>(m.gpus.size());
+  if (m.gpu_enabled && gpu_hours > 0)
+    result.verdicts_per_gpu_hour = (result.verdicts_made + result.verdicts_reused) / gpu_hours;
+  // run.json keeps the latest session's figures (a resume overwrites them).
+  m.run_json["throughput"] = {
+      {"wall_seconds", result.wall_seconds},
+      {"gpu_busy_fraction", busy},
+      {"verdicts_made", result.verdicts_made},
+      {"verdicts_reused", result.verdicts_reused},
+      {"verdicts_per_gpu_hour", m.gpu_enabled ? Json(result.verdicts_per_gpu_hour) : Json(nullptr)}};
+  (void)util::write_file_atomic(m.dir / "run.json", m.run_json.dump(2) + "\n");
   if (auto loaded = traces::load_run(m.dir)) result.summary = summarize(*loaded);
   return result;
 }

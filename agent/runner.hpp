@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -104,6 +105,11 @@ struct RunResult {
   double evaluator_cpu_ms =
       0;  ///< in-process CPU of the CPU stages (compilers' own CPU is in child processes)
   double wall_seconds = 0;
+  /// Throughput of this session: per GPU, the fraction of the wall time its GPU stage ran; verdicts
+  /// made and reused (verdict cache); verdicts per GPU-hour (made + reused over wall x GPUs).
+  std::map<int, double> gpu_busy_fraction;
+  int verdicts_made = 0, verdicts_reused = 0;
+  double verdicts_per_gpu_hour = 0;
   RunSummary summary;
 };
 

@@ -1,8 +1,11 @@
 // bench_eval: wall time of full evaluations of one response (median of N, 5 by
-// default) and how well its speedup repeats.
+// default), where it goes (stages, the worker's phases, the pool), and how well
+// its speedup repeats. Evaluations run back to back in one process, as in a run:
+// from the second on, the worker was pre-started while the previous one ended.
 //   bench_eval --task gemm_n7168_k5120 --response tasks/solutions/.../response.md [--runs 5]
-//              [--tasks-dir DIR] [--worker PATH]
-// Prints one line per run and a JSON summary last.
+//              [--tasks-dir DIR] [--worker PATH] [--all-trials] [--no-prestart]
+// Prints one line per run, the profile of the median run, the cost of a resent
+// identical kernel (verdict cache), and a JSON summary last.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/evaluator.hpp"
+#include "evaluator/verdict_cache.hpp"
 #include "tasks/task.hpp"
 #include "util/files.hpp"
 
@@ -21,18 +25,32 @@ namespace ev = ptxbench::evaluator;
 int main(int argc, char **argv) {
   std::string task_id, response_path, tasks_dir, worker;
   int runs = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool all_trials = false, prestart = true;
+  for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--all-trials") {
+      all_trials = true;
+      continue;
+    }
+    if (a == "--no-prestart") {
+      prestart = false;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n", a.c_str());
+      return 2;
+    }
+    ++i;
     if (a == "--task")
-      task_id = argv[i + 1];
+      task_id = argv[i];
     else if (a == "--response")
-      response_path = argv[i + 1];
+      response_path = argv[i];
     else if (a == "--runs")
-      runs = std::max(1, std::atoi(argv[i + 1]));
+      runs = std::max(1, std::atoi(argv[i]));
     else if (a == "--tasks-dir")
-      tasks_dir = argv[i + 1];
+      tasks_dir = argv[i];
     else if (a == "--worker")
-      worker = argv[i + 1];
+      worker = argv[i];
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -57,17 +75,21 @@ int main(int argc, char **argv) {
   }
   ev::EvaluatorSettings settings;
   if (!worker.empty()) settings.worker_path = worker;
+  settings.correctness.all_trials = all_trials;
+  settings.worker.prestart = prestart;
   if (const std::string why = ev::gpu_unavailable_reason(settings); !why.empty()) {
     std::printf("SKIPPED: %s\n", why.c_str());
     return 77;
   }
   std::vector<double> walls, speedups;
+  std::vector<nlohmann::json> verdicts;
   std::string status;
   for (int r = 0; r < runs; ++r) {
     const auto start = std::chrono::steady_clock::now();
     const ev::Verdict v = ev::evaluate(*task, *response, settings);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     walls.push_back(wall);
+    verdicts.push_back(v.to_json());
     status = std::string(ev::to_string(v.status));
     const double speedup = v.axes.speedup.value_or(0);
     speedups.push_back(speedup);
@@ -82,6 +104,43 @@ int main(int argc, char **argv) {
         v.execution.wall_seconds, wall - cpu_s - gpu_s - v.sanitizer.wall_seconds, speedup);
     std::fflush(stdout);
   }
+  // The median run's profile: every stage, the worker's own phases and the pool, in seconds.
+  std::size_t median_run = 0;
+  {
+    std::vector<std::size_t> order(walls.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return walls[a] < walls[b]; });
+    median_run = order[order.size() / 2];
+  }
+  const nlohmann::json &mv = verdicts[median_run];
+  nlohmann::json profile = {{"wall_s", walls[median_run]}};
+  for (const char *stage :
+       {"parse", "static", "compile", "correctness", "timing", "execution", "sanitizer"}) {
+    const nlohmann::json &st = mv["stages"][stage];
+    profile["stages"][stage] = {{"status", st.value("status", "")}, {"s", st.value("wall_seconds", 0.0)}};
+    if (st.contains("figures") && st["figures"].contains("phase_seconds"))
+      profile["stages"][stage]["phases"] = st["figures"]["phase_seconds"];
+    if (st.contains("figures") && st["figures"].contains("sass_wait_seconds"))
+      profile["stages"][stage]["sass_wait_s (overlapped)"] = st["figures"]["sass_wait_seconds"];
+  }
+  profile["gpu_stage"] = mv.value("profile", nlohmann::json::object());
+  std::printf("profile of run %zu (median wall):\n%s\n", median_run + 1, profile.dump(1).c_str());
+
+  // A resent identical kernel: answered from the verdict cache (parse + hash, no compile, no GPU).
+  ev::VerdictCache cache(verdicts.front().value("environment", nlohmann::json::object()));
+  double resend_s = -1;
+  bool reused = false;
+  if (auto key = cache.key(*task, *response, settings)) {
+    cache.put(*key, ev::Verdict::from_json(verdicts.front()), "run 1");
+    const auto start = std::chrono::steady_clock::now();
+    const auto again = cache.key(*task, *response, settings);
+    const auto hit = again ? cache.get(*again) : std::nullopt;
+    resend_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    reused = hit && !hit->reused_from.is_null();
+  }
+  std::printf("resent identical kernel: %.4f s, %s\n", resend_s,
+              reused ? "reused (verdict cache)" : "NOT reused");
+
   auto sorted = walls;
   std::sort(sorted.begin(), sorted.end());
   const auto [smin, smax] = std::minmax_element(speedups.begin(), speedups.end());
@@ -97,7 +156,13 @@ int main(int argc, char **argv) {
                             {"max_wall_s", sorted.back()},
                             {"speedups", speedups},
                             {"speedup_median", s_med},
-                            {"speedup_rel_range", s_med > 0 ? (*smax - *smin) / s_med : 0.0}};
+                            {"speedup_rel_range", s_med > 0 ? (*smax - *smin) / s_med : 0.0},
+                            {"walls", walls},
+                            {"all_trials", all_trials},
+                            {"prestart", prestart},
+                            {"resend_s", resend_s},
+                            {"resend_reused", reused},
+                            {"profile", profile}};
   std::printf("%s\n", summary.dump().c_str());
   return 0;
 }

@@ -5,7 +5,9 @@
 // tests/fake_openai_server.py). Prints per-turn CPU figures from the records
 // and from getrusage.
 //
-//   bench_orchestrator [--base-url URL] [--model NAME] [--out DIR] [--samples N] [--turns N]
+//   bench_orchestrator [--base-url URL] [--model NAME] [--out DIR] [--samples N] [--turns N] [--gpu]
+// --gpu runs the GPU stages too (on a GPU machine) and prints each GPU's busy fraction (time its GPU
+// stage ran / wall) and verdicts per GPU-hour.
 // With tests/fake_openai_server.py, --model repair answers GEMM tasks with a kernel that fails to
 // compile and then the fixed one, so the turns exercise ptxas and the repair prompts.
 #include <sys/resource.h>
@@ -46,6 +48,7 @@ int main(int argc, char **argv) {
   std::string base_url, model = "normal";
   fs::path out;
   int samples = 4, turns = 4;
+  bool gpu = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -65,10 +68,12 @@ int main(int argc, char **argv) {
       samples = std::stoi(next());
     else if (a == "--turns")
       turns = std::stoi(next());
+    else if (a == "--gpu")
+      gpu = true;
     else {
       fmt::print(stderr,
                  "usage: bench_orchestrator [--base-url URL] [--model NAME] [--out DIR] [--samples N] "
-                 "[--turns N]\n");
+                 "[--turns N] [--gpu]\n");
       return 2;
     }
   }
@@ -95,7 +100,7 @@ int main(int argc, char **argv) {
   c.samples = samples;
   c.turns = turns;
   c.stop = agent::StopTarget{false, false, std::nullopt};  // every trajectory runs all its turns
-  c.evaluator.run_gpu = false;
+  c.evaluator.run_gpu = gpu;
   c.out_dir = out;
 
   agent::RunOptions options;
@@ -127,8 +132,8 @@ int main(int argc, char **argv) {
   const int n = std::max(1, result.turns_recorded);
   const double self_ms = cpu_ms(self1.ru_utime, self1.ru_stime) - cpu_ms(self0.ru_utime, self0.ru_stime);
   const double child_ms = cpu_ms(child1.ru_utime, child1.ru_stime) - cpu_ms(child0.ru_utime, child0.ru_stime);
-  fmt::print("bench_orchestrator: 2 models x 5 tasks x {} samples x {} turns, client {}, GPU stages off\n",
-             samples, turns, base_url.empty() ? "scripted" : base_url);
+  fmt::print("bench_orchestrator: 2 models x 5 tasks x {} samples x {} turns, client {}, GPU stages {}\n",
+             samples, turns, base_url.empty() ? "scripted" : base_url, gpu ? "on" : "off");
   fmt::print("  turns recorded        {} in {:.2f} s wall ({})\n", result.turns_recorded, result.wall_seconds,
              result.end == agent::RunEnd::completed ? "completed" : result.message);
   std::string st;
@@ -146,6 +151,12 @@ int main(int argc, char **argv) {
              result.evaluator_cpu_ms / n);
   fmt::print("  process CPU (rusage)  {:.3f} ms/turn self, {:.3f} ms/turn children (ptxas etc.; excluded)\n",
              self_ms / n, child_ms / n);
+  for (const auto &[g, busy] : result.gpu_busy_fraction)
+    fmt::print("  GPU {} busy            {:.1f}% of the wall time\n", g, 100.0 * busy);
+  fmt::print("  verdicts made/reused  {} / {}{}\n", result.verdicts_made, result.verdicts_reused,
+             result.verdicts_per_gpu_hour > 0
+                 ? fmt::format(", {:.0f} per GPU-hour", result.verdicts_per_gpu_hour)
+                 : std::string());
   fmt::print("  run directory         {}\n", out.string());
   return result.end == agent::RunEnd::completed ? 0 : 1;
 }

@@ -169,6 +169,11 @@ int finish(const agent::RunResult &r) {
       "in-process evaluator {:.2f} ms; compilers run in child processes)\n",
       r.turns_recorded, r.wall_seconds, r.orchestrator_cpu_ms / turns, r.client_cpu_ms / turns,
       r.evaluator_cpu_ms / turns);
+  for (const auto &[gpu, busy] : r.gpu_busy_fraction)
+    fmt::print("GPU {} busy {:.1f}% of the wall time\n", gpu, 100.0 * busy);
+  fmt::print(
+      "Verdicts: {} made, {} reused (resent identical kernels){}\n", r.verdicts_made, r.verdicts_reused,
+      r.verdicts_per_gpu_hour > 0 ? fmt::format("; {:.0f} per GPU-hour", r.verdicts_per_gpu_hour) : "");
   fmt::print("Run directory: {}\n", std::filesystem::absolute(r.dir).string());
   switch (r.end) {
     case agent::RunEnd::completed:

@@ -36,6 +36,9 @@ struct CorrectnessPolicy {
   std::uint64_t base_seed = 0;     ///< 0 = derive from time; recorded in the verdict either way
   std::size_t guard_bytes = 4096;  ///< bytes of guard region before and after every buffer
   bool check_determinism = true;   ///< second identical launch must match bit for bit
+  /// false: the first failing trial ends the stage (an incorrect verdict keeps that trial's diagnostics
+  /// and skips the remaining trials); true: every trial runs and the counts cover them all
+  bool all_trials = false;
 };
 
 /// Timing protocol (design §6.3).
@@ -71,6 +74,20 @@ struct WorkerLimits {
   std::chrono::milliseconds wall{120'000};  ///< ms; the worker's process group is killed past it -> timeout
   std::chrono::milliseconds kernel_hang{10'000};  ///< ms; one launch that takes longer counts as a hang
   std::uint64_t cpu_seconds = 300;
+  /// ms; an incorrect kernel's instructions are counted (execution stage) only when the instrumented
+  /// launch is expected to take at most this long (200x its plain launch): a fast kernel's counts are
+  /// cheap and help the repair feedback (a target that never runs); a slow kernel's would hold the GPU
+  /// (H200: 0.47 s of a 0.93 s GEMM verdict; over 10 s for a simple attention kernel)
+  std::chrono::milliseconds incorrect_execution_budget{250};
+  /// true: the next worker process is started ahead (context, handles, CUPTI ready before its job)
+  bool prestart = true;
+  /// true: a pre-started worker also sets up the CUPTI profiler (about 0.1 s) before its job, i.e.
+  /// before timing. Off by default until measured: the one H200 comparison with it on (across
+  /// sessions) had attention speedups 1.9% above those without it (GEMM 0.2%), not yet separated
+  /// from session-to-session variation.
+  bool prestart_cupti = false;
+  /// library selections (cuBLASLt algorithm, cuDNN plan) kept across workers; "" = the system temp dir
+  std::filesystem::path selection_cache_dir;
 };
 
 /// Everything that decides a verdict; recorded in every verdict and trace.

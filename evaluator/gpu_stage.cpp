@@ -18,6 +18,7 @@
 #include "evaluator/compile.hpp"
 #include "evaluator/detail/execution_axis.hpp"
 #include "evaluator/detail/sanitizer.hpp"
+#include "evaluator/detail/worker_pool.hpp"
 #include "evaluator/evaluator.hpp"
 #include "evaluator/sass.hpp"
 #include "util/files.hpp"
@@ -94,10 +95,9 @@ std::string probe_driver(int device) {
 /// Holds flock(<lock_dir>/gpu<N>.lock) so two ptxbench processes never time on one GPU at once.
 class GpuLock {
  public:
-  GpuLock(const fs::path &dir, int device) {
+  GpuLock(const fs::path &dir, const fs::path &path) {
     std::error_code ec;
     fs::create_directories(dir, ec);
-    const fs::path path = dir / ("gpu" + std::to_string(device) + ".lock");
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (fd_ >= 0) {
       while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
@@ -117,6 +117,17 @@ class GpuLock {
   int fd_ = -1;
   std::string error_;
 };
+
+fs::path selection_cache_dir(const EvaluatorSettings &settings) {
+  if (!settings.worker.selection_cache_dir.empty()) return settings.worker.selection_cache_dir;
+  std::error_code ec;
+  const fs::path tmp = fs::temp_directory_path(ec);
+  return (ec ? fs::path("/tmp") : tmp) / "ptxbench-selection-cache";
+}
+
+fs::path lock_file(const EvaluatorSettings &settings) {
+  return settings.lock_dir / ("gpu" + std::to_string(settings.device) + ".lock");
+}
 
 std::string param_kind(ParamKind k) {
   switch (k) {
@@ -221,9 +232,13 @@ json build_job(const CompiledCandidate &c, const tasks::Task &task, const Evalua
                {{"trials", cp.trials},
                 {"base_seed", cp.base_seed},
                 {"guard_bytes", cp.guard_bytes},
-                {"check_determinism", cp.check_determinism}}},
+                {"check_determinism", cp.check_determinism},
+                {"all_trials", cp.all_trials}}},
               {"timing", settings.timing.to_json()},
               {"kernel_hang_ms", static_cast<double>(settings.worker.kernel_hang.count())},
+              {"incorrect_execution_budget_ms",
+               static_cast<double>(settings.worker.incorrect_execution_budget.count())},
+              {"cache_dir", selection_cache_dir(settings).string()},
               {"task", task.to_json()}};
 }
 
@@ -256,6 +271,17 @@ struct WorkerRun {
   json result;  ///< parsed result.json, or null
 };
 
+/// result.json as the worker left it, or null (none, or unparsable).
+json read_result(const fs::path &result_path) {
+  if (auto text = util::read_file(result_path, 64u << 20)) {
+    try {
+      return json::parse(*text);
+    } catch (const json::exception &) {
+    }
+  }
+  return nullptr;
+}
+
 WorkerRun run_worker(const std::vector<std::string> &argv, const fs::path &job_dir,
                      const fs::path &result_path, int device, std::chrono::milliseconds wall,
                      std::uint64_t cpu_seconds) {
@@ -278,13 +304,17 @@ WorkerRun run_worker(const std::vector<std::string> &argv, const fs::path &job_d
   }
   run.started = true;
   run.process = std::move(*r);
-  if (auto text = util::read_file(result_path, 64u << 20)) {
-    try {
-      run.result = json::parse(*text);
-    } catch (const json::exception &) {
-      run.result = nullptr;
-    }
-  }
+  run.result = read_result(result_path);
+  return run;
+}
+
+/// Runs the job on a pre-started worker (which said "ready"): its job and result paths on one stdin line.
+WorkerRun run_prestarted(util::StartedProcess worker, const fs::path &job_path, const fs::path &result_path,
+                         std::chrono::milliseconds wall) {
+  WorkerRun run;
+  run.started = true;
+  run.process = worker.finish(job_path.string() + "\t" + result_path.string() + "\n", wall);
+  run.result = read_result(result_path);
   return run;
 }
 
@@ -460,8 +490,24 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
     throw std::runtime_error(w1.error());
   if (auto w2 = util::write_file_atomic(job_path, job.dump()); !w2) throw std::runtime_error(w2.error());
 
+  // A worker that set itself up ahead (under the GPU lock, which it has released by now): taken before
+  // the lock, since one still setting up waits for that lock.
+  const detail::WorkerKey key{worker, settings.device, lock_file(settings), settings.worker.cpu_seconds,
+                              settings.worker.prestart_cupti};
+  json profile = json::object();
+  std::optional<util::StartedProcess> ready;
+  if (settings.worker.prestart) {
+    std::error_code ec;
+    fs::create_directories(settings.lock_dir, ec);
+    json pool = json::object();
+    ready = detail::WorkerPool::shared().take(key, std::chrono::milliseconds(60'000), pool);
+    profile["pool"] = pool;
+  }
   // Held until the end, sanitizer rerun included: one GPU stage at a time per GPU.
-  GpuLock lock(settings.lock_dir, settings.device);
+  const auto lock_start = std::chrono::steady_clock::now();
+  GpuLock lock(settings.lock_dir, lock_file(settings));
+  profile["lock_wait_seconds"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - lock_start).count();
   if (!lock.error().empty()) {
     skip_gpu_stages(v, lock.error());
     v.finalize_status();
@@ -480,9 +526,26 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
       }
       (void)util::write_file_atomic(sass_path, file.dump());  // unwritten: the worker gives up and says so
     });
-  const WorkerRun run =
-      run_worker({worker.string(), "--job", job_path.string(), "--result", result_path.string()}, dir.path(),
-                 result_path, settings.device, settings.worker.wall, settings.worker.cpu_seconds);
+  const auto worker_start = std::chrono::steady_clock::now();
+  const auto one_shot = [&] {
+    return run_worker({worker.string(), "--job", job_path.string(), "--result", result_path.string()},
+                      dir.path(), result_path, settings.device, settings.worker.wall,
+                      settings.worker.cpu_seconds);
+  };
+  WorkerRun run =
+      ready ? run_prestarted(std::move(*ready), job_path, result_path, settings.worker.wall) : one_shot();
+  profile["worker"] = ready ? "prestarted" : "one_shot";
+  // A pre-started worker that died before it took the job (no result file at all) is no verdict on the
+  // candidate: run the job again in a fresh worker.
+  if (ready && !run.process.timed_out && !fs::exists(result_path)) {
+    profile["worker"] = "one_shot_after_prestarted_died";
+    profile["prestarted_exit"] = run.process.describe();
+    run = one_shot();
+  }
+  profile["worker_run_seconds"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - worker_start).count();
+  // The next candidate's worker sets itself up while this process does CPU work; it waits for the lock.
+  if (settings.worker.prestart) detail::WorkerPool::shared().refill(key);
   if (sass_handover.joinable()) sass_handover.join();
   if (!run.started) {
     skip_gpu_stages(v, "the GPU worker could not start: " + run.start_error);
@@ -543,6 +606,12 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   v.environment["worker"] = worker.string();
   if (run.result.is_object() && run.result.contains("base_seed"))
     v.settings["correctness_base_seed"] = run.result["base_seed"];
+  // The worker's own set-up and the handover: worker run minus the stages it timed.
+  if (run.result.is_object() && run.result.contains("worker")) profile["worker_setup"] = run.result["worker"];
+  double stage_seconds = 0;
+  for (const char *name : kGpuStages) stage_seconds += stage_of(v, name).wall_seconds;
+  profile["outside_stages_seconds"] = profile["worker_run_seconds"].get<double>() - stage_seconds;
+  v.profile = profile;
 
   // The three axes.
   switch (v.correctness.status) {

@@ -80,7 +80,9 @@ json Verdict::to_json() const {
                 {"speedup", optional_to_json(axes.speedup)}}},
               {"settings", settings},
               {"environment", environment},
-              {"wall_seconds", wall_seconds}};
+              {"wall_seconds", wall_seconds},
+              {"profile", profile},
+              {"reused_from", reused_from}};
 }
 
 Verdict Verdict::from_json(const json &j) {
@@ -101,6 +103,8 @@ Verdict Verdict::from_json(const json &j) {
   v.settings = j.value("settings", json::object());
   v.environment = j.value("environment", json::object());
   v.wall_seconds = j.value("wall_seconds", 0.0);
+  v.profile = j.value("profile", json::object());
+  if (j.contains("reused_from")) v.reused_from = j["reused_from"];
   return v;
 }
 

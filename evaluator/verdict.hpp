@@ -49,6 +49,12 @@ struct Verdict {
   nlohmann::json settings = nlohmann::json::object();     ///< every policy/limit used (recorded in traces)
   nlohmann::json environment = nlohmann::json::object();  ///< GPU, driver, library versions, which GPU ran it
   double wall_seconds = 0;
+  /// Where the GPU stage's wall time went outside the stages (lock wait, worker start or pre-started
+  /// worker's readiness, its context/handles/CUPTI set-up, result handover), seconds.
+  nlohmann::json profile = nlohmann::json::object();
+  /// null: evaluated. Otherwise the verdict was copied from an identical earlier evaluation (verdict
+  /// cache): {origin (e.g. "sample 2 turn 1"), key}; nothing ran for it.
+  nlohmann::json reused_from = nullptr;
 
   nlohmann::json to_json() const;
   static Verdict from_json(const nlohmann::json &j);  ///< throws nlohmann::json::exception on malformed input

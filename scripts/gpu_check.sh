@@ -16,7 +16,8 @@
 #                           TFLOP/s, whether the verdict matches the folder's expected.json, wall time
 #   GPU_CHECK_SKIP_CTEST=1  skip the test label
 #   GPU_CHECK_CMAKE_ARGS=   extra configure arguments (e.g. -DPTXBENCH_CUDNN_FRONTEND_INCLUDE=DIR offline)
-#   GPU_CHECK_BENCH=1       also bench_eval (median of 5) on gemm_n7168_k5120/wgmma_tma, the
+#   GPU_CHECK_BENCH=1       also bench_eval (median of 5) per family (GEMM and attention, ok and incorrect,
+#                           backward; table: median wall, stages, resent-kernel cost), the
 #                           cuBLASLt-vs-torch fidelity check (bench/fidelity_gemm.py) and the
 #                           cuDNN-vs-torch one (bench/fidelity_attention.py); needs PyTorch + Triton.
 #                           The GEMM fidelity runs once more on a back-to-back verdict (--cooldown-ratio 0)
@@ -161,9 +162,34 @@ PY
 fi
 
 if [[ -n ${GPU_CHECK_BENCH:-} ]]; then
-  echo "== bench_eval (median of 5 full evaluations)"
-  "$BUILD/bench/bench_eval" --task gemm_n7168_k5120 --runs 5 --tasks-dir "$ROOT/tasks" \
-    --response "$ROOT/tasks/solutions/gemm_n7168_k5120/wgmma_tma/response.md" | tee "$OUT/bench_eval.log"
+  echo "== bench_eval (median of 5 full evaluations per case)"
+  mkdir -p "$OUT/bench"
+  : >"$OUT/bench_eval.log"
+  for c in gemm_n7168_k5120/wgmma_tma gemm_n7168_k5120/probe_guard_oob mha_fwd_d128/flash_fwd \
+      mha_fwd_d128/probe_lse_log2 mha_bwd_d128/simple_bwd; do
+    [[ -f $ROOT/tasks/solutions/$c/response.md ]] || continue
+    "$BUILD/bench/bench_eval" --task "${c%%/*}" --runs 5 --tasks-dir "$ROOT/tasks" \
+      --response "$ROOT/tasks/solutions/$c/response.md" >"$OUT/bench/bench_eval.${c/\//.}.log" 2>&1
+    tail -1 "$OUT/bench/bench_eval.${c/\//.}.log" >>"$OUT/bench_eval.log"
+  done
+  # One line per case: median wall, status, the median run's stages (s), speedup repeatability, resend.
+  python3 - "$OUT/bench_eval.log" <<'PY' | tee "$OUT/bench_eval_table.txt"
+import json, sys
+print(f"{'case':44} {'median s':>8} {'status':10} {'compile':>7} {'correct':>7} {'timing':>7} "
+      f"{'exec':>6} {'outside':>7} {'resend s':>8} {'speedup range':>13}")
+for line in open(sys.argv[1]):
+    try:
+        d = json.loads(line)
+    except ValueError:
+        continue
+    st = d["profile"]["stages"]
+    gpu = d["profile"].get("gpu_stage", {})
+    outside = d["profile"]["wall_s"] - sum(v["s"] for v in st.values())
+    name = d["task"] + "/" + d["response"].split("/")[-2]
+    print(f"{name:44} {d['median_wall_s']:8.3f} {d['status']:10} {st['compile']['s']:7.3f} "
+          f"{st['correctness']['s']:7.3f} {st['timing']['s']:7.3f} {st['execution']['s']:6.3f} "
+          f"{outside:7.3f} {d['resend_s']:8.4f} {d['speedup_rel_range']:13.4f}")
+PY
   echo "== fidelity: our cuBLASLt vs torch.matmul (do_bench)"
   for t in gemm_n7168_k5120 gemm_n4096_k4096; do
     v="$OUT/verdicts/$t.wgmma_tma.json"
@@ -191,7 +217,7 @@ echo "================ summary ($OUT)"
 [[ -f $OUT/verdict_table.txt ]] && cat "$OUT/verdict_table.txt"
 [[ -s $OUT/adversarial_table.txt ]] && { echo; cat "$OUT/adversarial_table.txt"; }
 [[ -f $OUT/ctest.log ]] && { echo; grep -E "tests passed|tests failed|\(Failed\)|Not Run|Skipped" "$OUT/ctest.log"; }
-[[ -f $OUT/bench_eval.log ]] && { echo; tail -1 "$OUT/bench_eval.log"; }
+[[ -f $OUT/bench_eval_table.txt ]] && { echo; cat "$OUT/bench_eval_table.txt"; }
 [[ -f $OUT/fidelity.log ]] && { echo; grep -v '^{' "$OUT/fidelity.log"; }
 [[ -f $OUT/fidelity_attention.log ]] && { echo; tail -6 "$OUT/fidelity_attention.log"; }
 exit 0

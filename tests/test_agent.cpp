@@ -807,3 +807,48 @@ TEST_CASE("variants: cells are model x variant x task x sample; records and prom
     CHECK(runner.error().find("ptx-hopper") != std::string::npos);
   }
 }
+
+TEST_CASE(
+    "loop: a resent identical kernel reuses its verdict (no compile, no GPU) and says from which turn") {
+  ScratchDir tmp;
+  const std::string kernel = slurp(fs::path(PTXBENCH_SOURCE_DIR) / "tasks" / "solutions" /
+                                   "gemm_n7168_k5120" / "wgmma_tma" / "response.md");
+  REQUIRE_FALSE(kernel.empty());
+  auto script = std::make_shared<Script>();
+  // Turns 0, 1 and 3 send the same kernel; turn 2 adds a comment (same normalized hash); turn 4 changes it.
+  script->answer = [&](const llm::ChatRequest &r) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+    std::string k = kernel;
+    if (r.turn_index == 2) k.insert(k.find(".version"), "// unchanged, only a comment\n");
+    if (r.turn_index == 4) k.insert(k.rfind("ret;"), "add.u32 %r1, %r1, 0;\n");
+    return text(k);
+  };
+  std::atomic<int> compiled{0};
+  auto services = fake_services(script);
+  services.cpu_stages = [&](const tasks::Task &task, std::string_view response,
+                            const evaluator::EvaluatorSettings &s) {
+    ++compiled;
+    return fake_cpu_stages(task, response, s);  // a compile_error verdict: the loop goes on
+  };
+  auto c = base_config(tmp.dir / "run", 1, 1, 5);
+  c.tasks = {"gemm_n7168_k5120"};
+  auto runner = agent::Runner::start(c, services, quiet());
+  REQUIRE(runner);
+  const auto result = (*runner)->run();
+  CHECK(result.end == agent::RunEnd::completed);
+  CHECK(compiled == 2);  // turn 0 and the changed kernel of turn 4
+  CHECK(result.verdicts_made == 2);
+  CHECK(result.verdicts_reused == 3);
+  auto turns = by_trajectory(tmp.dir / "run")["m0/gemm_n7168_k5120/0"];
+  REQUIRE(turns.size() == 5);
+  CHECK(turns[0]["verdict"]["reused_from"].is_null());
+  for (std::size_t i : {1u, 2u, 3u}) {
+    INFO("turn " << i);
+    CHECK(turns[i]["verdict"]["reused_from"]["origin"] == "m0/gemm_n7168_k5120/0 turn 0");
+    CHECK(turns[i]["verdict"]["status"] == turns[0]["verdict"]["status"]);
+    CHECK(turns[i]["candidate"]["kernel_source"].get<std::string>().find("ret;") != std::string::npos);
+  }
+  CHECK(turns[4]["verdict"]["reused_from"].is_null());
+  const Json run = Json::parse(slurp(tmp.dir / "run" / "run.json"));
+  CHECK(run["throughput"]["verdicts_reused"] == 3);
+  CHECK(run["throughput"]["verdicts_per_gpu_hour"].is_null());  // no GPU in this run
+}

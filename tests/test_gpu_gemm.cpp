@@ -152,10 +152,24 @@ TEST_CASE("a wrong column is incorrect with the first mismatch in that column") 
   // that element happens to be within tolerance of zero).
   CHECK(w["first_mismatch"]["index"][1] == 5);
   CHECK(w["first_mismatch"]["index"][0].get<int>() <= 2);
-  CHECK(w["mismatches"].get<std::uint64_t>() >= 3 * 250);  // ~all of column 5 (256 rows) in each of 3 trials
+  // The first failing trial ends the stage: ~all of column 5 (256 rows) in that one trial.
+  CHECK(w["trials"] == 1);
+  CHECK(w["trials_planned"] == 3);
+  CHECK(v.correctness.figures["stopped_early"] == true);
+  CHECK(w["mismatches"].get<std::uint64_t>() >= 250);
   CHECK(w["unwritten_count"] == 0);
   CHECK(v.timing.status == ev::Status::skipped);
-  CHECK(v.execution.status == ev::Status::ok);  // the axes stay separate
+  CHECK(v.execution.status == ev::Status::ok);  // the axes stay separate (cheap to count: counted)
+
+  // all_trials: every trial runs and the counts cover them all.
+  auto all = fast_settings();
+  all.correctness.all_trials = true;
+  const auto v3 = ev::evaluate(small_gemm_task(), fixture("wrong_column"), all);
+  CHECK(v3.status == ev::Status::incorrect);
+  const auto &w3 = v3.correctness.figures["workloads"][0];
+  CHECK(w3["trials"] == 3);
+  CHECK(w3["mismatches"].get<std::uint64_t>() >= 3 * 250);
+  CHECK(v3.settings["correctness"]["all_trials"] == true);
 }
 
 TEST_CASE("a block needing more registers than the device has is a launch_error naming the limit") {

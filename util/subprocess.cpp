@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include <fmt/core.h>
 
@@ -178,7 +179,16 @@ std::map<std::string, std::string> scrubbed_environment(const std::string &home_
   return env;
 }
 
-Expected<ProcessResult> run_process(const ProcessSpec &spec) {
+namespace {
+
+struct Launched {
+  int pid = -1, out_fd = -1, err_fd = -1, in_fd = -1;
+  std::chrono::steady_clock::time_point t0;
+};
+
+// Starts the child (own session, rlimits, scrubbed environment) with three pipes; our ends non-blocking
+// (stdin blocking until the caller sets it) and close-on-exec.
+Expected<Launched> launch(const ProcessSpec &spec) {
   if (spec.argv.empty()) return unexpected(std::string("empty argv"));
   std::vector<std::string> path_dirs;
   if (auto it = spec.env.find("PATH"); it != spec.env.end()) path_dirs = split_path(it->second);
@@ -197,36 +207,41 @@ Expected<ProcessResult> run_process(const ProcessSpec &spec) {
     ::fcntl(fd, F_SETFD, FD_CLOEXEC);
   fs::path start = spec.working_directory.empty() ? fs::current_path() : fs::path(spec.working_directory);
 
-  const auto t0 = std::chrono::steady_clock::now();
+  Launched l;
+  l.t0 = std::chrono::steady_clock::now();
   std::error_code ec;
   bp::child child(bp::exe = *program, bp::args = args, bp::env = env, bp::start_dir = start.string(),
                   bp::std_out > out_pipe, bp::std_err > err_pipe, bp::std_in < in_pipe, setup, ec);
   if (ec) return unexpected("could not start " + *program + ": " + ec.message());
-  const pid_t pid = child.id();
-
-  ProcessResult result;
-  std::array<Capture, 2> captures{Capture{out_pipe.native_source(), &result.stdout_text,
-                                          &result.stdout_dropped, spec.limits.max_output_bytes},
-                                  Capture{err_pipe.native_source(), &result.stderr_text,
-                                          &result.stderr_dropped, spec.limits.max_output_bytes}};
-  // The capture fds are ours now; the pipe objects must not close them again.
-  for (auto &c : captures) set_nonblocking(c.fd);
+  l.pid = child.id();
+  child.detach();  // reaped with waitpid by the caller; keep boost from waiting again
+  // The fds are ours now; the pipe objects must not close them again.
+  l.out_fd = out_pipe.native_source();
+  l.err_fd = err_pipe.native_source();
+  l.in_fd = in_pipe.native_sink();
   out_pipe.assign_source(-1);
   err_pipe.assign_source(-1);
-  int in_fd = in_pipe.native_sink();
   in_pipe.assign_sink(-1);
+  set_nonblocking(l.out_fd);
+  set_nonblocking(l.err_fd);
+  return l;
+}
+
+// Feeds stdin, captures both outputs and reaps the child, killing its group at `deadline`.
+void drive(int pid, std::array<Capture, 2> &captures, int &in_fd, const std::string &input,
+           std::chrono::steady_clock::time_point deadline, bool &exited, int &status, ProcessResult &result) {
   std::size_t in_written = 0;
-  if (spec.stdin_data.empty()) {
+  if (in_fd >= 0 && input.empty()) {
     ::close(in_fd);
     in_fd = -1;
-  } else {
+  } else if (in_fd >= 0) {
     set_nonblocking(in_fd);
   }
-
-  const auto deadline = t0 + spec.limits.wall_time;
-  bool exited = false;
-  int status = 0;
   std::chrono::steady_clock::time_point exited_at{};
+  if (exited) {
+    exited_at = std::chrono::steady_clock::now();
+    ::kill(-pid, SIGKILL);
+  }
   for (;;) {
     auto now = std::chrono::steady_clock::now();
     if (!exited) {
@@ -262,9 +277,9 @@ Expected<ProcessResult> run_process(const ProcessSpec &spec) {
     for (auto &c : captures)
       if (c.open()) c.drain();
     if (in_fd >= 0) {
-      ssize_t n = ::write(in_fd, spec.stdin_data.data() + in_written, spec.stdin_data.size() - in_written);
+      ssize_t n = ::write(in_fd, input.data() + in_written, input.size() - in_written);
       if (n > 0) in_written += static_cast<std::size_t>(n);
-      if ((n < 0 && errno != EAGAIN && errno != EINTR) || in_written == spec.stdin_data.size()) {
+      if ((n < 0 && errno != EAGAIN && errno != EINTR) || in_written == input.size()) {
         ::close(in_fd);
         in_fd = -1;
       }
@@ -274,17 +289,120 @@ Expected<ProcessResult> run_process(const ProcessSpec &spec) {
     if (c.open()) {
       c.drain();
       if (c.open()) ::close(c.fd);
+      c.fd = -1;
     }
   if (in_fd >= 0) ::close(in_fd);
-  child.detach();  // reaped above with waitpid; keep boost from waiting again
-
-  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  in_fd = -1;
   if (WIFSIGNALED(status)) {
     result.signaled = true;
     result.signal = WTERMSIG(status);
   } else if (WIFEXITED(status)) {
     result.exit_code = WEXITSTATUS(status);
   }
+}
+
+}  // namespace
+
+Expected<ProcessResult> run_process(const ProcessSpec &spec) {
+  auto l = launch(spec);
+  if (!l) return unexpected(l.error());
+  ProcessResult result;
+  std::array<Capture, 2> captures{
+      Capture{l->out_fd, &result.stdout_text, &result.stdout_dropped, spec.limits.max_output_bytes},
+      Capture{l->err_fd, &result.stderr_text, &result.stderr_dropped, spec.limits.max_output_bytes}};
+  bool exited = false;
+  int status = 0;
+  drive(l->pid, captures, l->in_fd, spec.stdin_data, l->t0 + spec.limits.wall_time, exited, status, result);
+  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - l->t0).count();
+  return result;
+}
+
+Expected<StartedProcess> StartedProcess::start(const ProcessSpec &spec) {
+  auto l = launch(spec);
+  if (!l) return unexpected(l.error());
+  StartedProcess p;
+  p.pid_ = l->pid;
+  p.out_fd_ = l->out_fd;
+  p.err_fd_ = l->err_fd;
+  p.in_fd_ = l->in_fd;
+  p.t0_ = l->t0;
+  p.max_output_bytes_ = spec.limits.max_output_bytes;
+  return p;
+}
+
+StartedProcess::StartedProcess(StartedProcess &&o) noexcept {
+  *this = std::move(o);
+}
+
+StartedProcess &StartedProcess::operator=(StartedProcess &&o) noexcept {
+  if (this != &o) {
+    kill_group();
+    pid_ = std::exchange(o.pid_, -1);
+    out_fd_ = std::exchange(o.out_fd_, -1);
+    err_fd_ = std::exchange(o.err_fd_, -1);
+    in_fd_ = std::exchange(o.in_fd_, -1);
+    max_output_bytes_ = o.max_output_bytes_;
+    t0_ = o.t0_;
+    result_ = std::move(o.result_);
+    exited_ = o.exited_;
+    status_ = o.status_;
+  }
+  return *this;
+}
+
+StartedProcess::~StartedProcess() {
+  kill_group();
+}
+
+void StartedProcess::kill_group() {
+  for (int *fd : {&out_fd_, &err_fd_, &in_fd_})
+    if (*fd >= 0) {
+      ::close(*fd);
+      *fd = -1;
+    }
+  if (pid_ > 0) {
+    ::kill(-pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);
+    if (!exited_) ::waitpid(pid_, &status_, 0);
+  }
+  pid_ = -1;
+}
+
+bool StartedProcess::wait_for_line(const std::string &line, std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return false;
+  const std::string wanted = line + "\n";
+  Capture out{out_fd_, &result_.stdout_text, &result_.stdout_dropped, max_output_bytes_};
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (out.open()) out.drain();
+    out_fd_ = out.fd;
+    if (result_.stdout_text.find(wanted) != std::string::npos) return true;
+    if (!exited_ && ::waitpid(pid_, &status_, WNOHANG) == pid_) exited_ = true;
+    if (exited_ || !out.open()) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return false;
+    pollfd fd{out_fd_, POLLIN, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+    ::poll(&fd, 1, static_cast<int>(std::clamp<long long>(left, 1, 20)));
+  }
+}
+
+ProcessResult StartedProcess::finish(const std::string &input, std::chrono::milliseconds wall) {
+  ProcessResult result = std::move(result_);
+  result_ = ProcessResult{};
+  if (pid_ <= 0) {
+    result.signaled = true;
+    result.signal = SIGKILL;
+    return result;
+  }
+  std::array<Capture, 2> captures{
+      Capture{out_fd_, &result.stdout_text, &result.stdout_dropped, max_output_bytes_},
+      Capture{err_fd_, &result.stderr_text, &result.stderr_dropped, max_output_bytes_}};
+  const auto start = std::chrono::steady_clock::now();
+  drive(pid_, captures, in_fd_, input, start + wall, exited_, status_, result);
+  out_fd_ = err_fd_ = -1;
+  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  pid_ = -1;  // reaped
   return result;
 }
 

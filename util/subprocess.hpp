@@ -50,6 +50,39 @@ struct ProcessResult {
 /// only when the process could not be started at all (program not found, fork failure).
 Expected<ProcessResult> run_process(const ProcessSpec &spec);
 
+/// A child started now and given its input later: for a process that prepares itself (slow set-up)
+/// before its work arrives. Its stdin stays open until finish(); the wall-clock limit counts from
+/// finish(). Destroying it unfinished kills its process group.
+class StartedProcess {
+ public:
+  /// Starts spec.argv (spec.stdin_data and spec.limits.wall_time are ignored here).
+  static Expected<StartedProcess> start(const ProcessSpec &spec);
+  StartedProcess(StartedProcess &&other) noexcept;
+  StartedProcess &operator=(StartedProcess &&other) noexcept;
+  StartedProcess(const StartedProcess &) = delete;
+  StartedProcess &operator=(const StartedProcess &) = delete;
+  ~StartedProcess();
+
+  /// Waits until stdout holds the line `line`: false when the process exits (or closes stdout) first
+  /// or `timeout` passes.
+  bool wait_for_line(const std::string &line, std::chrono::milliseconds timeout);
+  /// Writes `input` to stdin, closes it and runs the process to completion or to the `wall` limit
+  /// (counted from now), as run_process does.
+  ProcessResult finish(const std::string &input, std::chrono::milliseconds wall);
+  int pid() const { return pid_; }
+
+ private:
+  StartedProcess() = default;
+  void kill_group();
+  int pid_ = -1;
+  int out_fd_ = -1, err_fd_ = -1, in_fd_ = -1;
+  std::size_t max_output_bytes_ = 0;
+  std::chrono::steady_clock::time_point t0_{};
+  ProcessResult result_;
+  bool exited_ = false;
+  int status_ = 0;
+};
+
 /// Absolute path of a program found in PATH (or in extra_dirs first), if any.
 std::optional<std::string> find_program(const std::string &name,
                                         const std::vector<std::string> &extra_dirs = {});

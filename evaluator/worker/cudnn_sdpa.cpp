@@ -16,6 +16,7 @@
 #include <cudnn_frontend.h>
 
 #include "evaluator/worker/family.hpp"
+#include "evaluator/worker/selection_cache.hpp"
 
 // CUDA runtime checks for the attention references. Kept here rather than using
 // detail/cuda_check (which needs libcuda) so this code links with the runtime alone.
@@ -396,6 +397,44 @@ void select_plan(Entry &e, cudnnHandle_t handle, std::unordered_map<std::int64_t
   if (e.choice.index < 0) library_error("no execution plan ran:" + errors);
 }
 
+std::string selection_key(Direction dir, const Problem &p, const Versions &v) {
+  std::uint32_t scale_bits = 0;
+  std::memcpy(&scale_bits, &p.softmax_scale, sizeof scale_bits);
+  return "cudnn_sdpa|" + std::string(dir == Direction::forward ? "fwd" : "bwd") + "|" +
+         std::to_string(p.batch) + "," + std::to_string(p.heads) + "," + std::to_string(p.seq_len) + "," +
+         std::to_string(p.head_dim) + "|scale " + std::to_string(scale_bits) + "|causal " +
+         std::to_string(p.causal) + "|cudnn " + v.cudnn + "|frontend " + v.frontend;
+}
+
+// The plan an earlier worker chose for this problem (selection cache), built alone; false when there is
+// none or it no longer builds or runs (then every plan is timed again).
+bool cached_plan(Entry &e, cudnnHandle_t handle, std::unordered_map<std::int64_t, void *> &ptrs,
+                 cudaStream_t stream, const std::string &key) {
+  const auto cached = selection_cache_get(key);
+  if (!cached || !cached->is_object()) return false;
+  auto &g = *e.graph;
+  const std::int64_t index = cached->value("index", std::int64_t{-1});
+  std::string name;
+  if (index < 0 || index >= g.get_execution_plan_count() || g.get_plan_name_at_index(index, name).is_bad() ||
+      name != cached->value("name", std::string()))
+    return false;
+  std::int64_t ws = 0;
+  if (g.build_plan_at_index(index).is_bad() || g.get_workspace_size_plan_at_index(index, ws).is_bad() ||
+      ws > kMaxWorkspaceBytes)
+    return false;
+  ensure_workspace(e, std::max<std::int64_t>(ws, 1));
+  if (g.execute_plan_at_index(handle, ptrs, e.workspace, index).is_bad()) return false;
+  ATTN_CUDA(cudaStreamSynchronize(stream));
+  e.choice.index = index;
+  e.choice.name = name;
+  e.choice.median_ms = cached->value("median_ms", 0.0);
+  e.choice.heuristic_first_ms = cached->value("heuristic_first_ms", 0.0);
+  e.choice.plans_timed = cached->value("plans_timed", 0);
+  e.choice.workspace_bytes = ws;
+  e.choice.from_cache = true;
+  return true;
+}
+
 const PlanChoice &run(Direction dir, const Problem &p, std::unordered_map<std::int64_t, void *> ptrs,
                       cudaStream_t stream) {
   if (p.batch <= 0 || p.heads <= 0 || p.seq_len <= 0 || p.head_dim <= 0)
@@ -411,7 +450,15 @@ const PlanChoice &run(Direction dir, const Problem &p, std::unordered_map<std::i
   if (it == g_cache.end()) {
     auto e = std::make_unique<Entry>();
     e->graph = build_graph(dir, p, handle);
-    select_plan(*e, handle, ptrs, stream);
+    const std::string cache_key = selection_key(dir, p, l.versions);
+    if (!cached_plan(*e, handle, ptrs, stream, cache_key)) {
+      select_plan(*e, handle, ptrs, stream);
+      selection_cache_put(cache_key, {{"name", e->choice.name},
+                                      {"index", e->choice.index},
+                                      {"median_ms", e->choice.median_ms},
+                                      {"heuristic_first_ms", e->choice.heuristic_first_ms},
+                                      {"plans_timed", e->choice.plans_timed}});
+    }
     // Only the chosen plan's workspace is needed from now on.
     if (e->workspace_bytes > std::max<std::int64_t>(e->choice.workspace_bytes, 1)) {
       ATTN_CUDA(cudaStreamSynchronize(stream));
@@ -436,6 +483,7 @@ nlohmann::json PlanChoice::to_json() const {
           {"heuristic_first_ms", heuristic_first_ms},
           {"workspace_bytes", workspace_bytes},
           {"plans_timed", plans_timed},
+          {"from_cache", from_cache},
           {"candidates", candidates}};
 }
 
@@ -470,6 +518,18 @@ const PlanChoice &backward(const void *q, const void *k, const void *v, const vo
               {kDK, dk},
               {kDV, dv}},
              stream);
+}
+
+std::string prewarm() {
+  const Loaded &l = loaded();
+  if (!l.error.empty()) return l.error;
+  try {
+    std::lock_guard lock(g_mutex);
+    (void)handle_for_current_device();
+  } catch (const WorkerError &e) {
+    return e.what();
+  }
+  return "";
 }
 
 void clear_cache() {

@@ -48,6 +48,7 @@ struct PlanChoice {
   double heuristic_first_ms = 0;     ///< milliseconds, the heuristics' first plan (same protocol)
   std::int64_t workspace_bytes = 0;  ///< bytes of workspace the chosen plan needs
   int plans_timed = 0;               ///< plans built and timed successfully
+  bool from_cache = false;           ///< chosen by an earlier worker (selection cache): only it was built
   nlohmann::json candidates = nlohmann::json::array();  ///< [{index, name, median_ms | error}]
   nlohmann::json to_json() const;
 };
@@ -71,6 +72,10 @@ const PlanChoice &forward(const void *q, const void *k, const void *v, void *o, 
 const PlanChoice &backward(const void *q, const void *k, const void *v, const void *o, const void *d_o,
                            const float *lse, void *dq, void *dk, void *dv, const Problem &problem,
                            cudaStream_t stream);
+
+/// Loads cuDNN and creates the current device's handle ahead of any job (a pre-started worker);
+/// "" when done, else why not (the job then fails or skips as without it).
+std::string prewarm();
 
 /// Drops every cached graph and workspace (the handle stays).
 void clear_cache();

@@ -14,6 +14,7 @@
 
 #include "evaluator/worker/detail/cuda_check.hpp"
 #include "evaluator/worker/gemm_reference.hpp"
+#include "evaluator/worker/selection_cache.hpp"
 
 namespace ptxbench::worker {
 namespace {
@@ -129,13 +130,20 @@ double scale_value(const WorkloadSpec &w, const char *name) {
   return s ? s->value : 1.0;
 }
 
+// One handle per process: created ahead of the job by a pre-started worker, reused by every handler.
+cublasLtHandle_t g_lt_handle = nullptr;
+
+cublasLtHandle_t shared_lt_handle() {
+  if (!g_lt_handle) PTXB_LT(cublasLtCreate(&g_lt_handle));
+  return g_lt_handle;
+}
+
 class GemmHandler final : public FamilyHandler {
  public:
   GemmHandler() = default;
   ~GemmHandler() override {
     release_library();
     if (workspace_) cudaFree(workspace_);
-    if (handle_) cublasLtDestroy(handle_);
   }
 
   std::string family() const override { return "gemm"; }
@@ -153,7 +161,7 @@ class GemmHandler final : public FamilyHandler {
   LibraryInfo prepare_library(const WorkloadSpec &w, const TensorSet &inputs, const TensorSet &outputs,
                               cudaStream_t stream) override {
     release_library();
-    if (!handle_) PTXB_LT(cublasLtCreate(&handle_));
+    handle_ = shared_lt_handle();
     if (!workspace_) PTXB_CUDA(cudaMalloc(&workspace_, kWorkspaceBytes));
     const GemmShape s = gemm_shape(w);
     const ElemType out_type = w.find_tensor("C")->type;
@@ -193,6 +201,7 @@ class GemmHandler final : public FamilyHandler {
     std::string refusals;  // why candidates failed, for the error when none runs
     const char *config_name = "";
     bool scale_pointers = false;
+    bool from_cache = false;
     for (const Config &config : configs) {
       release_descriptors();
       config_name = config.name;
@@ -245,6 +254,23 @@ class GemmHandler final : public FamilyHandler {
                     cublasLtGetStatusName(hs) + ", " + std::to_string(found) + " candidates";
         continue;
       }
+      // An earlier worker's choice for this shape, configuration and alignment (selection cache).
+      const std::size_t lt_version = cublasLtGetVersion();
+      const std::string cache_key = "cublaslt " + std::to_string(lt_version) + "|" + std::to_string(s.m) +
+                                    "," + std::to_string(s.n) + "," + std::to_string(s.k) + "|" +
+                                    to_string(s.input_type) + "->" + to_string(out_type) + "|" + config.name +
+                                    "|align " + std::to_string(align_a) + "," + std::to_string(align_b) +
+                                    "," + std::to_string(align_c);
+      if (const auto hit = selection_cache_get(cache_key); hit && cached_algo(*hit, stream)) {
+        from_cache = true;
+        best = hit->value("best_index", 0);
+        best_ms = hit->value("best_ms", 0.0);
+        default_ms = hit->value("default_ms", 0.0);
+        found = hit->value("candidates_timed", found);
+        candidates = hit->value("candidates", nlohmann::json::array());
+        tried.push_back({{"config", config.name}, {"from_cache", true}});
+        break;
+      }
       // Time every heuristic candidate; keep the fastest (the default is the first).
       candidates = nlohmann::json::array();
       best_ms = 1e30;
@@ -280,7 +306,17 @@ class GemmHandler final : public FamilyHandler {
         }
       }
       tried.push_back({{"config", config.name}, {"candidates", found}, {"ran", best >= 0}});
-      if (best >= 0) break;
+      if (best >= 0) {
+        nlohmann::json algo_words = nlohmann::json::array();
+        for (std::uint64_t word : results[best].algo.data) algo_words.push_back(word);
+        selection_cache_put(cache_key, {{"algo", algo_words},
+                                        {"best_index", best},
+                                        {"best_ms", best_ms},
+                                        {"default_ms", default_ms},
+                                        {"candidates_timed", found},
+                                        {"candidates", candidates}});
+        break;
+      }
       refusals += std::string(refusals.empty() ? "" : "; ") + config.name + ": " + std::to_string(found) +
                   " candidates refused (" + config_refusals + ")";
     }
@@ -291,7 +327,7 @@ class GemmHandler final : public FamilyHandler {
                                        " N=" + std::to_string(s.n) + " K=" + std::to_string(s.k) + " " +
                                        to_string(s.input_type) + " -> " + to_string(out_type) + " (" +
                                        refusals + ")");
-    algo_ = results[best].algo;
+    if (!from_cache) algo_ = results[best].algo;
     PTXB_CUDA(cudaStreamSynchronize(stream));
 
     LibraryInfo info;
@@ -308,6 +344,7 @@ class GemmHandler final : public FamilyHandler {
                  {"layout", "TN"},
                  {"fp8_scale_pointers", scale_pointers},
                  {"config", config_name},
+                 {"from_cache", from_cache},
                  {"configs_tried", tried},
                  {"candidates", candidates}};
     return info;
@@ -333,6 +370,21 @@ class GemmHandler final : public FamilyHandler {
   static constexpr std::size_t kWorkspaceBytes = 32u << 20;  // 32 MiB, as the design fixes
   static constexpr int kMaxCandidates = 8;
   static constexpr int kSelectionRuns = 5;
+
+  // Sets algo_ to a cached algorithm and runs it once: false when it is malformed or refused.
+  bool cached_algo(const nlohmann::json &hit, cudaStream_t stream) {
+    const nlohmann::json words = hit.value("algo", nlohmann::json::array());
+    cublasLtMatmulAlgo_t algo{};
+    if (!words.is_array() || words.size() != std::size(algo.data)) return false;
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      if (!words[i].is_number_unsigned()) return false;
+      algo.data[i] = words[i].get<std::uint64_t>();
+    }
+    algo_ = algo;
+    if (matmul(stream) != CUBLAS_STATUS_SUCCESS) return false;
+    PTXB_CUDA(cudaStreamSynchronize(stream));
+    return true;
+  }
 
   void release_descriptors() {
     if (desc_) cublasLtMatmulDescDestroy(desc_);
@@ -405,6 +457,15 @@ void launch_reference_gemm(const void *a, const void *b, ElemType input_type, fl
       throw WorkerError("internal", "reference GEMM: unsupported input type " + to_string(input_type));
   }
   PTXB_CUDA(cudaGetLastError());
+}
+
+std::string prewarm_cublaslt() {
+  try {
+    (void)shared_lt_handle();
+  } catch (const WorkerError &e) {
+    return e.what();
+  }
+  return "";
 }
 
 std::unique_ptr<FamilyHandler> make_gemm_handler(const std::string &reference) {

@@ -21,4 +21,7 @@ GemmShape gemm_shape(const WorkloadSpec &workload);  ///< call after check_gemm_
 void launch_reference_gemm(const void *a, const void *b, ElemType input_type, float *c, std::int64_t m,
                            std::int64_t n, std::int64_t k, float alpha, cudaStream_t stream);
 
+/// Creates the process's cuBLASLt handle ahead of any job (a pre-started worker); "" or why it failed.
+std::string prewarm_cublaslt();
+
 }  // namespace ptxbench::worker

@@ -111,6 +111,9 @@ Job parse_job(const json &j) {
   job.correctness.base_seed = c.value("base_seed", std::uint64_t{0});
   job.correctness.guard_bytes = c.value("guard_bytes", std::size_t{4096});
   job.correctness.check_determinism = c.value("check_determinism", true);
+  job.correctness.all_trials = c.value("all_trials", false);
+  job.incorrect_execution_budget_ms = j.value("incorrect_execution_budget_ms", 250.0);
+  job.cache_dir = j.value("cache_dir", std::string());
   const json t = j.value("timing", json::object());
   TimingSettings &ts = job.timing;
   ts.warmup_launches = t.value("warmup_launches", ts.warmup_launches);

@@ -18,10 +18,13 @@
 //    sass_path: FILE  (instead of sass: the listing is still being made; FILE appears, written
 //                      atomically, holding {sass: [...]} or {error: "why"}, before the execution stage),
 //    correctness: CorrectnessPolicy, timing: TimingPolicy, kernel_hang_ms,
+//    incorrect_execution_budget_ms, cache_dir (library selections kept across workers),
 //    task: Task::to_json (recorded, not read)}
 // result.json:
 //   {environment{...}, seed, stages: {correctness|execution|timing: {status, summary,
-//    diagnostics: [{severity, text, line}], figures{...}, wall_seconds}}, finished: bool}
+//    diagnostics: [{severity, text, line}], figures{...}, wall_seconds}}, finished: bool,
+//    worker: {prestarted, phase_seconds{start, context, handles, cupti, job}} (where the worker's own
+//    time went before the stages)}
 #pragma once
 
 #include <array>
@@ -71,6 +74,7 @@ struct CorrectnessSettings {
   std::uint64_t base_seed = 0;
   std::size_t guard_bytes = 4096;
   bool check_determinism = true;
+  bool all_trials = false;  ///< false: the first failing trial ends the stage (the rest are skipped)
 };
 
 struct TimingSettings {
@@ -100,6 +104,10 @@ struct Job {
   CorrectnessSettings correctness;
   TimingSettings timing;
   double kernel_hang_ms = 10'000;
+  /// ms; an incorrect kernel's instruction counts are taken only when the instrumented launch is
+  /// expected to take at most this long (200x its measured launch time)
+  double incorrect_execution_budget_ms = 250;
+  std::string cache_dir;  ///< library selections (cuBLASLt algorithm, cuDNN plan) are kept here; "" = none
   bool wants(const std::string &stage) const;
 };
 

@@ -3,16 +3,20 @@
 #include "evaluator/worker/worker.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -22,6 +26,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
+#include "evaluator/worker/cudnn_sdpa.hpp"
 #include "evaluator/worker/detail/candidate_kernel.hpp"
 #include "evaluator/worker/detail/cuda_check.hpp"
 #include "evaluator/worker/detail/device_ops.hpp"
@@ -32,6 +37,7 @@
 #include "evaluator/worker/family.hpp"
 #include "evaluator/worker/gemm_reference.hpp"
 #include "evaluator/worker/job.hpp"
+#include "evaluator/worker/selection_cache.hpp"
 #include "util/strings.hpp"
 
 namespace ptxbench::worker {
@@ -299,9 +305,15 @@ double median_ci_rel(const std::vector<double> &v) {
 
 class Worker {
  public:
-  Worker(Job job, std::string result_path)
-      : job_(std::move(job)), result_path_(std::move(result_path)), device_(job_.device) {
-    result_ = json{{"environment", device_.facts.to_json()}, {"stages", json::object()}, {"finished", false}};
+  Worker(Job job, std::string result_path, Device device, json worker_figures)
+      : job_(std::move(job)), result_path_(std::move(result_path)), device_(device) {
+    result_ = json{{"environment", device_.facts.to_json()},
+                   {"stages", json::object()},
+                   {"finished", false},
+                   {"worker", std::move(worker_figures)}};
+    set_selection_cache(job_.cache_dir, device_.facts.uuid + "|driver " +
+                                            std::to_string(device_.facts.driver_version) + "|runtime " +
+                                            std::to_string(device_.facts.runtime_version));
     family_ = make_family_handler(job_.family, job_.reference);
     if (job_.correctness.base_seed == 0)
       job_.correctness.base_seed = mix(static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
@@ -341,7 +353,7 @@ class Worker {
       else
         set_stage("timing", stage_json("skipped", "not timed: the outputs were not correct"));
     }
-    if (job_.wants("execution")) execution_stage();
+    if (job_.wants("execution")) execution_stage(correct);
     finish();
     return kWorkerFinished;
   }
@@ -475,9 +487,14 @@ class Worker {
     const auto start = Clock::now();
     PhaseSeconds phases{device_.stream};
     json workloads = json::array(), diagnostics = json::array();
-    bool all_correct = true, all_deterministic = true;
+    bool all_correct = true, all_deterministic = true, stopped_early = false;
     const bool sanitize = job_.mode == "sanitize";
+    std::size_t workloads_skipped = 0;
     for (std::size_t wi = 0; wi < job_.workloads.size(); ++wi) {
+      if (stopped_early) {
+        ++workloads_skipped;
+        continue;
+      }
       const JobWorkload &w = job_.workloads[wi];
       prepare("correctness", w);
       BufferPool pool(job_.correctness.guard_bytes, device_.stream);
@@ -499,9 +516,10 @@ class Worker {
       double max_abs = 0, max_rel = 0;
       std::uint64_t mismatches = 0, nans = 0, unwritten = 0, damage = 0;
       bool mutated = false, deterministic = true;
-      int passed = 0;
+      int passed = 0, trials_run = 0;
       const int trials = sanitize ? 1 : job_.correctness.trials;
-      for (int trial = 0; trial < trials; ++trial) {
+      for (int trial = 0; trial < trials && !stopped_early; ++trial) {
+        ++trials_run;
         const std::uint64_t seed = mix(job_.correctness.base_seed ^ mix(wi * 1000003ull + trial));
         fill_inputs(w.spec, tensors, seed);
         phases.mark("fill");
@@ -510,7 +528,10 @@ class Worker {
         poison_outputs(w.spec, tensors);
         const std::uint64_t before = input_checksum(w.spec, tensors);
         phases.mark("checks");
+        const auto launch_start = Clock::now();
         launch_and_wait("correctness", w, params, "trial " + std::to_string(trial + 1));
+        // Sizes the instrumented launch's deadline and budget when the kernel is never timed.
+        correctness_launch_ms_ = std::max(correctness_launch_ms_, 1e3 * seconds_since(launch_start));
         phases.mark("candidate");
         bool trial_ok = true;
         for (const auto &t : w.spec.tensors) {
@@ -537,8 +558,11 @@ class Worker {
         for (const auto &[name, t] : tensors) damage += guard_damage(t, device_.stream);
         if (input_checksum(w.spec, tensors) != before) mutated = true;
         if (damage || mutated) trial_ok = false;
+        // The first failing trial decides the verdict; the remaining trials (and workloads) would only
+        // add counts, so they are skipped unless the settings ask for all of them.
+        if (!trial_ok && !job_.correctness.all_trials && !sanitize) stopped_early = true;
         // A second identical launch must give the same bits (races, uninitialized reads).
-        if (trial == 0 && job_.correctness.check_determinism && !sanitize) {
+        if (trial == 0 && job_.correctness.check_determinism && !sanitize && !stopped_early) {
           for (const auto &t : w.spec.tensors)
             if (t.is_output)
               PTXB_CUDA(cudaMemcpyAsync(snapshots[t.name], tensors.at(t.name).data, t.bytes(),
@@ -553,14 +577,15 @@ class Worker {
         passed += trial_ok;
         phases.mark("checks");
       }
-      const bool ok = passed == trials;
+      const bool ok = passed == trials && trials_run == trials;
       all_correct = all_correct && ok;
       all_deterministic = all_deterministic && deterministic;
       std::uint64_t elements = 0;
       for (const auto &t : w.spec.tensors)
         if (t.is_output) elements += static_cast<std::uint64_t>(t.elements());
       workloads.push_back({{"name", w.spec.name},
-                           {"trials", trials},
+                           {"trials", trials_run},
+                           {"trials_planned", trials},
                            {"passed", passed},
                            {"max_abs_error", max_abs},
                            {"max_rel_error", max_rel},
@@ -574,7 +599,10 @@ class Worker {
                            {"output_elements", elements}});
       if (!ok) {
         std::string text = "workload " + w.spec.name + ": " + std::to_string(passed) + " of " +
-                           std::to_string(trials) + " trials passed";
+                           std::to_string(trials_run) + " trials passed";
+        if (trials_run < trials)
+          text += " (stopped at the first failing trial; " + std::to_string(trials - trials_run) +
+                  " more skipped)";
         if (mismatches) {
           text += "; " + std::to_string(mismatches) + " mismatching elements over all trials (of " +
                   std::to_string(elements) + " per trial)";
@@ -615,6 +643,9 @@ class Worker {
     phases.mark("buffers");  // freeing them
     json figures = {{"workloads", workloads},
                     {"base_seed", job_.correctness.base_seed},
+                    {"stopped_early", stopped_early},
+                    {"workloads_skipped", workloads_skipped},
+                    {"slowest_launch_ms", correctness_launch_ms_},
                     {"phase_seconds", phases.seconds}};
     set_stage("correctness", stage_json(status, summary, diagnostics, figures, seconds_since(start)));
     return status == "ok";
@@ -873,8 +904,24 @@ class Worker {
     return "";
   }
 
-  void execution_stage() {
+  void execution_stage(bool correct) {
     const auto start = Clock::now();
+    // Instrumented code runs up to ~200x slower than plain. An incorrect kernel's counts still help the
+    // repair feedback (a target in the SASS that never runs), so they are taken when that is cheap; a
+    // kernel too slow to count within the budget is left uncounted instead of holding the GPU.
+    const double launch_ms = std::max(slowest_launch_ms_, correctness_launch_ms_);
+    if (!correct && 200.0 * launch_ms > job_.incorrect_execution_budget_ms) {
+      set_stage(
+          "execution",
+          stage_json("skipped",
+                     "not counted: the outputs were not correct and counting instructions would take "
+                     "about " +
+                         fmt_num(200.0 * launch_ms / 1000.0) + " s (200x its " + fmt_num(launch_ms) +
+                         " ms launch; budget " + fmt_num(job_.incorrect_execution_budget_ms / 1000.0) + " s)",
+                     json::array(), json{{"estimated_seconds", 200.0 * launch_ms / 1000.0}},
+                     seconds_since(start)));
+      return;
+    }
     if (const std::string why = await_sass_listing(); !why.empty()) {
       set_stage("execution",
                 stage_json("skipped", "no SASS listing of the cubin to join the counts with: " + why));
@@ -904,7 +951,7 @@ class Worker {
     const detail::SassCountResult counts =
         detail::count_sass_instructions(device_.ctx, device_.facts.ordinal, [&] {
           // Instrumented code runs many times slower: allow 200x the slowest timed launch, within limits.
-          const double deadline = std::clamp(200.0 * slowest_launch_ms_, job_.kernel_hang_ms, 60'000.0);
+          const double deadline = std::clamp(200.0 * launch_ms, job_.kernel_hang_ms, 60'000.0);
           launch_and_wait("execution", w, params, "instrumented launch", deadline, /*instrumented=*/true);
         });
     if (!counts.available) {
@@ -969,13 +1016,19 @@ class Worker {
   json result_;
   double slowest_launch_ms_ =
       0;  ///< ms: slowest median candidate launch timed so far (sizes the instrumented deadline)
+  double correctness_launch_ms_ = 0;  ///< ms: slowest correctness launch, wall clock (launch + wait)
   std::unique_ptr<FamilyHandler> family_;
   detail::CandidateKernel kernel_;
 };
 
 }  // namespace
 
-int run_job_file(const std::string &job_path, const std::string &result_path) {
+namespace {
+
+/// Runs one job on a device that is ready (fresh or pre-started). `figures`: where the worker's own
+/// time went before the job (recorded in result.json under "worker").
+int run_job_on(const std::string &job_path, const std::string &result_path, const Device &device,
+               json figures) {
   Job job;
   try {
     job = parse_job(json::parse(read_all(job_path)));
@@ -986,9 +1039,14 @@ int run_job_file(const std::string &job_path, const std::string &result_path) {
     std::fprintf(stderr, "ptxbench-worker: %s\n", e.what());
     return kWorkerBadJob;
   }
+  if (job.device != device.facts.ordinal) {
+    std::fprintf(stderr, "ptxbench-worker: the job names device %d, this worker holds device %d\n",
+                 job.device, device.facts.ordinal);
+    return kWorkerBadJob;
+  }
   std::unique_ptr<Worker> worker;
   try {
-    worker = std::make_unique<Worker>(std::move(job), result_path);
+    worker = std::make_unique<Worker>(std::move(job), result_path, device, std::move(figures));
   } catch (const WorkerError &e) {
     std::fprintf(stderr, "ptxbench-worker: no usable GPU: %s\n", e.what());
     return kWorkerNoDevice;
@@ -1002,6 +1060,79 @@ int run_job_file(const std::string &job_path, const std::string &result_path) {
     std::fflush(stderr);
     std::_Exit(e.kind() == "runtime_error" ? kWorkerStopped : 70);
   }
+}
+
+int job_device(const std::string &job_path) {
+  try {
+    return json::parse(read_all(job_path)).value("device", 0);
+  } catch (const std::exception &) {
+    return 0;  // run_job_on reports the malformed job
+  }
+}
+
+}  // namespace
+
+int run_job_file(const std::string &job_path, const std::string &result_path) {
+  const auto start = Clock::now();
+  std::optional<Device> device;
+  try {
+    device.emplace(job_device(job_path));
+  } catch (const WorkerError &e) {
+    std::fprintf(stderr, "ptxbench-worker: no usable GPU: %s\n", e.what());
+    return kWorkerNoDevice;
+  }
+  return run_job_on(job_path, result_path, *device,
+                    json{{"prestarted", false}, {"phase_seconds", {{"context", seconds_since(start)}}}});
+}
+
+int serve_prestarted(int device_ordinal, const std::string &lock_path, bool cupti) {
+  json phases = json::object();
+  auto last = Clock::now();
+  const auto mark = [&](const char *phase) {
+    const auto now = Clock::now();
+    phases[phase] = std::chrono::duration<double>(now - last).count();
+    last = now;
+  };
+  // Setting up under the GPU lock: a context being created beside a timed launch would disturb it.
+  int lock_fd = -1;
+  if (!lock_path.empty()) {
+    lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (lock_fd >= 0)
+      while (::flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {
+      }
+  }
+  mark("lock_wait");
+  std::optional<Device> device;
+  try {
+    device.emplace(device_ordinal);
+  } catch (const WorkerError &e) {
+    std::fprintf(stderr, "ptxbench-worker: no usable GPU: %s\n", e.what());
+    return kWorkerNoDevice;
+  }
+  mark("context");
+  // Both libraries, whatever the job: it is not known yet. A failure here is the job's to report.
+  json warm = json::object();
+  if (std::string why = prewarm_cublaslt(); !why.empty()) warm["cublaslt"] = why;
+  if (std::string why = cudnn_sdpa::prewarm(); !why.empty()) warm["cudnn"] = why;
+  mark("handles");
+  if (cupti) {
+    if (std::string why = detail::prewarm_cupti(device->facts.ordinal); !why.empty()) warm["cupti"] = why;
+    mark("cupti");
+  }
+  if (lock_fd >= 0) ::close(lock_fd);  // closing releases the lock
+  std::fputs("ready\n", stdout);
+  std::fflush(stdout);
+  std::string line;
+  if (!std::getline(std::cin, line)) return kWorkerFinished;  // the pool closed: no job for this worker
+  mark("idle");
+  const std::size_t tab = line.find('\t');
+  if (tab == std::string::npos) {
+    std::fprintf(stderr, "ptxbench-worker: expected JOB<TAB>RESULT on stdin, got '%s'\n", line.c_str());
+    return kWorkerBadJob;
+  }
+  json figures = {{"prestarted", true}, {"phase_seconds", phases}};
+  if (!warm.empty()) figures["prewarm_errors"] = warm;
+  return run_job_on(line.substr(0, tab), line.substr(tab + 1), *device, std::move(figures));
 }
 
 json probe(int device, bool cupti_probe) {

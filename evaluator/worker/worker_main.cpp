@@ -1,5 +1,7 @@
 // ptxbench-worker: the sandboxed GPU stage for one candidate.
 //   ptxbench-worker --job job.json --result result.json
+//   ptxbench-worker --prestart [--device N] [--lock FILE] [--prewarm-cupti]
+//                                                          (ready, then one JOB<TAB>RESULT line on stdin)
 //   ptxbench-worker --probe [--device N] [--no-cupti]      (JSON on stdout)
 //   ptxbench-worker --check-reference [--device N]         (JSON on stdout)
 #include <cstdio>
@@ -15,6 +17,7 @@ namespace {
 int usage() {
   std::fprintf(stderr,
                "usage: ptxbench-worker --job JOB.json --result RESULT.json\n"
+               "       ptxbench-worker --prestart [--device N] [--lock FILE] [--prewarm-cupti]\n"
                "       ptxbench-worker --probe [--device N] [--no-cupti]\n"
                "       ptxbench-worker --check-reference [--device N]\n");
   return ptxbench::worker::kWorkerBadJob;
@@ -23,9 +26,9 @@ int usage() {
 }  // namespace
 
 int main(int argc, char **argv) {
-  std::string job, result, mode;
+  std::string job, result, mode, lock;
   int device = 0;
-  bool cupti = true;
+  bool cupti = true, prewarm_cupti = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--job" && i + 1 < argc) {
@@ -34,8 +37,12 @@ int main(int argc, char **argv) {
       result = argv[++i];
     } else if (a == "--device" && i + 1 < argc) {
       device = std::atoi(argv[++i]);
-    } else if (a == "--probe" || a == "--check-reference") {
+    } else if (a == "--lock" && i + 1 < argc) {
+      lock = argv[++i];
+    } else if (a == "--probe" || a == "--check-reference" || a == "--prestart") {
       mode = a;
+    } else if (a == "--prewarm-cupti") {
+      prewarm_cupti = true;
     } else if (a == "--no-cupti") {
       cupti = false;
     } else {
@@ -47,6 +54,7 @@ int main(int argc, char **argv) {
       std::cout << ptxbench::worker::probe(device, cupti).dump(2) << "\n";
       return 0;
     }
+    if (mode == "--prestart") return ptxbench::worker::serve_prestarted(device, lock, prewarm_cupti);
     if (mode == "--check-reference") {
       std::cout << ptxbench::worker::check_reference_gemm(device).dump(2) << "\n";
       return 0;

@@ -29,6 +29,24 @@ std::string cupti_version() {
   return std::to_string(v);
 }
 
+std::string prewarm_cupti(int device_ordinal) {
+  CUpti_Profiler_Initialize_Params init = {CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+  if (CUptiResult r = cuptiProfilerInitialize(&init); r != CUPTI_SUCCESS)
+    return cupti_error("cuptiProfilerInitialize", r);
+  CUpti_Device_GetChipName_Params chip = {CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+  chip.deviceIndex = static_cast<std::size_t>(device_ordinal);
+  if (CUptiResult r = cuptiDeviceGetChipName(&chip); r != CUPTI_SUCCESS)
+    return cupti_error("cuptiDeviceGetChipName", r);
+  for (const char *name : {"smsp__sass_inst_executed", "smsp__sass_thread_inst_executed_pred_on"}) {
+    CUpti_SassMetrics_GetProperties_Params props = {CUpti_SassMetrics_GetProperties_Params_STRUCT_SIZE};
+    props.pChipName = chip.pChipName;
+    props.pMetricName = name;
+    if (CUptiResult r = cuptiSassMetricsGetProperties(&props); r != CUPTI_SUCCESS)
+      return cupti_error("cuptiSassMetricsGetProperties", r);
+  }
+  return "";
+}
+
 SassCountResult count_sass_instructions(CUcontext ctx, int device_ordinal,
                                         const std::function<void()> &run_once) {
   SassCountResult out;

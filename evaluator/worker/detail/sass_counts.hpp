@@ -31,4 +31,9 @@ SassCountResult count_sass_instructions(CUcontext ctx, int device_ordinal,
 /// CUPTI version as "major.minor" style number text.
 std::string cupti_version();
 
+/// The set-up of count_sass_instructions that patches nothing (profiler initialization, chip name,
+/// metric properties), done ahead of any job by a pre-started worker; "" or why it failed. No kernel
+/// runs instrumented until count_sass_instructions enables the metrics.
+std::string prewarm_cupti(int device_ordinal);
+
 }  // namespace ptxbench::worker::detail

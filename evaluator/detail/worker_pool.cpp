@@ -1,0 +1,75 @@
+#include "evaluator/detail/worker_pool.hpp"
+
+namespace ptxbench::evaluator::detail {
+
+WorkerPool::WorkerPool() = default;
+WorkerPool::~WorkerPool() = default;  // waiting workers are killed with their process group
+
+WorkerPool &WorkerPool::shared() {
+  static WorkerPool pool;
+  return pool;
+}
+
+std::optional<util::StartedProcess> WorkerPool::spawn(const WorkerKey &key) {
+  if (!home_) home_ = std::make_unique<util::TempDir>("ptxbench-workers");
+  util::ProcessSpec spec;
+  spec.argv = {key.worker.string(), "--prestart", "--device", "0"};  // CUDA_VISIBLE_DEVICES pins the GPU
+  if (!key.lock.empty()) {
+    spec.argv.push_back("--lock");
+    spec.argv.push_back(key.lock.string());
+  }
+  if (key.cupti) spec.argv.push_back("--prewarm-cupti");
+  spec.env = util::scrubbed_environment(home_->path().string());
+  spec.env["CUDA_VISIBLE_DEVICES"] = std::to_string(key.device);
+  spec.working_directory = home_->path().string();
+  spec.limits.cpu_seconds = key.cpu_seconds;
+  spec.limits.address_space_bytes = 0;  // CUDA reserves a huge virtual address space
+  spec.limits.file_size_bytes = 256ull << 20;
+  spec.limits.open_files = 1024;
+  auto p = util::StartedProcess::start(spec);
+  if (!p) return std::nullopt;
+  return std::move(*p);
+}
+
+std::optional<util::StartedProcess> WorkerPool::take(const WorkerKey &key,
+                                                     std::chrono::milliseconds ready_timeout,
+                                                     nlohmann::json &figures) {
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<util::StartedProcess> worker;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = idle_.find(key); it != idle_.end()) {
+      worker.emplace(std::move(it->second));
+      idle_.erase(it);
+    }
+  }
+  figures["prestarted"] = worker.has_value();
+  int replaced = 0;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (!worker) {
+      std::lock_guard lock(mutex_);
+      worker = spawn(key);
+    }
+    if (!worker) break;  // could not even start: the one-shot path reports why
+    if (worker->wait_for_line("ready", ready_timeout)) break;
+    worker.reset();  // died before its job (or never got ready): replace it once
+    ++replaced;
+  }
+  figures["replaced"] = replaced;
+  figures["ready_wait_seconds"] =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return worker;
+}
+
+void WorkerPool::refill(const WorkerKey &key) {
+  std::lock_guard lock(mutex_);
+  if (idle_.count(key)) return;
+  if (auto p = spawn(key)) idle_.emplace(key, std::move(*p));
+}
+
+std::size_t WorkerPool::waiting() const {
+  std::lock_guard lock(mutex_);
+  return idle_.size();
+}
+
+}  // namespace ptxbench::evaluator::detail

@@ -1,0 +1,81 @@
+#include "evaluator/verdict_cache.hpp"
+
+#include "evaluator/candidate.hpp"
+#include "evaluator/ptx.hpp"
+#include "util/files.hpp"
+
+namespace ptxbench::evaluator {
+
+using nlohmann::json;
+
+json verdict_settings(const EvaluatorSettings &settings) {
+  json s = settings.to_json();
+  for (const char *path : {"worker_path", "ptxas_path", "disassembler_path", "ptxbench_path", "lock_dir"})
+    s.erase(path);
+  if (s.contains("worker")) {
+    s["worker"].erase("prestart");
+    s["worker"].erase("prestart_cupti");
+    s["worker"].erase("selection_cache_dir");
+  }
+  return s;
+}
+
+std::optional<std::string> VerdictCache::key(const tasks::Task &task, std::string_view response,
+                                             const EvaluatorSettings &settings) const {
+  auto parsed = parse_response(response, settings.parse);
+  if (!parsed) return std::nullopt;
+  auto manifest = parse_manifest(parsed->manifest_text, task);
+  if (!manifest) return std::nullopt;
+  json plans = json::array();
+  for (const auto &w : task.workloads) {
+    auto plan = resolve_launch(*manifest, task, w);
+    if (!plan) return std::nullopt;
+    plans.push_back(plan->to_json());
+  }
+  std::string kernel;
+  if (parsed->language == KernelLanguage::ptx) {
+    auto module = parse_ptx(parsed->kernel_source);
+    kernel =
+        module ? "ptx " + module->normalized_hash : "ptx-source " + util::fnv1a64_hex(parsed->kernel_source);
+  } else {
+    kernel = "cuda " + util::fnv1a64_hex(parsed->kernel_source);
+  }
+  const json material = {{"kernel", kernel},
+                         {"entry", manifest->entry},
+                         {"plans", plans},
+                         {"task", task.to_json()},
+                         {"settings", verdict_settings(settings)},
+                         {"environment", environment_}};
+  return kernel + " " + util::fnv1a64_hex(material.dump());
+}
+
+std::optional<Verdict> VerdictCache::get(const std::string &key) const {
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return std::nullopt;
+  Verdict v = it->second.first;
+  v.reused_from = {{"origin", it->second.second}, {"key", key}};
+  v.profile = json::object();
+  v.wall_seconds = 0;
+  return v;
+}
+
+void VerdictCache::put(const std::string &key, const Verdict &verdict, const std::string &origin) {
+  // A verdict that reflects the machine rather than the kernel is made again next time.
+  const auto machine_said = [](const StageResult &s) {
+    return s.summary.starts_with("the GPU worker could not start") ||
+           s.summary.starts_with("the worker found no usable GPU") ||
+           s.summary.starts_with("cannot open the GPU lock file");
+  };
+  for (const StageResult *s : {&verdict.correctness, &verdict.execution, &verdict.timing})
+    if (machine_said(*s)) return;
+  std::lock_guard lock(mutex_);
+  entries_.try_emplace(key, verdict, origin);
+}
+
+std::size_t VerdictCache::size() const {
+  std::lock_guard lock(mutex_);
+  return entries_.size();
+}
+
+}  // namespace ptxbench::evaluator

@@ -1,0 +1,194 @@
+// Evaluation throughput on the CPU: the pre-started worker pool's protocol (with
+// stand-in worker scripts: no GPU), a process given its input after it said
+// "ready", and the verdict cache's key and reuse.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <string>
+
+#include "evaluator/detail/worker_pool.hpp"
+#include "evaluator/evaluator.hpp"
+#include "evaluator/verdict_cache.hpp"
+#include "tasks/task.hpp"
+#include "util/files.hpp"
+#include "util/subprocess.hpp"
+
+namespace fs = std::filesystem;
+namespace ev = ptxbench::evaluator;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+/// An executable shell script standing in for ptxbench-worker (the pool passes --prestart ...).
+fs::path script(const fs::path &dir, const std::string &name, const std::string &body) {
+  const fs::path p = dir / name;
+  REQUIRE(ptxbench::util::write_file_atomic(p, "#!/bin/sh\n" + body));
+  ::chmod(p.c_str(), 0755);
+  return p;
+}
+
+// Says ready, reads "JOB<TAB>RESULT" and writes the job's text into the result file.
+const char *kGoodWorker =
+    "echo ready\n"
+    "IFS=\"$(printf '\\t')\" read -r job result || exit 0\n"
+    "cat \"$job\" > \"$result\"\n";
+
+ev::detail::WorkerKey key_for(const fs::path &worker) {
+  return ev::detail::WorkerKey{worker, 0, "", 60};
+}
+
+}  // namespace
+
+TEST_CASE("started process: stdin is given after the ready line; the wall limit counts from then") {
+  ptxbench::util::TempDir dir("ptxbench-test");
+  const fs::path w = script(dir.path(), "w.sh", "echo ready\nread -r line\nsleep 2\necho \"got $line\"\n");
+  ptxbench::util::ProcessSpec spec;
+  spec.argv = {w.string()};
+  spec.env = ptxbench::util::scrubbed_environment(dir.path().string());
+  auto p = ptxbench::util::StartedProcess::start(spec);
+  REQUIRE(p);
+  CHECK(p->wait_for_line("ready", 5000ms));
+  const auto r = p->finish("hello\n", 300ms);
+  CHECK(r.timed_out);  // the sleep outlasts the limit counted from the handover
+  CHECK(r.wall_seconds < 1.5);
+
+  auto q = ptxbench::util::StartedProcess::start(spec);
+  REQUIRE(q);
+  CHECK(q->wait_for_line("ready", 5000ms));
+  const auto r2 = q->finish("hello\n", 10'000ms);
+  CHECK(r2.ok());
+  CHECK(r2.stdout_text.find("got hello") != std::string::npos);
+}
+
+TEST_CASE("worker pool: a pre-started worker takes one job; the pool refills itself") {
+  ptxbench::util::TempDir dir("ptxbench-test");
+  const fs::path w = script(dir.path(), "worker.sh", kGoodWorker);
+  ev::detail::WorkerPool pool;
+  const auto key = key_for(w);
+  json figures;
+  auto first = pool.take(key, 5000ms, figures);
+  REQUIRE(first);
+  CHECK(figures["prestarted"] == false);  // nothing was waiting: started and waited for on the spot
+  CHECK(figures["replaced"] == 0);
+  pool.refill(key);
+  CHECK(pool.waiting() == 1);
+  pool.refill(key);  // one waiting worker per key is enough
+  CHECK(pool.waiting() == 1);
+
+  const fs::path job = dir.path() / "job.json", result = dir.path() / "result.json";
+  REQUIRE(ptxbench::util::write_file_atomic(job, "{\"n\": 1}"));
+  const auto r = first->finish(job.string() + "\t" + result.string() + "\n", 10'000ms);
+  CHECK(r.ok());
+  const auto written = ptxbench::util::read_file(result);
+  REQUIRE(written);
+  CHECK(*written == "{\"n\": 1}");
+
+  json again;
+  auto second = pool.take(key, 5000ms, again);
+  REQUIRE(second);
+  CHECK(again["prestarted"] == true);
+  CHECK(pool.waiting() == 0);
+}
+
+TEST_CASE(
+    "worker pool: a worker that dies before its job is replaced; one that never gets ready is not used") {
+  ptxbench::util::TempDir dir("ptxbench-test");
+  // Dies on its first start (leaves a marker), works from then on.
+  const fs::path marker = dir.path() / "died-once";
+  const fs::path flaky = script(dir.path(), "flaky.sh",
+                                "if [ ! -e '" + marker.string() + "' ]; then : > '" + marker.string() +
+                                    "'; exit 1; fi\n" + kGoodWorker);
+  ev::detail::WorkerPool pool;
+  json figures;
+  auto w = pool.take(key_for(flaky), 5000ms, figures);
+  CHECK(w);
+  CHECK(figures["replaced"] == 1);
+
+  // A waiting worker that died while idle: taken, found dead, replaced by a fresh one.
+  const fs::path once =
+      script(dir.path(), "once.sh",
+             "if [ -e '" + (dir.path() / "idle-died").string() + "' ]; then\n" + std::string(kGoodWorker) +
+                 "else : > '" + (dir.path() / "idle-died").string() + "'; exit 1; fi\n");
+  pool.refill(key_for(once));
+  CHECK(pool.waiting() == 1);
+  json idle;
+  auto fresh = pool.take(key_for(once), 5000ms, idle);
+  CHECK(fresh);
+  CHECK(idle["prestarted"] == true);
+  CHECK(idle["replaced"] == 1);
+
+  const fs::path dead = script(dir.path(), "dead.sh", "exit 4\n");
+  json none;
+  CHECK_FALSE(pool.take(key_for(dead), 5000ms, none));
+  CHECK(none["replaced"] == 2);  // tried twice, then the caller runs a one-shot worker that says why
+
+  const fs::path silent = script(dir.path(), "silent.sh", "sleep 30\n");
+  json slow;
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_FALSE(pool.take(key_for(silent), 200ms, slow));
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);  // killed, not waited for
+}
+
+TEST_CASE("verdict cache: a resent identical kernel reuses its verdict; any change misses") {
+  auto task =
+      ptxbench::tasks::load_task_file(fs::path(PTXBENCH_SOURCE_DIR) / "tasks" / "gemm_n7168_k5120.json");
+  REQUIRE(task);
+  auto response = ptxbench::util::read_file(fs::path(PTXBENCH_SOURCE_DIR) / "tasks" / "solutions" /
+                                            "gemm_n7168_k5120" / "wgmma_tma" / "response.md");
+  REQUIRE(response);
+  ev::EvaluatorSettings settings;
+  ev::VerdictCache cache(json{{"gpu", "H200"}, {"driver", 580}});
+  const auto key = cache.key(*task, *response, settings);
+  REQUIRE(key);
+  CHECK_FALSE(cache.get(*key));
+
+  // Comments and whitespace in the PTX do not change the normalized kernel hash.
+  std::string commented = *response;
+  const auto at = commented.find(".version");
+  REQUIRE(at != std::string::npos);
+  commented.insert(at, "// a comment the model added\n   \n");
+  CHECK(cache.key(*task, commented, settings) == key);
+
+  ev::Verdict v;
+  v.status = ev::Status::ok;
+  v.task_id = task->id;
+  v.axes.speedup = 0.93;
+  v.wall_seconds = 1.2;
+  cache.put(*key, v, "m/gemm/0 turn 0");
+  const auto hit = cache.get(*key);
+  REQUIRE(hit);
+  CHECK(hit->axes.speedup == doctest::Approx(0.93));
+  CHECK(hit->reused_from["origin"] == "m/gemm/0 turn 0");
+  CHECK(hit->wall_seconds == 0);
+  CHECK(ev::Verdict::from_json(hit->to_json()).reused_from["origin"] == "m/gemm/0 turn 0");
+  cache.put(*key, ev::Verdict{}, "later");  // the first verdict for a key is kept
+  CHECK(cache.get(*key)->reused_from["origin"] == "m/gemm/0 turn 0");
+
+  // A changed kernel, launch, setting or environment is another key.
+  std::string changed = *response;
+  const auto ret = changed.rfind("ret;");
+  REQUIRE(ret != std::string::npos);
+  changed.insert(ret, "add.u32 %r1, %r1, 0;\n");
+  CHECK(cache.key(*task, changed, settings) != key);
+  ev::EvaluatorSettings more_trials = settings;
+  more_trials.correctness.trials = 5;
+  CHECK(cache.key(*task, *response, more_trials) != key);
+  ev::EvaluatorSettings other_paths = settings;
+  other_paths.worker.prestart = false;
+  other_paths.lock_dir = "/elsewhere";
+  CHECK(cache.key(*task, *response, other_paths) == key);  // how it runs, not what it decides
+  ev::VerdictCache other_gpu(json{{"gpu", "H100"}, {"driver", 580}});
+  CHECK(other_gpu.key(*task, *response, settings) != key);
+
+  // A verdict that reflects the machine (no GPU worker) is not kept.
+  ev::Verdict machine;
+  machine.correctness.summary = "the GPU worker could not start: program not found";
+  ev::VerdictCache fresh(json{{"gpu", "H200"}});
+  fresh.put(*key, machine, "x");
+  CHECK(fresh.size() == 0);
+  // No kernel: not cacheable.
+  CHECK_FALSE(cache.key(*task, "no kernel here", settings));
+}
