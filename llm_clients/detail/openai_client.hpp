@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "llm_clients/chat_client.hpp"
 
@@ -31,6 +32,10 @@ class OpenAiClient final : public ChatClient {
   /// Sleeps up to `duration`; false if cancelled meanwhile.
   bool wait_unless_cancelled(std::chrono::milliseconds duration);
   ChatError http_error(long status, const std::string &body) const;
+  /// GET url with the key and a 5 s limit: (status, body start); status 0 when unreachable.
+  std::pair<long, std::string> get(const std::string &url) const;
+  /// What GET <base_url>/models says about config_.model ("" when it lists nothing).
+  std::string model_hint() const;
 
   const EndpointConfig config_;
   const std::string api_key_;
