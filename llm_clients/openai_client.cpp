@@ -215,9 +215,9 @@ std::pair<long, std::string> OpenAiClient::get(const std::string &url) const {
   return {status, body};
 }
 
-std::string OpenAiClient::model_hint() const {
+std::string OpenAiClient::model_hint(const std::pair<long, std::string> &models) const {
   const std::string models_url = strip_trailing_slashes(config_.base_url) + "/models";
-  auto [status, body] = get(models_url);
+  const auto &[status, body] = models;
   std::vector<std::string> ids = status == 200 ? model_ids(body) : std::vector<std::string>{};
   if (status != 200 || ids.empty()) return {};
   if (std::find(ids.begin(), ids.end(), config_.model) != ids.end())
@@ -228,8 +228,26 @@ std::string OpenAiClient::model_hint() const {
   return fmt::format("model '{}' is not served at {}; it lists: {}", config_.model, config_.base_url, list);
 }
 
-ChatError OpenAiClient::http_error(long status, const std::string &body) const {
+ChatError OpenAiClient::http_error(long status, const std::string &body, bool *retry_pointless) const {
   const std::string server = redacted_excerpt(server_error_message(body), api_key_);
+  // GET <base_url>/models, asked once and only for the statuses whose cause it tells apart.
+  std::optional<std::pair<long, std::string>> models;
+  auto models_answer = [&]() -> const std::pair<long, std::string> & {
+    if (!models) models = get(strip_trailing_slashes(config_.base_url) + "/models");
+    return *models;
+  };
+  auto model_hint = [&] { return this->model_hint(models_answer()); };
+  const std::string key_advice = config_.api_key_env.empty()
+                                     ? "this endpoint sends no key: if the server needs one, set api_key_env "
+                                       "to the name of the variable "
+                                       "holding it"
+                                     : "check the key in $" + config_.api_key_env;
+  auto refused_too = [&](long models_status) {
+    std::string said = redacted_excerpt(server_error_message(models_answer().second), api_key_, 200);
+    return fmt::format(
+        "the server fails GET {}/models too (HTTP {}{}), so the request never reached a model: {}",
+        strip_trailing_slashes(config_.base_url), models_status, said.empty() ? "" : ": " + said, key_advice);
+  };
   std::string hint;
   switch (status) {
     case 401:
@@ -251,9 +269,11 @@ ChatError OpenAiClient::http_error(long status, const std::string &body) const {
     case 400:
     case 422: {
       // Only a message about the model is worth the model list (LiteLLM: "Invalid model name passed").
-      std::string models = lower(server).find("model") != std::string::npos ? model_hint() : std::string();
-      if (models.find("is not served") != std::string::npos)
-        hint = models;
+      std::string listed = lower(server).find("model") != std::string::npos ? model_hint() : std::string();
+      if (listed.find("is not served") != std::string::npos)
+        hint = listed;
+      else if (const long s = models_answer().first; s >= 400)
+        hint = refused_too(s);  // e.g. LiteLLM without a database answers a wrong key with 400
       else
         hint =
             "the server rejected the request: its message says why (sampling parameters, extra_body, "
@@ -267,10 +287,19 @@ ChatError OpenAiClient::http_error(long status, const std::string &body) const {
       hint = "rate limited: lower max_in_flight or raise max_retries / backoff_max";
       break;
     default:
-      if (status >= 500 && looks_like_key_error(body))
+      if (status >= 500 && looks_like_key_error(body)) {
         hint = config_.api_key_env.empty()
                    ? "the server wants a key: set api_key_env to the name of the variable holding it"
                    : "the server refused the key: check the key in $" + config_.api_key_env;
+        if (retry_pointless) *retry_pointless = true;
+      } else if (status == 500) {
+        // A 500 that GET /models shares is the server's state (a missing key, a broken proxy), not a
+        // passing overload: retrying would only wait. A server that lists its models is retried.
+        if (const long s = models_answer().first; s == 0 || s >= 400) {
+          hint = refused_too(s);
+          if (retry_pointless) *retry_pointless = true;
+        }
+      }
       break;
   }
   std::string message;
@@ -412,9 +441,10 @@ AttemptResult OpenAiClient::attempt(const std::string &body) const {
                 fmt::format("cannot reach {}: {}", url_, redact(detail, api_key_)), !permanent);
   }
   if (t.status < 200 || t.status >= 300) {
-    result.error = http_error(t.status, t.body);
+    bool pointless = false;
+    result.error = http_error(t.status, t.body, &pointless);
     // A proxy's "no key" 500 stays a 500 however often it is asked.
-    result.retryable = is_retryable_status(t.status) && !(t.status >= 500 && looks_like_key_error(t.body));
+    result.retryable = is_retryable_status(t.status) && !pointless;
     return result;
   }
   result.response.first_byte_seconds =

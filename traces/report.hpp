@@ -62,6 +62,11 @@ struct GroupReport {
   int successes = 0;                               ///< trajectories correct at some turn
   std::optional<double> tokens_per_success;        ///< (prompt + completion) / successes
   std::optional<double> wall_seconds_per_success;  ///< wall_seconds / successes
+  int gpu_measured_attempts =
+      0;  ///< attempts whose correctness stage ran (0: the GPU axes are "not measured")
+  /// Trajectories whose every turn failed for the endpoint's reason (request_failed, no answer): not the
+  /// model's outcome, so left out of `trajectories` and every rate (`ptxbench resume` retries them).
+  int request_failed_trajectories = 0;
 };
 
 struct SpeedupPoint {

@@ -263,14 +263,18 @@ std::string render_html_report(const Report &r) {
   for (double p : ps) h += "<th>" + fast_label(p) + "</th>";
   h += "<th>pass@1</th><th>geomean speedup</th><th>best</th><th>tokens/success</th></tr>\n";
   for (const auto &g : r.groups) {
+    // Without a GPU run the GPU axes were not measured; a 0% there would read as the model's failure.
+    const bool nm = g.attempts > 0 && g.gpu_measured_attempts == 0;
+    auto gpu_pct = [&](int num) { return nm ? std::string("not measured") : pct(num, g.trajectories); };
     h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
                      html_escape(g.model), html_escape(g.task), g.trajectories,
-                     pct(g.end.compiled, g.trajectories), pct(g.end.correct, g.trajectories),
-                     pct(g.end.executed, g.trajectories));
-    for (std::size_t i = 0; i < ps.size(); ++i) h += "<td>" + pct(g.end.fast[i], g.trajectories) + "</td>";
+                     pct(g.end.compiled, g.trajectories), gpu_pct(g.end.correct), gpu_pct(g.end.executed));
+    for (std::size_t i = 0; i < ps.size(); ++i) h += "<td>" + gpu_pct(g.end.fast[i]) + "</td>";
     auto it = g.pass_correct.find(1);
     h += fmt::format("<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                     it == g.pass_correct.end() ? "—" : fmt::format("{:.3f}", it->second),
+                     nm                           ? "not measured"
+                     : it == g.pass_correct.end() ? "—"
+                                                  : fmt::format("{:.3f}", it->second),
                      g.geomean_speedup ? fmt::format("{:.3f}x", *g.geomean_speedup) : "—",
                      g.best_speedup ? fmt::format("{:.3f}x", *g.best_speedup) : "—",
                      g.tokens_per_success ? fmt::format("{:.0f}", *g.tokens_per_success) : "—");
