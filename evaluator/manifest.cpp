@@ -195,6 +195,7 @@ std::string without_trailing_commas(std::string_view text) {
   for (std::size_t i = 0; i < out.size(); ++i) {
     const char c = out[i];
     if (c == '"') {
+      comma.reset();  // a value follows the comma
       for (++i; i < out.size() && out[i] != '"'; ++i)
         if (out[i] == '\\') ++i;
     } else if (c == '/' && i + 1 < out.size() && out[i + 1] == '/') {
