@@ -108,6 +108,7 @@ struct TurnJob {
   std::string forced_stop;  ///< stop reason for a turn that was never sent
   std::optional<evaluator::CompiledCandidate> compiled;
   std::optional<int> gpu;
+  std::optional<std::int64_t> seed;  ///< the sampling seed sent (config seed + sample index)
   std::string started_at;
   double request_s = 0, cpu_stages_s = 0, gpu_stage_s = 0;
   std::int64_t orchestrator_ns = 0, client_ns = 0, evaluator_ns = 0;
@@ -177,6 +178,11 @@ struct Runner::Impl {
   std::atomic<int> turns_abandoned{0};
   std::atomic<std::int64_t> orchestrator_ns{0}, client_ns{0}, evaluator_ns{0};
   std::unique_ptr<detail::ProgressDisplay> progress;
+  std::atomic<int> request_failures{0};  ///< turns this session that failed for a non-model reason
+  int retried_request_failures = 0;      ///< resume: failed turns sent again
+  std::mutex errors_mutex;
+  std::set<std::string> errors_shown;  ///< endpoint + error with digits dropped (guarded by errors_mutex)
+  void show_error_once(const std::string &endpoint, const llm::ChatError &error);
   std::condition_variable wake;
   std::mutex wake_mutex;
 
@@ -381,9 +387,13 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
       auto it = by_id.find(id);
       if (it == by_id.end()) return util::unexpected(fmt::format("record for unknown trajectory '{}'", id));
       const int turn = r.value("turn", -1);
-      if (!records[id].emplace(turn, &r).second) {
-        return util::unexpected(
-            fmt::format("trajectory '{}' has turn {} twice; the trace is damaged", id, turn));
+      auto [slot, added] = records[id].emplace(turn, &r);
+      if (!added) {
+        // A turn that ended in a request failure is sent again by resume: the later record replaces it.
+        if (slot->second->value("stop_reason", "") != "request_failed")
+          return util::unexpected(
+              fmt::format("trajectory '{}' has turn {} twice; the trace is damaged", id, turn));
+        slot->second = &r;
       }
     }
     for (auto &[id, turns] : records) {
@@ -412,6 +422,16 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
         previous_done[t.endpoint] += 1;
       }
       t.next_turn = expected;
+      if (t.finished && !turns.empty() &&
+          turns.rbegin()->second->value("stop_reason", "") == "request_failed") {
+        // Not the model's outcome: the endpoint failed (outage, restart, bad key since fixed). Send it again.
+        t.finished = false;
+        t.next_turn = expected - 1;
+        t.history.pop_back();
+        previous_done[t.endpoint] -= 1;
+        previous_counts[t.endpoint]["request_failed"] -= 1;
+        ++retried_request_failures;
+      }
       if (t.finished)  // turns it will never run
         previous_done[t.endpoint] += config.turns_of(arms[t.arm]) - expected;
     }
@@ -524,6 +544,19 @@ void Runner::Impl::guarded(const char *stage, const std::function<void()> &body)
   }
 }
 
+void Runner::Impl::show_error_once(const std::string &endpoint, const llm::ChatError &error) {
+  // Byte counts and timings differ between otherwise identical failures: they do not make an error new.
+  std::string key = endpoint + "\n" + llm::to_string(error.kind) + "\n";
+  for (char c : error.message)
+    if (c < '0' || c > '9') key.push_back(c);
+  {
+    std::lock_guard lock(errors_mutex);
+    if (!errors_shown.insert(key).second) return;
+  }
+  progress->message(fmt::format("error: endpoint '{}': {} (shown once; every failed turn is in the trace)",
+                                endpoint, error.message));
+}
+
 llm::ChatError Runner::Impl::dead_error_for(std::size_t endpoint) {
   std::lock_guard lock(endpoints[endpoint]->mutex);
   return endpoints[endpoint]->dead_error;
@@ -578,6 +611,9 @@ void Runner::Impl::request_loop(std::size_t e) {
       request.messages = job->messages;
       request.sampling = config.sampling_of(arms[t.arm]);
       request.sampling.n = 1;
+      // Samples of one trajectory set must differ: a fixed seed would make them byte-identical.
+      if (request.sampling.seed) *request.sampling.seed += t.sample;
+      job->seed = request.sampling.seed;
       request.task_id = t.task->id;
       request.sample_index = t.sample;
       request.turn_index = job->turn;
@@ -594,6 +630,7 @@ void Runner::Impl::request_loop(std::size_t e) {
           return;
         }
         job->error = result.error();
+        show_error_once(ec.name, result.error());
         const int failures = ++ep.consecutive_failures;
         if (failures >= config.concurrency.endpoint_failures_before_dead && !ep.dead) {
           std::lock_guard lock(ep.mutex);
@@ -709,12 +746,16 @@ void Runner::Impl::gpu_loop(int ordinal) {
 
 std::string Runner::Impl::feedback_for(const TurnJob &job, const evaluator::Verdict *verdict) const {
   const auto &resp = *job.response;
-  if (resp.finish_reason == "length" && verdict != nullptr &&
-      verdict->status == evaluator::Status::no_kernel) {
+  // A cut-off answer is the model's outcome, but "no kernel" or "bad manifest" would send it looking for
+  // a mistake it did not make.
+  const auto max_tokens = config.sampling_of(arms[job.trajectory->arm]).max_tokens;
+  if (resp.finish_reason == "length" &&
+      (verdict == nullptr || verdict->parse.status != evaluator::Status::ok)) {
     return arm_prompts[job.trajectory->arm].feedback_unusable_response(fmt::format(
-        "your answer was cut off at the token limit{} before the kernel and manifest were complete; "
-        "answer more briefly",
-        config.sampling.max_tokens ? fmt::format(" ({} tokens)", *config.sampling.max_tokens) : ""));
+        "your answer was cut off at max_tokens ({}) before it was complete; send a shorter one: the kernel "
+        "and the manifest, with little prose around them",
+        max_tokens ? fmt::format("{} tokens", *max_tokens)
+                                   : std::string("the server's limit")));
   }
   const PromptBuilder &prompts = arm_prompts[job.trajectory->arm];
   if (verdict == nullptr) return prompts.feedback_unusable_response("the response could not be evaluated");
@@ -765,9 +806,11 @@ void Runner::Impl::finalize(JobPtr job) {
                           {"usage",
                            {{"prompt_tokens", r.usage.prompt_tokens},
                             {"completion_tokens", r.usage.completion_tokens},
-                            {"reasoning_tokens", r.usage.reasoning_tokens}}},
+                            {"reasoning_tokens", r.usage.reasoning_tokens},
+                            {"estimated", r.usage.estimated}}},
                           {"attempts", r.attempts},
                           {"latency_seconds", r.latency_seconds}};
+    if (r.usage.estimated) record["response"]["usage"]["estimate_reason"] = r.usage.estimate_reason;
   } else {
     record["response"] = nullptr;
   }
@@ -799,6 +842,7 @@ void Runner::Impl::finalize(JobPtr job) {
   record["feedback"] = feedback;
   record["stop_reason"] = stop;
   record["gpu"] = job->gpu ? Json(*job->gpu) : Json(nullptr);
+  record["seed"] = job->seed ? Json(*job->seed) : Json(nullptr);
   const std::int64_t own_ns = job->orchestrator_ns + (thread_cpu_ns() - c0);
   record["timings"] = {{"request_s", job->request_s},
                        {"cpu_stages_s", job->cpu_stages_s},
@@ -839,6 +883,7 @@ void Runner::Impl::finalize(JobPtr job) {
     return;
   }
   ++turns_recorded;
+  if (stop == "request_failed") ++request_failures;
   const int skipped_turns = stop.empty() ? 0 : config.turns_of(arms[t.arm]) - job->turn - 1;
   progress->on_turn(t.endpoint, status, skipped_turns,
                     fmt::format("[{}] {} turn {}: {}{}", detail::iso8601_utc_now().substr(11, 8), t.id,
@@ -906,6 +951,9 @@ util::Expected<std::unique_ptr<Runner>> Runner::resume(const fs::path &dir, RunS
     impl->run_json["resumes"] = Json::array();
   if (auto ok = impl->setup(true, &*loaded); !ok) return util::unexpected(ok.error());
   for (const auto &w : loaded->warnings) impl->progress->message("note: " + w);
+  if (impl->retried_request_failures > 0)
+    impl->progress->message(fmt::format("resume: retrying {} turn(s) that ended in a request failure",
+                                        impl->retried_request_failures));
   return std::unique_ptr<Runner>(new Runner(std::move(impl)));
 }
 
@@ -964,6 +1012,8 @@ RunResult Runner::run() {
   result.message = m.stop_message;
   result.turns_recorded = m.turns_recorded;
   result.turns_abandoned = m.turns_abandoned;
+  result.request_failures = m.request_failures;
+  result.retried_request_failures = m.retried_request_failures;
   result.orchestrator_cpu_ms = static_cast<double>(m.orchestrator_ns.load()) / 1e6;
   result.client_cpu_ms = static_cast<double>(m.client_ns.load()) / 1e6;
   result.evaluator_cpu_ms = static_cast<double>(m.evaluator_ns.load()) / 1e6;
@@ -1001,7 +1051,11 @@ RunSummary summarize(const traces::LoadedRun &run) {
   std::map<std::pair<std::string, std::string>, Acc> by_key;
   std::map<std::string, bool> finished;  // trajectory id -> last stop_reason non-empty
   std::map<std::string, int> last_turn;
+  // A turn resume sent again after a request failure has two records: the later one counts.
+  std::map<std::pair<std::string, int>, const Json *> latest;
+  for (const auto &r : run.turns) latest[{r.value("trajectory_id", ""), r.value("turn", 0)}] = &r;
   for (const auto &r : run.turns) {
+    if (latest[{r.value("trajectory_id", ""), r.value("turn", 0)}] != &r) continue;
     const std::string model = traces::model_label(r);
     const std::string task = r.value("task_id", "?");
     const int sample = r.value("sample", 0);

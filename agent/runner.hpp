@@ -96,9 +96,12 @@ enum class RunEnd {
 struct RunResult {
   RunEnd end = RunEnd::completed;
   std::filesystem::path dir;
-  std::string message;      ///< why it stopped early, when it did
-  int turns_recorded = 0;   ///< this session
-  int turns_abandoned = 0;  ///< in flight when stopped (not recorded; redone on resume)
+  std::string message;               ///< why it stopped early, when it did
+  int turns_recorded = 0;            ///< this session
+  int turns_abandoned = 0;           ///< in flight when stopped (not recorded; redone on resume)
+  int request_failures = 0;          ///< turns recorded this session that failed for a non-model reason (the
+                                     ///< endpoint, not the answer): `ptxbench resume` sends them again
+  int retried_request_failures = 0;  ///< resume: turns that had ended in a request failure, sent again
   double orchestrator_cpu_ms =
       0;  ///< this session, the loop's own CPU (record writes included; excluding client, evaluator)
   double client_cpu_ms = 0;  ///< CPU of the chat client calls (HTTP, JSON) on our threads

@@ -13,7 +13,8 @@ int run_main(int argc, char **argv) {
       "Each candidate is judged on three separate axes: correct, target instructions executed (CUPTI),\n"
       "and speedup over cuBLASLt/cuDNN.\n\n"
       "Exit codes: 0 ok; 1 eval verdict not ok; 2 usage or config error; 3 environment error\n"
-      "(missing task, file or tool); 70 internal error (a bug); 130 interrupted (state saved).",
+      "(missing task, file or tool); 4 run/resume: some turns failed for a non-model reason (the endpoint;\n"
+      "`ptxbench resume` retries them); 70 internal error (a bug); 130 interrupted (state saved).",
       "ptxbench"};
   app.set_version_flag("--version", std::string("ptxbench ") + PTXBENCH_VERSION);
   app.require_subcommand(1);

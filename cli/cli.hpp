@@ -17,6 +17,7 @@ enum ExitCode : int {
   kExitVerdictFailed = 1,  ///< eval: the candidate's verdict is not ok
   kExitUsage = 2,          ///< bad arguments or config
   kExitEnvironment = 3,    ///< missing files, tasks, tools; unreadable run dirs
+  kExitRequestsFailed = 4,  ///< run/resume: a turn failed for a reason other than the model (the endpoint)
   kExitInterrupted = 130,  ///< stopped by Ctrl-C (state saved)
   kExitInternal = 70,      ///< a bug: please report
 };

@@ -86,6 +86,14 @@ int run_export(const ExportArgs &a) {
   std::string jsonl;
   for (const auto &line : result->lines) jsonl += line + "\n";
   const std::filesystem::path out(a.out);
+  if (out.has_parent_path()) {  // like `report --out`, the folder is made when missing
+    std::error_code ec;
+    std::filesystem::create_directories(out.parent_path(), ec);
+    if (ec) {
+      fmt::print(stderr, "ptxbench export: cannot create {}: {}\n", out.parent_path().string(), ec.message());
+      return kExitEnvironment;
+    }
+  }
   if (auto ok = util::write_file_atomic(out, jsonl); !ok) {
     fmt::print(stderr, "ptxbench export: cannot write {}: {}\n", out.string(), ok.error());
     return kExitEnvironment;

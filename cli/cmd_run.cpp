@@ -175,8 +175,17 @@ int finish(const agent::RunResult &r) {
       "Verdicts: {} made, {} reused (resent identical kernels){}\n", r.verdicts_made, r.verdicts_reused,
       r.verdicts_per_gpu_hour > 0 ? fmt::format("; {:.0f} per GPU-hour", r.verdicts_per_gpu_hour) : "");
   fmt::print("Run directory: {}\n", std::filesystem::absolute(r.dir).string());
+  if (r.retried_request_failures > 0)
+    fmt::print("Retried {} turn(s) that had ended in a request failure.\n", r.retried_request_failures);
   switch (r.end) {
     case agent::RunEnd::completed:
+      if (r.request_failures > 0) {
+        fmt::print(stderr,
+                   "{} turn(s) failed for a reason other than the model (errors above; each turn's in the "
+                   "trace); after fixing the endpoint: ptxbench resume {}\n",
+                   r.request_failures, r.dir.string());
+        return kExitRequestsFailed;
+      }
       return kExitOk;
     case agent::RunEnd::interrupted:
       fmt::print(stderr, "Stopped: {} ({} in-flight turns abandoned). Continue with: ptxbench resume {}\n",

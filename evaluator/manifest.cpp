@@ -3,6 +3,7 @@
 // resolution into a LaunchPlan with the limits a launch and a tensor map have.
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include <fmt/core.h>
@@ -183,8 +184,43 @@ std::string to_string(Swizzle s) {
   return "none";
 }
 
+namespace {
+
+/// The text with each trailing comma (a ',' before '}' or ']', across whitespace and comments) turned
+/// into a space, so offsets stay the same for error messages. Strings and comments are skipped whole.
+/// Models write manifests the way JavaScript allows; the JSON parser here does not.
+std::string without_trailing_commas(std::string_view text) {
+  std::string out(text);
+  std::optional<std::size_t> comma;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const char c = out[i];
+    if (c == '"') {
+      comma.reset();  // a value follows the comma
+      for (++i; i < out.size() && out[i] != '"'; ++i)
+        if (out[i] == '\\') ++i;
+    } else if (c == '/' && i + 1 < out.size() && out[i + 1] == '/') {
+      while (i < out.size() && out[i] != '\n') ++i;
+    } else if (c == '/' && i + 1 < out.size() && out[i + 1] == '*') {
+      auto end = out.find("*/", i + 2);
+      i = end == std::string::npos ? out.size() : end + 1;
+    } else if (c == ',') {
+      comma = i;
+    } else if ((c == '}' || c == ']') && comma) {
+      out[*comma] = ' ';
+      comma.reset();
+    } else if (c != ' ' && c != '\t' && c != '\r' && c != '\n') {
+      comma.reset();
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 util::Expected<Manifest, std::string> parse_manifest(std::string_view json_text, const tasks::Task &task) {
   json doc;
+  const std::string lenient = without_trailing_commas(json_text);
+  json_text = lenient;
   try {
     doc = json::parse(json_text, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
   } catch (const json::parse_error &e) {

@@ -4,8 +4,9 @@
 // Rule for several blocks: the LAST ```ptx / ```cuda block is the kernel and
 // the LAST ```json block is the manifest; models often show a draft first and
 // the final version last. When no block is labeled as a kernel, the last
-// unlabeled block that holds a PTX `.entry` is taken as PTX; when no block is
-// labeled json, the last unlabeled block starting with '{' is the manifest.
+// unlabeled (or ```asm) block that holds a PTX `.entry` is taken as PTX, else the
+// last ```cpp / ```c++ block that holds a `__global__` function as CUDA; when no
+// block is labeled json, the last unlabeled block starting with '{' is the manifest.
 #include <algorithm>
 #include <cctype>
 #include <string>
@@ -43,7 +44,7 @@ bool fence_open(std::string_view line, char &ch, std::size_t &length, std::strin
   std::size_t b = rest.find_first_not_of(" \t");
   info.clear();
   if (b != std::string_view::npos) {
-    std::size_t e = rest.find_first_of(" \t{", b);
+    std::size_t e = rest.find_first_of(" \t\r{", b);  // \r: an answer with CRLF line ends
     for (char c : rest.substr(b, e == std::string_view::npos ? std::string_view::npos : e - b))
       info += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
@@ -61,6 +62,13 @@ bool fence_close(std::string_view line, char ch, std::size_t length) {
 
 bool is_kernel_info(std::string_view info) {
   return info == "ptx" || info == "cuda" || info == "cu";
+}
+// Labels models put on PTX ("asm") and on CUDA ("cpp"): taken only when the block's body says what it is.
+bool is_asm_info(std::string_view info) {
+  return info == "asm" || info == "assembly" || info == "nasm";
+}
+bool is_cpp_info(std::string_view info) {
+  return info == "cpp" || info == "c++" || info == "cxx" || info == "c" || info == "cuh";
 }
 bool is_json_info(std::string_view info) {
   return info == "json" || info == "jsonc" || info == "json5";
@@ -165,9 +173,17 @@ util::Expected<ParsedResponse, ParseError> parse_response(std::string_view respo
     }
   }
   // Unlabeled fallbacks (see the rule at the top).
+  bool cuda_by_body = false;
   if (!kernel)
     for (const auto &f : fences)
-      if (f.info.empty() && join_body(f).find(".entry") != std::string::npos) kernel = &f;
+      if ((f.info.empty() || is_asm_info(f.info)) && join_body(f).find(".entry") != std::string::npos)
+        kernel = &f;
+  if (!kernel)
+    for (const auto &f : fences)
+      if (is_cpp_info(f.info) && join_body(f).find("__global__") != std::string::npos) {
+        kernel = &f;
+        cuda_by_body = true;
+      }
   if (!manifest)
     for (const auto &f : fences)
       if (f.info.empty() && &f != kernel) {
@@ -191,8 +207,8 @@ util::Expected<ParsedResponse, ParseError> parse_response(std::string_view respo
                 fmt::format("the {} block starting at line {} is never closed (the response may "
                             "have been truncated)",
                             fence_name(*kernel), kernel->open_line));
-  parsed.language =
-      kernel->info == "ptx" || kernel->info.empty() ? KernelLanguage::ptx : KernelLanguage::cuda;
+  parsed.language = kernel->info == "cuda" || kernel->info == "cu" || cuda_by_body ? KernelLanguage::cuda
+                                                                                   : KernelLanguage::ptx;
   parsed.kernel_source = join_body(*kernel);
   parsed.kernel_first_line = kernel->open_line + 1;
   if (parsed.kernel_source.find_first_not_of(" \t\r\n") == std::string::npos)

@@ -50,6 +50,7 @@ nlohmann::json EndpointConfig::to_json_redacted() const {
           {"retry_budget_ms", retry_budget.count()},
           {"max_response_bytes", max_response_bytes},
           {"max_in_flight", max_in_flight},
+          {"system_prompt", system_prompt},
           {"scripted_file", scripted_file}};
 }
 
@@ -88,7 +89,10 @@ util::Expected<EndpointConfig> endpoint_config_from_json(const nlohmann::json &o
       ok = want_string(c.api_key_env);
     else if (key == "scripted_file")
       ok = want_string(c.scripted_file);
-    else if (key == "stream") {
+    else if (key == "system_prompt") {
+      expected = "\"system\" or \"user\"";
+      ok = want_string(c.system_prompt) && (c.system_prompt == "system" || c.system_prompt == "user");
+    } else if (key == "stream") {
       expected = "true or false";
       ok = value.is_boolean();
       if (ok) c.stream = value.get<bool>();
@@ -127,7 +131,7 @@ util::Expected<EndpointConfig> endpoint_config_from_json(const nlohmann::json &o
                   "unknown field (expected name, kind, base_url, model, api_key_env, stream, extra_body, "
                   "request_timeout_ms, connect_timeout_ms, stream_idle_timeout_ms, max_retries, "
                   "backoff_initial_ms, backoff_max_ms, retry_budget_ms, max_response_bytes, max_in_flight, "
-                  "scripted_file)");
+                  "scripted_file, system_prompt)");
     }
     if (!ok) return fail(key, std::string("must be ") + expected + ", got " + value.dump().substr(0, 80));
   }
@@ -170,6 +174,41 @@ util::Expected<std::unique_ptr<ChatClient>> create_client(const EndpointConfig &
     key = value;
   }
   return std::unique_ptr<ChatClient>(std::make_unique<detail::OpenAiClient>(config, std::move(key)));
+}
+
+void settle_usage(ChatResponse &response, const ChatRequest &request) {
+  // About 4 bytes per token for English and code; no tokenizer packs more than ~16 bytes into one token
+  // on average, so fewer tokens than bytes / 16 is a count that was not measured (a mock, a proxy's
+  // placeholder).
+  constexpr std::size_t kBytesPerToken = 4, kMostBytesPerToken = 16;
+  auto estimate = [](std::size_t bytes) {
+    return static_cast<std::int64_t>((bytes + kBytesPerToken - 1) / kBytesPerToken);
+  };
+  std::size_t prompt_bytes = 0;
+  for (const auto &m : request.messages) prompt_bytes += m.content.size();
+  std::size_t answer_bytes = response.content.size() + response.reasoning.size();
+  for (const auto &c : response.extra_choices) answer_bytes += c.content.size() + c.reasoning.size();
+  Usage &u = response.usage;
+  std::string why;
+  if (u.prompt_tokens <= 0 && u.completion_tokens <= 0) {
+    why = "the server sent no usage";
+  } else if (static_cast<std::size_t>(std::max<std::int64_t>(u.completion_tokens, 0)) * kMostBytesPerToken <
+                 answer_bytes ||
+             static_cast<std::size_t>(std::max<std::int64_t>(u.prompt_tokens, 0)) * kMostBytesPerToken <
+                 prompt_bytes) {
+    why = fmt::format(
+        "implausible usage from the server ({} prompt tokens for {} bytes, {} completion tokens "
+        "for {} bytes)",
+        u.prompt_tokens, prompt_bytes, u.completion_tokens, answer_bytes);
+  }
+  if (why.empty()) return;
+  std::size_t reasoning_bytes = response.reasoning.size();
+  for (const auto &c : response.extra_choices) reasoning_bytes += c.reasoning.size();
+  u.prompt_tokens = estimate(prompt_bytes);
+  u.completion_tokens = estimate(answer_bytes);
+  u.reasoning_tokens = estimate(reasoning_bytes);
+  u.estimated = true;
+  u.estimate_reason = std::move(why);
 }
 
 std::unique_ptr<ChatClient> make_client(const EndpointConfig &config) {

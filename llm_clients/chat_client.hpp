@@ -60,8 +60,12 @@ struct EndpointConfig {
   std::chrono::milliseconds stream_idle_timeout{120'000};  ///< ms without any byte on a stream = timeout
   std::chrono::milliseconds retry_budget{1'800'000};       ///< ms of wall time one complete() may spend in
                                                            ///< all attempts + waits; a wait past it = budget
-  std::size_t max_response_bytes = 8u << 20;  ///< bytes of response body accepted (larger = error)
-  nlohmann::json to_json_redacted() const;    ///< never contains the key
+  std::size_t max_response_bytes = 8u << 20;  ///< bytes of answer text (content + reasoning) accepted;
+                                              ///< the wire may carry a bounded multiple (SSE framing)
+  /// Where the prompt's system message goes: "system" (a system message) or "user" (put in front of
+  /// the first user message, for chat templates that drop system messages, e.g. Gemma's).
+  std::string system_prompt = "system";
+  nlohmann::json to_json_redacted() const;  ///< never contains the key
 };
 
 /// Parses one endpoint object (keys as the EndpointConfig field names; durations in
@@ -84,6 +88,10 @@ struct Usage {
   std::int64_t prompt_tokens = 0;
   std::int64_t completion_tokens = 0;  ///< includes reasoning tokens (OpenAI convention)
   std::int64_t reasoning_tokens = 0;   ///< completion_tokens_details.reasoning_tokens, 0 if not reported
+  /// The counts are estimated from the text (bytes / 4), not the server's: it sent none (streams without
+  /// include_usage support) or implausible ones (fewer tokens than bytes / 16).
+  bool estimated = false;
+  std::string estimate_reason;  ///< why, when estimated
 };
 
 /// One extra choice when SamplingParams::n > 1.
@@ -105,6 +113,10 @@ struct ChatResponse {
   double first_byte_seconds = 0;          ///< from the start of the successful attempt to its first body byte
   std::vector<ChatChoice> extra_choices;  ///< choices 1..n-1 when n > 1
 };
+
+/// Replaces missing or implausible usage in `response` by an estimate from the request's and the
+/// response's text (about 4 bytes per token) and marks it estimated. Exact-looking counts are kept.
+void settle_usage(ChatResponse &response, const ChatRequest &request);
 
 enum class ChatErrorKind {
   network,       ///< connection refused/reset, DNS, TLS

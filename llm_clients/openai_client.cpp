@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -18,7 +19,14 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr std::size_t kErrorBodyKeep = 64u << 10;  // bytes of an error body kept for the excerpt
-constexpr milliseconds kPollSlice{100};            // how often a transfer checks cancel / stall
+// max_response_bytes bounds the answer's text; the wire may carry this many times more: SSE framing is
+// 40-60x the text with one token per event (more with one-byte tokens), JSON escaping at most 6x.
+constexpr std::size_t kStreamWireFactor = 256, kBodyWireFactor = 8;
+
+std::size_t saturating_mul(std::size_t a, std::size_t b) {
+  return a > std::numeric_limits<std::size_t>::max() / b ? std::numeric_limits<std::size_t>::max() : a * b;
+}
+constexpr milliseconds kPollSlice{100};  // how often a transfer checks cancel / stall
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -45,7 +53,8 @@ std::mt19937_64 &thread_rng() {
 /// Everything one HTTP attempt's callbacks touch.
 struct Transfer {
   bool stream_requested = false;
-  std::size_t max_bytes = 0;
+  std::size_t max_bytes = 0;       ///< bytes on the wire (framing included)
+  std::size_t max_text_bytes = 0;  ///< bytes of streamed answer text
   long status = 0;
   std::string content_type;
   std::optional<std::string> retry_after;
@@ -100,6 +109,10 @@ size_t on_body(char *data, size_t size, size_t count, void *user) {
   }
   if (t.sse_mode()) {
     t.sse.feed(std::string_view(data, n));
+    if (t.stream.text_bytes() > t.max_text_bytes) {
+      t.too_large = true;
+      return 0;
+    }
     return t.stream_error ? 0 : n;
   }
   if (t.status >= 200 && t.status < 300) {
@@ -175,7 +188,66 @@ bool OpenAiClient::wait_unless_cancelled(milliseconds duration) {
   return !wait_cv_.wait_for(lock, duration, [this] { return cancelled_.load(); });
 }
 
-ChatError OpenAiClient::http_error(long status, const std::string &body) const {
+std::pair<long, std::string> OpenAiClient::get(const std::string &url) const {
+  // A short GET beside the failed request (the model list), to name the real cause of a 404 or 400.
+  CurlEasy easy;
+  if (!easy.handle) throw std::bad_alloc();
+  CurlHeaders headers;
+  if (!api_key_.empty()) headers.add("Authorization: Bearer " + api_key_);
+  std::string body;
+  CURL *h = easy.handle;
+  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.list);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
+  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "ptxbench/" PTXBENCH_VERSION);
+  curl_easy_setopt(
+      h, CURLOPT_WRITEFUNCTION, +[](char *data, size_t size, size_t count, void *user) -> size_t {
+        auto &out = *static_cast<std::string *>(user);
+        if (out.size() < kErrorBodyKeep)
+          out.append(data, std::min(size * count, kErrorBodyKeep - out.size()));
+        return size * count;
+      });
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
+  long status = 0;
+  if (curl_easy_perform(h) == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+  return {status, body};
+}
+
+std::string OpenAiClient::model_hint(const std::pair<long, std::string> &models) const {
+  const std::string models_url = strip_trailing_slashes(config_.base_url) + "/models";
+  const auto &[status, body] = models;
+  std::vector<std::string> ids = status == 200 ? model_ids(body) : std::vector<std::string>{};
+  if (status != 200 || ids.empty()) return {};
+  if (std::find(ids.begin(), ids.end(), config_.model) != ids.end())
+    return fmt::format("the server lists model '{}' at {}", config_.model, models_url);
+  std::string list;
+  for (std::size_t i = 0; i < ids.size() && i < 12; ++i) list += (i ? ", " : "") + ids[i];
+  if (ids.size() > 12) list += fmt::format(", ... ({} in all)", ids.size());
+  return fmt::format("model '{}' is not served at {}; it lists: {}", config_.model, config_.base_url, list);
+}
+
+ChatError OpenAiClient::http_error(long status, const std::string &body, bool *retry_pointless) const {
+  const std::string server = redacted_excerpt(server_error_message(body), api_key_);
+  // GET <base_url>/models, asked once and only for the statuses whose cause it tells apart.
+  std::optional<std::pair<long, std::string>> models;
+  auto models_answer = [&]() -> const std::pair<long, std::string> & {
+    if (!models) models = get(strip_trailing_slashes(config_.base_url) + "/models");
+    return *models;
+  };
+  auto model_hint = [&] { return this->model_hint(models_answer()); };
+  const std::string key_advice = config_.api_key_env.empty()
+                                     ? "this endpoint sends no key: if the server needs one, set api_key_env "
+                                       "to the name of the variable "
+                                       "holding it"
+                                     : "check the key in $" + config_.api_key_env;
+  auto refused_too = [&](long models_status) {
+    std::string said = redacted_excerpt(server_error_message(models_answer().second), api_key_, 200);
+    return fmt::format(
+        "the server fails GET {}/models too (HTTP {}{}), so the request never reached a model: {}",
+        strip_trailing_slashes(config_.base_url), models_status, said.empty() ? "" : ": " + said, key_advice);
+  };
   std::string hint;
   switch (status) {
     case 401:
@@ -184,14 +256,30 @@ ChatError OpenAiClient::http_error(long status, const std::string &body) const {
                  ? "the endpoint sends no key: set api_key_env to the name of the variable holding it"
                  : "check the key in $" + config_.api_key_env;
       break;
-    case 404:
-      hint = fmt::format("model '{}' not found at {} (requests go to {})", config_.model, config_.base_url,
-                         url_);
+    case 404: {
+      // Either the path is wrong (base_url without /v1) or the model is unknown: the model list tells.
+      hint = model_hint();
+      if (hint.empty() || hint.find("the server lists") == 0)
+        hint = fmt::format(
+            "no chat completions at {}: check base_url (OpenAI-compatible servers answer at "
+            ".../v1/chat/completions, so base_url usually ends in /v1){}",
+            url_, hint.empty() ? "" : "; " + hint);
       break;
+    }
     case 400:
-    case 422:
-      hint = "the server rejected the request: check sampling parameters, extra_body and the prompt length";
+    case 422: {
+      // Only a message about the model is worth the model list (LiteLLM: "Invalid model name passed").
+      std::string listed = lower(server).find("model") != std::string::npos ? model_hint() : std::string();
+      if (listed.find("is not served") != std::string::npos)
+        hint = listed;
+      else if (const long s = models_answer().first; s >= 400)
+        hint = refused_too(s);  // e.g. LiteLLM without a database answers a wrong key with 400
+      else
+        hint =
+            "the server rejected the request: its message says why (sampling parameters, extra_body, "
+            "the prompt length); check sampling parameters and extra_body";
       break;
+    }
     case 413:
       hint = "the request is too large for the server: shorten the prompt or the history";
       break;
@@ -199,11 +287,30 @@ ChatError OpenAiClient::http_error(long status, const std::string &body) const {
       hint = "rate limited: lower max_in_flight or raise max_retries / backoff_max";
       break;
     default:
+      if (status >= 500 && looks_like_key_error(body)) {
+        hint = config_.api_key_env.empty()
+                   ? "the server wants a key: set api_key_env to the name of the variable holding it"
+                   : "the server refused the key: check the key in $" + config_.api_key_env;
+        if (retry_pointless) *retry_pointless = true;
+      } else if (status == 500) {
+        // A 500 that GET /models shares is the server's state (a missing key, a broken proxy), not a
+        // passing overload: retrying would only wait. A server that lists its models is retried.
+        if (const long s = models_answer().first; s == 0 || s >= 400) {
+          hint = refused_too(s);
+          if (retry_pointless) *retry_pointless = true;
+        }
+      }
       break;
   }
-  std::string message = fmt::format("HTTP {} from {}", status, url_);
-  std::string excerpt = redacted_excerpt(body, api_key_);
-  if (!excerpt.empty()) message += ": " + excerpt;
+  std::string message;
+  if ((status == 400 || status == 404 || status == 422) && !server.empty()) {
+    // The server's own words first: they usually name the parameter or the model.
+    message = fmt::format("{} [HTTP {} from {}]", server, status, url_);
+  } else {
+    message = fmt::format("HTTP {} from {}", status, url_);
+    std::string excerpt = redacted_excerpt(body, api_key_);
+    if (!excerpt.empty()) message += ": " + excerpt;
+  }
   if (!hint.empty()) message += " (" + hint + ")";
   return make_error(ChatErrorKind::http_status, std::move(message), static_cast<int>(status));
 }
@@ -212,7 +319,9 @@ AttemptResult OpenAiClient::attempt(const std::string &body) const {
   AttemptResult result;
   Transfer t;
   t.stream_requested = config_.stream;
-  t.max_bytes = config_.max_response_bytes;
+  t.max_text_bytes = config_.max_response_bytes;
+  t.max_bytes =
+      saturating_mul(config_.max_response_bytes, config_.stream ? kStreamWireFactor : kBodyWireFactor);
   t.attempt_start = t.last_byte = Clock::now();
 
   CurlEasy easy;
@@ -286,30 +395,41 @@ AttemptResult OpenAiClient::attempt(const std::string &body) const {
                 fmt::format("stream stalled: no data for {} ms (stream_idle_timeout) after {} bytes from {}",
                             config_.stream_idle_timeout.count(), t.body_bytes, url_),
                 true);
+  auto too_large = [&](const char *what) {
+    return fail(ChatErrorKind::bad_response,
+                fmt::format("{} exceeded max_response_bytes ({} bytes) from {}; raise it in the endpoint "
+                            "config or lower max_tokens",
+                            what, config_.max_response_bytes, url_),
+                false);
+  };
   if (t.too_large)
-    return fail(
-        ChatErrorKind::bad_response,
-        fmt::format("response from {} exceeded max_response_bytes ({} bytes); raise it in the endpoint "
-                    "config or lower max_tokens",
-                    url_, config_.max_response_bytes),
-        false);
+    return too_large(t.body_bytes > t.max_bytes ? "the response (with its framing)" : "the answer");
   if (t.stream_error)
     return fail(ChatErrorKind::bad_response,
                 "malformed stream from " + url_ + ": " + redacted_excerpt(*t.stream_error, api_key_), false);
   if (t.retry_after) result.retry_after = parse_retry_after(*t.retry_after, std::chrono::system_clock::now());
 
-  // A stream that reached [DONE] or a finish_reason is complete even if the connection then broke.
-  const bool stream_complete = sse && (t.stream.done() || t.stream.finished());
+  // A stream is complete when it carried a finish_reason, even if the connection then broke. [DONE]
+  // alone is not enough: llama.cpp's server ends a generation that another request interrupted with
+  // [DONE] and no finish_reason, and the text so far is not the model's whole answer.
+  const bool stream_complete = sse && t.stream.finished();
   if (code == CURLE_OPERATION_TIMEDOUT && !stream_complete)
     return fail(ChatErrorKind::timeout,
                 fmt::format("no complete response from {} within request_timeout ({} ms) after {} bytes",
                             url_, config_.request_timeout.count(), t.body_bytes),
                 true);
   if (sse && !stream_complete) {
-    // Cut short without [DONE] or a finish_reason: a transport failure, worth retrying.
+    // Cut short without a finish_reason: an endpoint failure, worth retrying.
     std::string partial = t.stream.partial_content();
-    std::string message = fmt::format(
-        "stream ended early after {} bytes from {} (no [DONE], no finish_reason)", t.body_bytes, url_);
+    std::string message =
+        t.stream.done()
+            ? fmt::format(
+                  "stream ended with [DONE] without a finish_reason after {} bytes from {} (the "
+                  "server stopped the generation, e.g. llama.cpp's server when another request "
+                  "interrupts it)",
+                  t.body_bytes, url_)
+            : fmt::format("stream ended early after {} bytes from {} (no [DONE], no finish_reason)",
+                          t.body_bytes, url_);
     if (code != CURLE_OK) message += fmt::format(" [{}]", curl_easy_strerror(code));
     if (!partial.empty()) message += "; partial text: " + redacted_excerpt(partial, api_key_, 300);
     return fail(ChatErrorKind::bad_response, std::move(message), true);
@@ -321,8 +441,10 @@ AttemptResult OpenAiClient::attempt(const std::string &body) const {
                 fmt::format("cannot reach {}: {}", url_, redact(detail, api_key_)), !permanent);
   }
   if (t.status < 200 || t.status >= 300) {
-    result.error = http_error(t.status, t.body);
-    result.retryable = is_retryable_status(t.status);
+    bool pointless = false;
+    result.error = http_error(t.status, t.body, &pointless);
+    // A proxy's "no key" 500 stays a 500 however often it is asked.
+    result.retryable = is_retryable_status(t.status) && !pointless;
     return result;
   }
   result.response.first_byte_seconds =
@@ -341,6 +463,9 @@ AttemptResult OpenAiClient::attempt(const std::string &body) const {
     double first_byte = result.response.first_byte_seconds;
     result.response = std::move(parsed.value());
     result.response.first_byte_seconds = first_byte;
+    std::size_t text = result.response.content.size() + result.response.reasoning.size();
+    for (const auto &c : result.response.extra_choices) text += c.content.size() + c.reasoning.size();
+    if (text > config_.max_response_bytes) return too_large("the answer");
   }
   result.ok = true;
   return result;
@@ -360,6 +485,7 @@ util::Expected<ChatResponse, ChatError> OpenAiClient::complete(const ChatRequest
     AttemptResult r = attempt(body);
     const int attempts = index + 1;
     if (r.ok) {
+      settle_usage(r.response, request);
       r.response.attempts = attempts;
       r.response.latency_seconds = seconds_since(start);
       return std::move(r.response);

@@ -214,6 +214,8 @@ util::Expected<ChatResponse, ChatError> ScriptedClient::complete(const ChatReque
   response.usage.prompt_tokens = estimate_tokens(prompt_bytes);
   response.usage.reasoning_tokens = estimate_tokens(entry.reasoning.size());
   response.usage.completion_tokens = estimate_tokens(entry.content.size()) + response.usage.reasoning_tokens;
+  response.usage.estimated = true;
+  response.usage.estimate_reason = "a scripted answer has no tokenizer";
   response.raw_excerpt = {{"model", "scripted"}, {"file", file_.filename().string()}};
   return response;
 }

@@ -5,6 +5,7 @@
 #   PTXBENCH_WITH_CHROMIUM=1  also install chromium (the report HTML test)
 #   PTXBENCH_WITH_CLANG=0     skip clang + its libFuzzer runtime (the fuzz tests then report "skipped")
 #   PTXBENCH_WITH_SLURM=0     skip munge + Slurm (the slurm_cluster test then reports "skipped")
+#   PTXBENCH_WITH_LITELLM=0   skip LiteLLM's proxy (the realserver tests then report "skipped")
 set -euo pipefail
 
 need_pkgs=()
@@ -56,5 +57,14 @@ if ! command -v nvdisasm >/dev/null && [ ! -x /usr/local/cuda/bin/nvdisasm ] &&
   echo "install_deps: installing nvdisasm (pip nvidia-cuda-nvdisasm)"
   python3 -m pip install -q --disable-pip-version-check "nvidia-cuda-nvdisasm==13.2.51" ||
     echo "install_deps: warning: no nvdisasm; SASS checks will be reported as skipped" >&2
+fi
+# LiteLLM's proxy: the real OpenAI-compatible server of the `realserver` tests (mock models, no network).
+# Without it those tests report "skipped".
+# (find_spec, not import: importing the proxy takes seconds.)
+if [ "${PTXBENCH_WITH_LITELLM:-1}" = 1 ] &&
+   ! python3 -c 'import importlib.util as u,sys; sys.exit(0 if all(u.find_spec(m) for m in ("litellm","fastapi","uvicorn","apscheduler","backoff")) else 1)' 2>/dev/null; then
+  echo "install_deps: installing litellm[proxy] (pip)"
+  python3 -m pip install -q --disable-pip-version-check 'litellm[proxy]==1.108.7' ||
+    echo "install_deps: warning: no LiteLLM; the realserver tests will be reported as skipped" >&2
 fi
 echo "install_deps: ok"

@@ -35,6 +35,13 @@ Behaviours:
   missing           404 model not found
   bad-request       400 with a 2000-character body
   big               a 10 MB content
+  stream-done-nofinish  SSE: content, then [DONE] with no finish_reason (llama.cpp's server when another
+                    request interrupts the generation); attempts after the first answer normally
+  stream-framed     SSE: a 40,000-character answer in 4-character deltas with 200 bytes of framing each
+  stream-nousage    SSE answer without any usage chunk (include_usage ignored)
+  usage-implausible 100,000-character answer that reports 10 prompt and 20 completion tokens
+  auth500           500 "No api key passed in" unless the bearer matches --api-key (a proxy's auth check)
+  echo-messages     answers with the request's messages as JSON (system prompt placement tests)
   repair            a repairing model for GEMM tasks: turn 0 (no assistant message in the request yet) a
                     kernel that does not compile, later turns the fixed kernel (examples/scripted/);
                     other tasks get a response without a kernel
@@ -86,6 +93,9 @@ def chunk(model, delta=None, finish=None, usage=None, index=0):
     return "data: " + json.dumps(c) + "\n\n"
 
 
+MODELS = ["normal", "stream", "length", "repair"]
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"  # bodies end at close, so a cut stream is a clean EOF
 
@@ -110,6 +120,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def write(self, text):
         self.wfile.write(text.encode())
         self.wfile.flush()
+
+    def do_GET(self):
+        # The model list, as OpenAI-compatible servers serve it; used by the client to tell an unknown
+        # model from a wrong base_url.
+        if self.path == "/v1/models":
+            self.send_json(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in MODELS]})
+        else:
+            self.send_json(404, {"detail": "Not Found"})
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length", "0"))
@@ -154,6 +172,37 @@ class Handler(http.server.BaseHTTPRequestHandler):
             for i in range(0, len(text), 37):
                 self.write(text[i:i + 37])
                 time.sleep(0.002)
+        elif b == "stream-done-nofinish":
+            self.start_sse()
+            if attempt == 1:
+                self.write(chunk(model, {"content": "interrupted"}) + "data: [DONE]\n\n")
+            else:
+                self.write(chunk(model, {"content": "complete"}) + chunk(model, finish="stop") +
+                           "data: [DONE]\n\n")
+        elif b == "stream-framed":
+            self.start_sse()
+            pad = "p" * 160
+            parts = []
+            for i in range(10000):
+                c = {"id": "chatcmpl-" + pad, "object": "chat.completion.chunk", "created": 1700000000,
+                     "model": model, "choices": [{"index": 0, "delta": {"content": "abcd"}, "finish_reason": None}]}
+                parts.append("data: " + json.dumps(c) + "\n\n")
+            parts.append(chunk(model, finish="stop") + "data: [DONE]\n\n")
+            self.write("".join(parts))
+        elif b == "stream-nousage":
+            self.start_sse()
+            self.write(chunk(model, {"content": "x" * 4000}) + chunk(model, finish="stop") + "data: [DONE]\n\n")
+        elif b == "usage-implausible":
+            self.send_json(200, completion(model, "z" * 100000,
+                                           usage={"prompt_tokens": 10, "completion_tokens": 20}))
+        elif b == "auth500":
+            if ARGS.api_key and auth == "Bearer " + ARGS.api_key:
+                self.send_json(200, completion(model, "authorized"))
+            else:
+                self.send_json(500, {"error": {"message": "Authentication Error, No api key passed in.",
+                                               "type": "auth_error", "param": "None", "code": "500"}})
+        elif b == "echo-messages":
+            self.send_json(200, completion(model, json.dumps(self.request_body.get("messages", []))))
         elif b == "stream-nodone":
             self.start_sse()
             self.write(chunk(model, {"content": "no done marker"}) + chunk(model, finish="stop"))

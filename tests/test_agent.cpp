@@ -105,6 +105,12 @@ evaluator::CompiledCandidate fake_cpu_stages(const tasks::Task &task, std::strin
     v.axes.correct = true;
     v.axes.targets_executed = true;
     v.axes.speedup = response.find("SLOW") != std::string_view::npos ? 0.5 : 1.5;
+  } else if (response.find("CUTMANIFEST") != std::string_view::npos) {
+    // An answer cut off inside its manifest block: the kernel parsed, the manifest did not.
+    v.parse.status = evaluator::Status::bad_manifest;
+    v.parse.summary = "the manifest block is not closed";
+    v.static_checks.status = evaluator::Status::skipped;
+    v.compile.status = evaluator::Status::skipped;
   } else {
     v.compile.status = evaluator::Status::compile_error;
     v.compile.summary = "ptxas: syntax error";
@@ -851,4 +857,114 @@ TEST_CASE(
   const Json run = Json::parse(slurp(tmp.dir / "run" / "run.json"));
   CHECK(run["throughput"]["verdicts_reused"] == 3);
   CHECK(run["throughput"]["verdicts_per_gpu_hour"].is_null());  // no GPU in this run
+}
+
+TEST_CASE("loop: the sampling seed is seed + sample index, and each record says which it sent") {
+  ScratchDir tmp;
+  auto script = std::make_shared<Script>();
+  std::mutex mutex;
+  std::map<int, std::set<std::int64_t>> seeds;  // sample -> seeds sent
+  script->answer = [&](const llm::ChatRequest &r) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+    std::lock_guard lock(mutex);
+    seeds[r.sample_index].insert(r.sampling.seed.value_or(-1));
+    return text("BROKEN");
+  };
+  auto c = base_config(tmp.dir / "run", 1, 3, 2);
+  c.sampling.seed = 1000;
+  run_config(c, script);
+  REQUIRE(seeds.size() == 3);
+  for (int s = 0; s < 3; ++s) CHECK(seeds[s] == std::set<std::int64_t>{1000 + s});
+  for (const auto &[id, records] : by_trajectory(tmp.dir / "run"))
+    for (const auto &r : records) CHECK(r["seed"] == 1000 + r["sample"].get<int>());
+
+  auto unseeded = base_config(tmp.dir / "run2", 1, 1, 1);
+  seeds.clear();
+  run_config(unseeded, script);
+  CHECK(seeds[0] == std::set<std::int64_t>{-1});  // no seed configured: none sent
+  for (const auto &[id, records] : by_trajectory(tmp.dir / "run2")) CHECK(records[0]["seed"].is_null());
+}
+
+TEST_CASE("loop: an answer cut at max_tokens gets its own feedback; estimated usage is marked in the trace") {
+  ScratchDir tmp;
+  auto script = std::make_shared<Script>();
+  script->answer = [](const llm::ChatRequest &r) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+    auto t = text(r.turn_index == 0 ? "kernel ... CUTMANIFEST {\"grid\": [" : "BROKEN");
+    if (r.turn_index == 0) t.finish_reason = "length";
+    t.usage.estimated = true;
+    t.usage.estimate_reason = "the server sent no usage";
+    return t;
+  };
+  auto c = base_config(tmp.dir / "run", 1, 1, 2);
+  c.tasks = {"gemm_n4096_k4096"};
+  c.sampling.max_tokens = 512;
+  run_config(c, script);
+  auto records = by_trajectory(tmp.dir / "run")["m0/gemm_n4096_k4096/0"];
+  REQUIRE(records.size() == 2);
+  CHECK(records[0]["response"]["finish_reason"] == "length");
+  const std::string feedback = records[0]["feedback"];
+  CHECK(feedback.find("cut off at max_tokens (512 tokens)") != std::string::npos);
+  CHECK(feedback.find("send a shorter one") != std::string::npos);
+  CHECK(records[0]["response"]["usage"]["estimated"] == true);
+  CHECK(records[0]["response"]["usage"]["estimate_reason"] == "the server sent no usage");
+}
+
+TEST_CASE(
+    "loop: request failures are counted for the exit code, each distinct error is shown once, and "
+    "resume retries them") {
+  ScratchDir tmp;
+  const fs::path dir = tmp.dir / "run";
+  auto script = std::make_shared<Script>();
+  std::atomic<bool> outage{true};
+  script->answer = [&](const llm::ChatRequest &r) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+    if (outage && r.sample_index == 1)
+      return util::unexpected(llm::ChatError{llm::ChatErrorKind::network,
+                                             0,
+                                             "cannot reach http://127.0.0.1:9/v1/chat/completions: "
+                                             "Connection refused after " +
+                                                 std::to_string(r.turn_index + 7) + " ms",
+                                             3,
+                                             {}});
+    return text("BROKEN");
+  };
+  auto c = base_config(dir, 1, 2, 2);
+  c.concurrency.endpoint_failures_before_dead = 100;
+  std::FILE *log = std::tmpfile();
+  REQUIRE(log != nullptr);
+  agent::RunOptions o;
+  o.progress = agent::ProgressMode::lines;
+  o.log = log;
+  auto first = run_config(c, script, o);
+  CHECK(first.end == agent::RunEnd::completed);
+  CHECK(first.request_failures == 2);  // sample 1 of both tasks
+  std::fflush(log);
+  std::rewind(log);
+  std::string printed;
+  for (int ch; (ch = std::fgetc(log)) != EOF;) printed.push_back(static_cast<char>(ch));
+  std::fclose(log);
+  std::size_t shown = 0;
+  for (auto pos = printed.find("Connection refused"); pos != std::string::npos;
+       pos = printed.find("Connection refused", pos + 1))
+    ++shown;
+  CHECK(shown == 1);
+  CHECK(printed.find("error: endpoint 'm0'") != std::string::npos);
+
+  outage = false;
+  auto resumed = agent::Runner::resume(dir, fake_services(script), quiet());
+  REQUIRE(resumed);
+  auto second = (*resumed)->run();
+  CHECK(second.end == agent::RunEnd::completed);
+  CHECK(second.retried_request_failures == 2);
+  CHECK(second.request_failures == 0);
+  CHECK(second.turns_recorded == 4);  // turns 0 and 1 of the two failed trajectories
+  // The summary counts each turn once: the retried record replaces the failed one.
+  CHECK(second.summary.turns == 8);
+  auto loaded = traces::load_run(dir);
+  REQUIRE(loaded);
+  CHECK(loaded->turns.size() == 10);  // the two failure records stay in the file
+  // A second resume has nothing left to do.
+  auto again = agent::Runner::resume(dir, fake_services(script), quiet());
+  REQUIRE(again);
+  auto third = (*again)->run();
+  CHECK(third.retried_request_failures == 0);
+  CHECK(third.turns_recorded == 0);
 }

@@ -475,7 +475,7 @@ TEST_CASE("manifest: the good manifest resolves for every workload") {
 }
 
 TEST_CASE("manifest: each error names the field and the reason") {
-  CHECK(manifest_error("{\"entry\": \"k\",\n \"grid\": [1,]}")
+  CHECK(manifest_error("{\"entry\": \"k\",\n \"grid\": [1 2]}")
             .find("the json block is not valid JSON (line 2, column") == 0);
   CHECK(manifest_error("[1, 2]") == "manifest: expected a JSON object, got an array");
   CHECK(manifest_error(R"({"entry": "k", "grid": 1, "block": 1})") ==

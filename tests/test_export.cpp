@@ -429,3 +429,20 @@ TEST_CASE("defaults: repair pairs' fixed turns are correct and executed unless -
   o.all = true;
   CHECK(run_export(o).counts.written == 5);
 }
+
+TEST_CASE("de-duplication keys include the task: one kernel answered for two tasks is two examples") {
+  auto loaded = runs();
+  int moved = 0;
+  for (auto &r : loaded[0].turns) {
+    if (r["model"] == "beta" && r["task_id"] == "mha_b" && r["sample"] == 0) {
+      r["task_id"] = "mha_c";  // same kernel as alpha/mha_b/0, another task
+      r["trajectory_id"] = "beta/mha_c/0";
+      ++moved;
+    }
+  }
+  REQUIRE(moved > 0);
+  auto result = build_export(loaded, ExportOptions{});
+  REQUIRE(result);
+  CHECK(result->counts.duplicates == 0);
+  CHECK(result->counts.written == 24);
+}

@@ -567,7 +567,7 @@ TEST_CASE("404 and 400 surface at once with status, bounded excerpt and hint") {
   REQUIRE_FALSE(missing.has_value());
   CHECK(missing.error().http_status == 404);
   CHECK(missing.error().attempts == 1);
-  CHECK(missing.error().message.find("model 'missing#404' not found at http://127.0.0.1:") !=
+  CHECK(missing.error().message.find("model 'missing#404' is not served at http://127.0.0.1:") !=
         std::string::npos);
 
   auto bad = run(config_for("bad-request#400"));
@@ -577,7 +577,142 @@ TEST_CASE("404 and 400 surface at once with status, bounded excerpt and hint") {
   const auto &m = bad.error().message;
   CHECK(m.find("bad request xxx") != std::string::npos);
   CHECK(std::count(m.begin(), m.end(), 'x') <= 500);  // the 2000 x's were cut to the excerpt
+  CHECK(m.rfind("bad request xxx", 0) == 0);          // the server's own words come first
+  CHECK(m.find("HTTP 400 from http://127.0.0.1:") != std::string::npos);
   CHECK(m.find("check sampling parameters") != std::string::npos);
+}
+
+TEST_CASE("404 hints name the real cause: an unknown model (with the served list) or a wrong base_url path") {
+  auto unknown = run(config_for("missing#list"));
+  REQUIRE_FALSE(unknown.has_value());
+  CHECK(unknown.error().http_status == 404);
+  CHECK(unknown.error().message.find("model 'missing#list' is not served at") != std::string::npos);
+  CHECK(unknown.error().message.find("it lists: normal, stream, length, repair") != std::string::npos);
+
+  auto c = config_for("normal#nov1");
+  c.base_url = "http://127.0.0.1:" + std::to_string(server().port());  // without /v1
+  auto wrong_path = run(c);
+  REQUIRE_FALSE(wrong_path.has_value());
+  CHECK(wrong_path.error().http_status == 404);
+  CHECK(wrong_path.error().attempts == 1);
+  const auto &m = wrong_path.error().message;
+  CHECK(m.find("not served") == std::string::npos);
+  CHECK(m.find("no chat completions at http://127.0.0.1:") != std::string::npos);
+  CHECK(m.find("base_url usually ends in /v1") != std::string::npos);
+}
+
+TEST_CASE("a 500 that says the key is missing is not retried and names the key setting") {
+  auto c = config_for("auth500#nokey");
+  c.api_key_env = "";
+  c.max_retries = 4;
+  c.backoff_initial = milliseconds(200);
+  const auto start = Clock::now();
+  auto result = run(c);
+  REQUIRE_FALSE(result.has_value());
+  CHECK(result.error().http_status == 500);
+  CHECK(result.error().attempts == 1);
+  CHECK(seconds_since(start) < 1.0);
+  CHECK(server().requests("auth500#nokey").size() == 1);
+  CHECK(result.error().message.find("No api key passed in") != std::string::npos);
+  CHECK(result.error().message.find("set api_key_env") != std::string::npos);
+
+  auto retried = run(config_for("always500#plain"));  // a 500 that is not about keys is still retried
+  REQUIRE_FALSE(retried.has_value());
+  CHECK(retried.error().attempts == 4);
+}
+
+TEST_CASE("a stream that ends with [DONE] but no finish_reason is an endpoint failure, retried") {
+  auto c = config_for("stream-done-nofinish#once");
+  c.stream = true;
+  c.max_retries = 0;
+  auto failed = run(c);
+  REQUIRE_FALSE(failed.has_value());
+  CHECK(failed.error().kind == ChatErrorKind::bad_response);
+  CHECK(failed.error().message.find("[DONE] without a finish_reason") != std::string::npos);
+  CHECK(failed.error().partial_content == "interrupted");
+
+  auto again = config_for("stream-done-nofinish#retry");
+  again.stream = true;
+  auto recovered = run(again);
+  REQUIRE(recovered.has_value());
+  CHECK(recovered->attempts == 2);
+  CHECK(recovered->content == "complete");
+  CHECK(recovered->finish_reason == "stop");
+}
+
+TEST_CASE("max_response_bytes counts the answer's text, not the SSE framing") {
+  auto c = config_for("stream-framed#fits");
+  c.stream = true;
+  c.max_response_bytes = 64u << 10;  // the answer is 40,000 bytes; the wire carries about 2.3 MB
+  auto fits = run(c);
+  REQUIRE(fits.has_value());
+  CHECK(fits->content.size() == 40'000);
+
+  auto small = config_for("stream-framed#small");
+  small.stream = true;
+  small.max_response_bytes = 32u << 10;
+  auto refused = run(small);
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().kind == ChatErrorKind::bad_response);
+  CHECK(refused.error().attempts == 1);
+  CHECK(refused.error().message.find("answer exceeded max_response_bytes (32768 bytes)") !=
+        std::string::npos);
+}
+
+TEST_CASE("usage: missing or implausible counts are estimated from the text and marked; exact ones kept") {
+  auto c = config_for("stream-nousage#1");
+  c.stream = true;
+  auto nousage = run(c);
+  REQUIRE(nousage.has_value());
+  CHECK(nousage->usage.estimated);
+  CHECK(nousage->usage.estimate_reason.find("no usage") != std::string::npos);
+  CHECK(nousage->usage.completion_tokens == 1000);  // 4,000 bytes / 4
+  CHECK(nousage->usage.prompt_tokens > 0);
+
+  auto implausible = run(config_for("usage-implausible#1"));
+  REQUIRE(implausible.has_value());
+  CHECK(implausible->usage.estimated);
+  CHECK(implausible->usage.estimate_reason.find("implausible") != std::string::npos);
+  CHECK(implausible->usage.completion_tokens == 25'000);
+
+  auto exact = run(config_for("normal#usage"));
+  REQUIRE(exact.has_value());
+  CHECK_FALSE(exact->usage.estimated);
+  CHECK(exact->usage.completion_tokens == 7);
+  CHECK(exact->usage.prompt_tokens == 11);
+}
+
+TEST_CASE("system_prompt \"user\" puts the system message in front of the first user message") {
+  EndpointConfig c;
+  c.model = "m";
+  ChatRequest r = simple_request();
+  auto as_system = ptxbench::llm::detail::build_request_body(c, r);
+  REQUIRE(as_system["messages"].size() == 2);
+  CHECK(as_system["messages"][0]["role"] == "system");
+  c.system_prompt = "user";
+  auto as_user = ptxbench::llm::detail::build_request_body(c, r);
+  REQUIRE(as_user["messages"].size() == 1);
+  CHECK(as_user["messages"][0]["role"] == "user");
+  CHECK(as_user["messages"][0]["content"] == "You write PTX.\n\nWrite a GEMM.");
+
+  auto e = config_for("echo-messages#user");
+  e.system_prompt = "user";
+  auto echoed = run(e);
+  REQUIRE(echoed.has_value());
+  auto sent = nlohmann::json::parse(echoed->content);
+  REQUIRE(sent.size() == 1);
+  CHECK(sent[0]["role"] == "user");
+  CHECK(sent[0]["content"].get<std::string>().rfind("You write PTX.", 0) == 0);
+
+  auto parsed =
+      endpoint_config_from_json({{"base_url", "http://x/v1"}, {"model", "m"}, {"system_prompt", "user"}});
+  REQUIRE(parsed);
+  CHECK(parsed->system_prompt == "user");
+  CHECK(parsed->to_json_redacted()["system_prompt"] == "user");
+  auto bad = endpoint_config_from_json(
+      {{"base_url", "http://x/v1"}, {"model", "m"}, {"system_prompt", "developer"}});
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().find("system_prompt") != std::string::npos);
 }
 
 TEST_CASE("a 10 MB response: refused past max_response_bytes, accepted under a larger limit") {

@@ -483,3 +483,69 @@ TEST_CASE("line diff: common prefix and suffix kept, changes marked, long runs f
       0);
   CHECK(line_diff("x\ny\n", "y\nz\n") == "- x\n  y\n+ z\n");
 }
+
+namespace {
+
+/// One record of a run without a GPU: compiled, GPU stages skipped; or a failed request.
+nlohmann::json no_gpu_record(const std::string &task, int sample, bool request_failed) {
+  nlohmann::json r = {{"format_version", kFormatVersion},
+                      {"run_id", "r"},
+                      {"model", "m"},
+                      {"task_id", task},
+                      {"sample", sample},
+                      {"turn", 0},
+                      {"trajectory_id", "m/" + task + "/" + std::to_string(sample)},
+                      {"messages", nlohmann::json::array()},
+                      {"feedback", ""},
+                      {"stop_reason", request_failed ? "request_failed" : "turn_limit"}};
+  if (request_failed) {
+    r["response"] = nullptr;
+    r["request_error"] = {{"kind", "network"}, {"http_status", 0}, {"message", "refused"}, {"attempts", 3}};
+    r["verdict"] = nullptr;
+    return r;
+  }
+  auto stage = [](const char *status) {
+    return nlohmann::json{{"status", status},
+                          {"summary", ""},
+                          {"diagnostics", nlohmann::json::array()},
+                          {"figures", nlohmann::json::object()},
+                          {"wall_seconds", 0.1}};
+  };
+  r["response"] = {{"content", "```ptx\n...\n```"},
+                   {"finish_reason", "stop"},
+                   {"usage", {{"prompt_tokens", 10}, {"completion_tokens", 10}}}};
+  r["request_error"] = nullptr;
+  r["verdict"] = {{"status", "ok"},
+                  {"task_id", task},
+                  {"axes", {{"correct", nullptr}, {"targets_executed", nullptr}, {"speedup", nullptr}}},
+                  {"stages",
+                   {{"parse", stage("ok")},
+                    {"static", stage("ok")},
+                    {"compile", stage("ok")},
+                    {"correctness", stage("skipped")},
+                    {"execution", stage("skipped")},
+                    {"timing", stage("skipped")}}}};
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "report: without a GPU the GPU axes say \"not measured\"; request failures are not model failures") {
+  LoadedRun run;
+  run.dir = "no-gpu-run";
+  run.run = {{"run_id", "r"}};
+  run.turns = {no_gpu_record("gemm_a", 0, false), no_gpu_record("gemm_a", 1, false),
+               no_gpu_record("gemm_a", 2, true)};
+  auto report = build_report({run});
+  REQUIRE(report);
+  const GroupReport &g = group(*report, "m", "gemm_a");
+  CHECK(g.trajectories == 2);  // the failed request is the endpoint's failure, not the model's
+  CHECK(g.request_failed_trajectories == 1);
+  CHECK(g.gpu_measured_attempts == 0);
+  CHECK(g.end.compiled == 2);
+  const std::string md = render_markdown(*report);
+  CHECK(md.find("| m | gemm_a | 2 | 100.0% | not measured | not measured |") != std::string::npos);
+  CHECK(md.find("0.000") == std::string::npos);  // no pass@k of zero for an unmeasured axis
+  CHECK(md.find("1 trajectory ended in a request failure") != std::string::npos);
+}

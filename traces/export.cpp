@@ -186,8 +186,10 @@ bool roles_alternate(const std::vector<Message> &messages) {
 }
 
 std::string answer_key(const Json &record, const Answer &a) {
+  // The task is part of the key: one kernel answered for two tasks is two examples (two prompts).
   std::string h = detail::kernel_hash_of(record);
-  return h.empty() ? "text:" + detail::normalized_kernel_hash(a.content) : h;
+  return detail::string_field(record, "task_id").value_or("") + ":" +
+         (h.empty() ? "text:" + detail::normalized_kernel_hash(a.content) : h);
 }
 
 /// The conversation's opening (system + task): turn 0's request when the trajectory has it,

@@ -223,6 +223,19 @@ util::Expected<Report> build_report(const std::vector<LoadedRun> &runs, const Re
   std::map<PairKey, std::vector<TrajectoryFacts>> pair_facts;
 
   for (const auto &t : index.trajectories) {
+    // A trajectory whose every turn was a failed request never heard from the model: the endpoint's
+    // failure, left out of the model's rates (one with answers before a failure keeps them).
+    if (std::all_of(t.turns.begin(), t.turns.end(), [](const Json *r) {
+          return detail::verdict_of(*r) == nullptr && detail::object_field(*r, "response") == nullptr &&
+                 (detail::object_field(*r, "request_error") != nullptr ||
+                  detail::string_field(*r, "stop_reason").value_or("") == "request_failed");
+        })) {
+      for (auto *a :
+           {&group(GroupScope::model_task, t.model, t.task_id), &group(GroupScope::model, t.model, "all"),
+            &group(GroupScope::task, "all", t.task_id), &group(GroupScope::overall, "all", "all")})
+        ++a->g.request_failed_trajectories;
+      continue;
+    }
     Accumulator *targets[] = {
         &group(GroupScope::model_task, t.model, t.task_id), &group(GroupScope::model, t.model, "all"),
         &group(GroupScope::task, "all", t.task_id), &group(GroupScope::overall, "all", "all")};
@@ -254,6 +267,11 @@ util::Expected<Report> build_report(const std::vector<LoadedRun> &runs, const Re
           }
         }
         const double wall = wall_seconds_of(record);
+        bool gpu_measured = false;
+        if (const Json *v = detail::verdict_of(record))
+          if (const Json *stages = detail::object_field(*v, "stages"))
+            if (const Json *c = detail::object_field(*stages, "correctness"))
+              gpu_measured = detail::string_field(*c, "status").value_or("skipped") != "skipped";
         if (f.timed_ok) {
           report.speedups.push_back({t.model, t.task_id, t.trajectory_id, turn, *f.speedup});
           facts.log_speedups.push_back(std::log(*f.speedup));
@@ -266,6 +284,7 @@ util::Expected<Report> build_report(const std::vector<LoadedRun> &runs, const Re
         for (Accumulator *a : targets) {
           GroupReport &g = a->g;
           ++g.attempts;
+          g.gpu_measured_attempts += gpu_measured;
           ++g.by_turn[turn].attempts;
           add(g.by_turn[turn].per_attempt, f, ps);
           ++g.failures_by_turn[turn][status];
@@ -493,6 +512,10 @@ util::Expected<Report> build_report(const std::vector<LoadedRun> &runs, const Re
 
 namespace {
 
+/// A GPU axis (correct, executed, fast, pass@k): "not measured" when no attempt of the group ran on a GPU.
+bool gpu_unmeasured(const GroupReport &g) {
+  return g.attempts > 0 && g.gpu_measured_attempts == 0;
+}
 std::string opt_fixed(const std::optional<double> &v, int digits, const std::string &suffix = "") {
   return v ? fmt::format("{:.{}f}{}", *v, digits, suffix) : "—";
 }
@@ -568,6 +591,16 @@ std::string render_markdown(const Report &r) {
       "interval of the correct column then.\n",
       boot.resamples, boot.seed, boot.level);
 
+  if (!r.groups.empty() && r.overall().request_failed_trajectories > 0) {
+    const int n = r.overall().request_failed_trajectories;
+    md += fmt::format(
+        "\n{} {} ended in a request failure (the endpoint's, not the model's) and {} left out of every rate "
+        "below; `ptxbench resume RUN_DIR` retries them.\n",
+        n, n == 1 ? "trajectory" : "trajectories", n == 1 ? "is" : "are");
+  }
+  if (!r.groups.empty() && gpu_unmeasured(r.overall()))
+    md += "\nNo attempt ran on a GPU: correct, executed, fast_p and pass@k are not measured.\n";
+
   md += "\n## Summary (end of trajectory)\n\n| model | task | trajectories | compile | correct | executed |";
   for (double p : ps) md += " " + p_label(p) + " |";
   md +=
@@ -576,12 +609,14 @@ std::string render_markdown(const Report &r) {
   for (std::size_t i = 0; i < ps.size(); ++i) md += "---:|";
   md += "---:|---:|---:|---:|---:|---:|\n";
   for (const auto &g : r.groups) {
+    const bool nm = gpu_unmeasured(g);
+    auto gpu_pct = [&](int num) { return nm ? std::string("not measured") : pct_ci(num, g.trajectories); };
     md += fmt::format("| {} | {} | {} | {} | {} | {} |", g.model, g.task, g.trajectories,
-                      pct_ci(g.end.compiled, g.trajectories), pct_ci(g.end.correct, g.trajectories),
-                      pct_ci(g.end.executed, g.trajectories));
-    for (std::size_t i = 0; i < ps.size(); ++i) md += " " + pct_ci(g.end.fast[i], g.trajectories) + " |";
-    md += fmt::format(" {} | {} | {} | {} | {} | {} |\n", pass_ci(g.pass_correct, g.pass_correct_ci, 1),
-                      pass_ci(g.pass_fast1, g.pass_fast1_ci, 1),
+                      pct_ci(g.end.compiled, g.trajectories), gpu_pct(g.end.correct), gpu_pct(g.end.executed));
+    for (std::size_t i = 0; i < ps.size(); ++i) md += " " + gpu_pct(g.end.fast[i]) + " |";
+    md += fmt::format(" {} | {} | {} | {} | {} | {} |\n",
+                      nm ? std::string("not measured") : pass_ci(g.pass_correct, g.pass_correct_ci, 1),
+                      nm ? std::string("not measured") : pass_ci(g.pass_fast1, g.pass_fast1_ci, 1),
                       speedup_ci(g.geomean_speedup, g.geomean_speedup_ci), opt_fixed(g.best_speedup, 3, "x"),
                       opt_fixed(g.tokens_per_success, 0), usd(g.cost_per_success));
   }
@@ -614,7 +649,7 @@ std::string render_markdown(const Report &r) {
       const auto &m = which == 0 ? g.pass_correct : g.pass_fast1;
       const auto &ci = which == 0 ? g.pass_correct_ci : g.pass_fast1_ci;
       md += fmt::format("| {} | {} | {} |", g.model, g.task, which == 0 ? "correct" : "fast_1.0");
-      for (int k : r.options.pass_k) md += " " + pass_ci(m, ci, k) + " |";
+      for (int k : r.options.pass_k) md += gpu_unmeasured(g) ? " not measured |" : " " + pass_ci(m, ci, k) + " |";
       md += "\n";
     }
   }
@@ -629,12 +664,12 @@ std::string render_markdown(const Report &r) {
   md += "\n";
   for (const auto &g : r.groups) {
     for (const auto &row : g.by_turn) {
+      const bool nm = gpu_unmeasured(g);
+      auto gpu_pct = [&](int num) { return nm ? std::string("not measured") : pct_ci(num, g.trajectories); };
       md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |", g.model, g.task, row.turn, row.attempts,
-                        pct_ci(row.cumulative.compiled, g.trajectories),
-                        pct_ci(row.cumulative.correct, g.trajectories),
-                        pct_ci(row.cumulative.executed, g.trajectories));
-      for (std::size_t i = 0; i < ps.size(); ++i)
-        md += " " + pct_ci(row.cumulative.fast[i], g.trajectories) + " |";
+                        pct_ci(row.cumulative.compiled, g.trajectories), gpu_pct(row.cumulative.correct),
+                        gpu_pct(row.cumulative.executed));
+      for (std::size_t i = 0; i < ps.size(); ++i) md += " " + gpu_pct(row.cumulative.fast[i]) + " |";
       md += "\n";
     }
   }

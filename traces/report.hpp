@@ -84,6 +84,11 @@ struct GroupReport {
   std::optional<double> mean_request_seconds;  ///< per attempt with a request time recorded
   std::optional<double> mean_ttft_seconds;     ///< per streamed attempt with a first-byte time recorded
   int ttft_samples = 0;
+  int gpu_measured_attempts =
+      0;  ///< attempts whose correctness stage ran (0: the GPU axes are "not measured")
+  /// Trajectories whose every turn failed for the endpoint's reason (request_failed, no answer): not the
+  /// model's outcome, so left out of `trajectories` and every rate (`ptxbench resume` retries them).
+  int request_failed_trajectories = 0;
 };
 
 /// Difference between two models on the tasks both ran: pass@1 (correct at the end of the trajectory)

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "llm_clients/chat_client.hpp"
 
@@ -30,7 +31,13 @@ class OpenAiClient final : public ChatClient {
   AttemptResult attempt(const std::string &body) const;
   /// Sleeps up to `duration`; false if cancelled meanwhile.
   bool wait_unless_cancelled(std::chrono::milliseconds duration);
-  ChatError http_error(long status, const std::string &body) const;
+  /// The error for a non-2xx answer, with a hint naming the cause; *retry_pointless set when the cause
+  /// is the server's state (a missing key), which retrying cannot change.
+  ChatError http_error(long status, const std::string &body, bool *retry_pointless = nullptr) const;
+  /// GET url with the key and a 5 s limit: (status, body start); status 0 when unreachable.
+  std::pair<long, std::string> get(const std::string &url) const;
+  /// What a GET <base_url>/models answer says about config_.model ("" when it lists nothing).
+  std::string model_hint(const std::pair<long, std::string> &models) const;
 
   const EndpointConfig config_;
   const std::string api_key_;

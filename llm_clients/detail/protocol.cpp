@@ -1,6 +1,7 @@
 #include "llm_clients/detail/protocol.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include <curl/curl.h>
@@ -108,7 +109,26 @@ nlohmann::json build_request_body(const EndpointConfig &config, const ChatReques
   nlohmann::json body = nlohmann::json::object();
   body["model"] = config.model;
   nlohmann::json messages = nlohmann::json::array();
-  for (const auto &m : request.messages) messages.push_back({{"role", m.role}, {"content", m.content}});
+  if (config.system_prompt == "user") {
+    // Chat templates that drop system messages (Gemma's) would lose the contract: it goes in front of
+    // the first user message instead.
+    std::string system;
+    for (const auto &m : request.messages)
+      if (m.role == "system") system += (system.empty() ? "" : "\n\n") + m.content;
+    bool placed = system.empty();
+    for (const auto &m : request.messages) {
+      if (m.role == "system") continue;
+      if (!placed && m.role == "user") {
+        messages.push_back({{"role", "user"}, {"content", system + "\n\n" + m.content}});
+        placed = true;
+      } else {
+        messages.push_back({{"role", m.role}, {"content", m.content}});
+      }
+    }
+    if (!placed) messages.insert(messages.begin(), {{"role", "user"}, {"content", system}});
+  } else {
+    for (const auto &m : request.messages) messages.push_back({{"role", m.role}, {"content", m.content}});
+  }
   body["messages"] = std::move(messages);
   const auto &s = request.sampling;
   if (s.temperature) body["temperature"] = *s.temperature;
@@ -237,9 +257,11 @@ util::Expected<void> StreamAccumulator::add_event(const std::string &data) {
     Choice &c = choices_[index];
     if (choice.contains("delta") && choice["delta"].is_object()) {
       const auto &delta = choice["delta"];
+      const std::size_t before = c.content.size() + c.reasoning.size();
       if (delta.contains("content")) c.content += text_of(delta["content"]);
       for (const char *key : {"reasoning_content", "reasoning"})
         if (delta.contains(key)) c.reasoning += text_of(delta[key]);
+      text_bytes_ += c.content.size() + c.reasoning.size() - before;
     }
     if (choice.contains("finish_reason") && choice["finish_reason"].is_string())
       c.finish_reason = choice["finish_reason"].get<std::string>();
@@ -331,6 +353,43 @@ std::string redacted_excerpt(std::string_view text, const std::string &secret, s
     if (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0xC0) out.pop_back();
     out += "...";
   }
+  return out;
+}
+
+}  // namespace ptxbench::llm::detail
+
+namespace ptxbench::llm::detail {
+
+bool looks_like_key_error(std::string_view body) {
+  std::string text(body.substr(0, 64u << 10));
+  for (char &c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char *needle : {"api key", "api_key", "apikey", "authentication", "unauthorized", "auth_error",
+                             "invalid key", "no key"})
+    if (text.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+std::string server_error_message(std::string_view body) {
+  auto parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object()) return {};
+  if (parsed.contains("error")) {
+    const auto &e = parsed["error"];
+    if (e.is_string()) return e.get<std::string>();
+    if (e.is_object() && e.contains("message") && e["message"].is_string())
+      return e["message"].get<std::string>();
+  }
+  for (const char *key : {"detail", "message"})
+    if (parsed.contains(key) && parsed[key].is_string()) return parsed[key].get<std::string>();
+  return {};
+}
+
+std::vector<std::string> model_ids(std::string_view body) {
+  std::vector<std::string> out;
+  auto parsed = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("data") || !parsed["data"].is_array())
+    return out;
+  for (const auto &m : parsed["data"])
+    if (m.is_object() && m.contains("id") && m["id"].is_string()) out.push_back(m["id"].get<std::string>());
   return out;
 }
 

@@ -63,10 +63,11 @@ class StreamAccumulator {
  public:
   /// One SSE event's data. Returns an error for malformed JSON or an {"error": ...} event.
   util::Expected<void> add_event(const std::string &data);
-  bool done() const { return done_; }   ///< saw [DONE]
-  bool finished() const;                ///< choice 0 has a finish_reason
-  std::string partial_content() const;  ///< choice 0's content so far
-  ChatResponse take_response();         ///< applies think splitting
+  bool done() const { return done_; }                     ///< saw [DONE]
+  bool finished() const;                                  ///< choice 0 has a finish_reason
+  std::string partial_content() const;                    ///< choice 0's content so far
+  std::size_t text_bytes() const { return text_bytes_; }  ///< content + reasoning of all choices so far
+  ChatResponse take_response();                           ///< applies think splitting
 
  private:
   struct Choice {
@@ -76,6 +77,7 @@ class StreamAccumulator {
   Usage usage_;
   nlohmann::json meta_ = nlohmann::json::object();
   bool done_ = false;
+  std::size_t text_bytes_ = 0;
 };
 
 /// Retry-After: delta-seconds or an HTTP date (IMF-fixdate, RFC 850, asctime). nullopt if
@@ -95,6 +97,16 @@ std::string redacted_excerpt(std::string_view text, const std::string &secret, s
 
 /// Replaces every occurrence of secret (if non-empty) in text.
 std::string redact(std::string text, const std::string &secret);
+
+/// True when an error body (any status) says the request carried no key or a wrong one: some proxies
+/// answer that with a 500, which retrying cannot fix.
+bool looks_like_key_error(std::string_view body);
+
+/// The server's own words from an error body: error.message, detail or message; else "".
+std::string server_error_message(std::string_view body);
+
+/// Model ids from a GET /models body ({"data": [{"id": ...}]}); empty if it is not one.
+std::vector<std::string> model_ids(std::string_view body);
 
 /// Usage as {prompt_tokens, completion_tokens, completion_tokens_details.reasoning_tokens}.
 Usage parse_usage(const nlohmann::json &usage);

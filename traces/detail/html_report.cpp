@@ -359,12 +359,15 @@ std::string render_html_report(const Report &r) {
   h += "<th>pass@1</th><th>fast_1.0 pass@1</th><th>geomean speedup</th><th>best</th><th>tokens/success</th>"
        "<th>cost/trajectory</th><th>cost/success</th></tr>\n";
   for (const auto &g : r.groups) {
+    // Without a GPU run the GPU axes were not measured; a 0% there would read as the model's failure.
+    const bool nm = g.attempts > 0 && g.gpu_measured_attempts == 0;
+    auto gpu_pct = [&](int num) { return nm ? std::string("not measured") : pct_ci(num, g.trajectories); };
     h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
                      html_escape(g.model), html_escape(g.task), g.trajectories,
-                     pct_ci(g.end.compiled, g.trajectories), pct_ci(g.end.correct, g.trajectories),
-                     pct_ci(g.end.executed, g.trajectories));
-    for (std::size_t i = 0; i < ps.size(); ++i) h += "<td>" + pct_ci(g.end.fast[i], g.trajectories) + "</td>";
-    auto pass1 = [](const std::map<int, double> &m, const std::map<int, Interval> &cis) {
+                     pct_ci(g.end.compiled, g.trajectories), gpu_pct(g.end.correct), gpu_pct(g.end.executed));
+    for (std::size_t i = 0; i < ps.size(); ++i) h += "<td>" + gpu_pct(g.end.fast[i]) + "</td>";
+    auto pass1 = [nm](const std::map<int, double> &m, const std::map<int, Interval> &cis) {
+      if (nm) return std::string("not measured");
       auto it = m.find(1);
       if (it == m.end()) return std::string("—");
       auto c = cis.find(1);

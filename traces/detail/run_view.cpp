@@ -72,7 +72,10 @@ RunIndex index_runs(const std::vector<LoadedRun> &runs) {
       }
       auto key = std::make_tuple(r, model_label(record), *task, static_cast<int>(*sample));
       auto &turns = grouped[key];
-      if (turns.count(static_cast<int>(*turn))) ++index.duplicate_turn_records;
+      // A turn that ended in a request failure and was sent again by `resume` is replaced, not repeated.
+      if (auto old = turns.find(static_cast<int>(*turn));
+          old != turns.end() && string_field(*old->second, "stop_reason").value_or("") != "request_failed")
+        ++index.duplicate_turn_records;
       turns[static_cast<int>(*turn)] = &record;
       if (!ids.count(key)) {
         ids[key] =
