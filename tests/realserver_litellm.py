@@ -142,6 +142,11 @@ def main():
         json.dump({"model_list": [
             {"model_name": "mock-kernel", "litellm_params": {"model": "openai/mock-kernel", "api_key": "unused",
                                                              "mock_response": answer}},
+            # The restart case needs requests that take a while: a resent kernel reuses its verdict, so
+            # without a delay the whole run can finish before the proxy is stopped.
+            {"model_name": "mock-kernel-slow",
+             "litellm_params": {"model": "openai/mock-kernel-slow", "api_key": "unused",
+                                "mock_response": answer, "mock_delay": 0.5}},
         ], "general_settings": {"master_key": KEY}}, f)
     port = free_port()
     base = "http://127.0.0.1:%d/v1" % port
@@ -193,7 +198,7 @@ def main():
         run_dir = os.path.join(tmp, "restart")
         run_config = os.path.join(tmp, "restart.json")
         with open(run_config, "w") as f:
-            json.dump({"endpoints": [{"name": "litellm", "base_url": base, "model": "mock-kernel",
+            json.dump({"endpoints": [{"name": "litellm", "base_url": base, "model": "mock-kernel-slow",
                                       "api_key_env": "PTXBENCH_LITELLM_KEY", "max_retries": 1,
                                       "backoff_initial_ms": 100, "backoff_max_ms": 200,
                                       "max_in_flight": 1}],
