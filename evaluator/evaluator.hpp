@@ -77,14 +77,13 @@ struct WorkerLimits {
   /// ms; an incorrect kernel's instructions are counted (execution stage) only when the instrumented
   /// launch is expected to take at most this long (200x its plain launch): a fast kernel's counts are
   /// cheap and help the repair feedback (a target that never runs); a slow kernel's would hold the GPU
-  /// (H200: 0.47 s of a 0.93 s GEMM verdict; over 10 s for a simple attention kernel)
+  /// for longer than the rest of its verdict
   std::chrono::milliseconds incorrect_execution_budget{250};
   /// true: the next worker process is started ahead (context, handles, CUPTI ready before its job)
   bool prestart = true;
   /// true: a pre-started worker also sets up the CUPTI profiler (about 0.1 s) before its job, i.e.
-  /// before timing. Off by default until measured: the one H200 comparison with it on (across
-  /// sessions) had attention speedups 1.9% above those without it (GEMM 0.2%), not yet separated
-  /// from session-to-session variation.
+  /// before timing. Off by default: whether an initialised profiler shifts the timings has not been
+  /// measured within one session, and timing fidelity comes before the 0.1 s.
   bool prestart_cupti = false;
   /// library selections (cuBLASLt algorithm, cuDNN plan) kept across workers; "" = the system temp dir
   std::filesystem::path selection_cache_dir;
