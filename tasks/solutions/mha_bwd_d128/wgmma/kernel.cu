@@ -23,12 +23,23 @@
 #ifndef MHA_CAUSAL
 #define MHA_CAUSAL 0  // 1: query i attends keys j <= i
 #endif
+// dS (and, with MHA_SPLIT_P, P) enter the tensor cores as two bf16 terms, hi = bf16(x) and
+// lo = bf16(x - hi), each multiplied in its own wgmma: x is then carried to about 2^-17 instead of 2^-9.
+#ifndef MHA_SPLIT_DS
+#define MHA_SPLIT_DS 1
+#endif
+#ifndef MHA_SPLIT_P
+#define MHA_SPLIT_P 1
+#endif
+#ifndef MHA_STAGES
+#define MHA_STAGES 2
+#endif
 
 namespace {
 
 constexpr int kBlockRows = 128;  // owned rows per block (keys or queries): two consumer warpgroups x 64
 constexpr int kTileRows = 64;    // streamed rows per tile (queries or keys)
-constexpr int kStages = 2;       // ring depth
+constexpr int kStages = MHA_STAGES;  // ring depth
 constexpr uint32_t kBoxBytes = 64 * 128;                    // 64 rows x 64 bf16: one TMA box, 8 KiB
 constexpr uint32_t kSlotBytes = 2 * kBoxBytes;              // 64 rows x 128 bf16: 16 KiB
 constexpr uint32_t kResBytes = 2 * kSlotBytes;              // 128 rows x 128 bf16: 32 KiB
@@ -170,6 +181,11 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   uint32_t packed;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));
   return packed;
+}
+// hi = bf16x2(lo_val, hi_val) rounded; lo = the rounding remainders, also as bf16x2.
+__device__ __forceinline__ void pack_split(float a, float b, uint32_t &hi, uint32_t &lo) {
+  hi = pack_bf16x2(a, b);
+  lo = pack_bf16x2(a - __uint_as_float(hi << 16), b - __uint_as_float(hi & 0xffff0000u));
 }
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
@@ -379,6 +395,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         // Causal: mask key > query (only tiles that reach below the warpgroup's last key need it).
         const bool diagonal = MHA_CAUSAL && q0 < own0 + consumer * 64 + 64;
         uint32_t p[4][4], ds[4][4];
+#if MHA_SPLIT_P
+        uint32_t p_lo[4][4];
+#endif
+#if MHA_SPLIT_DS
+        uint32_t ds_lo[4][4];
+#endif
         float pf[32];
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
@@ -393,8 +415,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             }
             pf[j * 4 + e] = v;
           }
+#if MHA_SPLIT_P
+          pack_split(pf[j * 4 + 0], pf[j * 4 + 1], p[j / 2][(j % 2) * 2 + 0], p_lo[j / 2][(j % 2) * 2 + 0]);
+          pack_split(pf[j * 4 + 2], pf[j * 4 + 3], p[j / 2][(j % 2) * 2 + 1], p_lo[j / 2][(j % 2) * 2 + 1]);
+#else
           p[j / 2][(j % 2) * 2 + 0] = pack_bf16x2(pf[j * 4 + 0], pf[j * 4 + 1]);
           p[j / 2][(j % 2) * 2 + 1] = pack_bf16x2(pf[j * 4 + 2], pf[j * 4 + 3]);
+#endif
         }
         wgmma_wait<0>();
         fence_regs(dpt);
@@ -404,12 +431,23 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           float v[4];
 #pragma unroll
           for (int e = 0; e < 4; ++e) v[e] = pf[j * 4 + e] * (dpt[j * 4 + e] - ((e & 1) ? dl.y : dl.x));
+#if MHA_SPLIT_DS
+          pack_split(v[0], v[1], ds[j / 2][(j % 2) * 2 + 0], ds_lo[j / 2][(j % 2) * 2 + 0]);
+          pack_split(v[2], v[3], ds[j / 2][(j % 2) * 2 + 1], ds_lo[j / 2][(j % 2) * 2 + 1]);
+#else
           ds[j / 2][(j % 2) * 2 + 0] = pack_bf16x2(v[0], v[1]);
           ds[j / 2][(j % 2) * 2 + 1] = pack_bf16x2(v[2], v[3]);
+#endif
         }
         wgmma_fence();
         issue_acc(acc0, p, stage + kSlotBytes);  // dV += Pᵀ·dO
+#if MHA_SPLIT_P
+        issue_acc(acc0, p_lo, stage + kSlotBytes);
+#endif
         issue_acc(acc1, ds, stage);              // dK += dSᵀ·Q
+#if MHA_SPLIT_DS
+        issue_acc(acc1, ds_lo, stage);
+#endif
         wgmma_commit();
         wgmma_wait<0>();
         fence_regs(acc0);
@@ -457,16 +495,27 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         wgmma_wait<0>();
         fence_regs(dp);
         uint32_t ds[4][4];
+#if MHA_SPLIT_DS
+        uint32_t ds_lo[4][4];
+#endif
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           float v[4];
 #pragma unroll
           for (int e = 0; e < 4; ++e) v[e] = pf[j * 4 + e] * (dp[j * 4 + e] - delta[e >> 1]);
+#if MHA_SPLIT_DS
+          pack_split(v[0], v[1], ds[j / 2][(j % 2) * 2 + 0], ds_lo[j / 2][(j % 2) * 2 + 0]);
+          pack_split(v[2], v[3], ds[j / 2][(j % 2) * 2 + 1], ds_lo[j / 2][(j % 2) * 2 + 1]);
+#else
           ds[j / 2][(j % 2) * 2 + 0] = pack_bf16x2(v[0], v[1]);
           ds[j / 2][(j % 2) * 2 + 1] = pack_bf16x2(v[2], v[3]);
+#endif
         }
         wgmma_fence();
         issue_acc(acc0, ds, stage);  // dQ += dS·K
+#if MHA_SPLIT_DS
+        issue_acc(acc0, ds_lo, stage);
+#endif
         wgmma_commit();
         wgmma_wait<0>();
         fence_regs(acc0);
