@@ -6,13 +6,17 @@
 //      Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (wgmma m64n64k16, both operands K-major in shared memory),
 //      Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e), dSᵀ = Pᵀ∘(dPᵀ − Delta) (per column = per query),
 //      dV += Pᵀ·dO and dK += dSᵀ·Q (wgmma m64n128k16 with Pᵀ / dSᵀ as bf16 A fragments from registers and
-//      dO / Q as transposed (MN-major) B operands).
+//      dO / Q as transposed (MN-major) B operands; see "hi + lo" below).
 //    Delta = rowsum(dO∘O) and LSE·log2e of the tile are computed by two producer warps from the staged dO
 //    and O tiles and handed over in shared memory.
 //  - query block: 128 queries own their rows of dQ. Q, dO (and O, for Delta) stay in shared memory;
 //    64-key tiles of K and V stream through the ring: S = Q·Kᵀ, dP = dO·Vᵀ, dS = P∘(dP − Delta),
 //    dQ += dS·K (K as the transposed B operand).
 // Every output element is accumulated by one thread in a fixed order: the result is bit-reproducible.
+// hi + lo: P and dS enter the tensor cores as two bf16 terms each, hi = bf16(x) and lo = bf16(x − hi), in
+// two wgmmas into the same accumulator, so x is carried to about 2^-17 instead of bf16's 2^-9. With plain
+// bf16 P and dS (the usual FlashAttention recipe) this task's spiky inputs and tolerance fail a few
+// thousand elements of dQ, dK and dV per launch; the split costs 3 of the 10 matmul passes per tile pair.
 // Block: 3 warpgroups. Warpgroup 0 = producer (setmaxnreg.dec): thread 0 issues the TMA loads, warps 2-3
 // compute Delta/LSE; warpgroups 1-2 = consumers (setmaxnreg.inc), 64 rows each.
 // Tensor maps: Q, K, V, O, dO viewed as [B*H][S][D] (dims D, S, B*H), box 64 x 64 x 1 (64 bf16 = one
@@ -22,14 +26,6 @@
 
 #ifndef MHA_CAUSAL
 #define MHA_CAUSAL 0  // 1: query i attends keys j <= i
-#endif
-// dS (and, with MHA_SPLIT_P, P) enter the tensor cores as two bf16 terms, hi = bf16(x) and
-// lo = bf16(x - hi), each multiplied in its own wgmma: x is then carried to about 2^-17 instead of 2^-9.
-#ifndef MHA_SPLIT_DS
-#define MHA_SPLIT_DS 1
-#endif
-#ifndef MHA_SPLIT_P
-#define MHA_SPLIT_P 1
 #endif
 #ifndef MHA_STAGES
 #define MHA_STAGES 2
@@ -367,15 +363,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     const uint32_t my_b = res_b + consumer * 64 * 128;
     const float scale_log2 = softmax_scale * kLog2e;
 
-    float acc0[64], acc1[64];  // key block: dV, dK; query block: dQ (acc0)
-#pragma unroll
-    for (int i = 0; i < 64; ++i) {
-      acc0[i] = 0.f;
-      acc1[i] = 0.f;
-    }
     mbar_wait(res_full, 0);
 
     if (key_block) {
+      float acc0[64], acc1[64];  // dV, dK
+#pragma unroll
+      for (int i = 0; i < 64; ++i) {
+        acc0[i] = 0.f;
+        acc1[i] = 0.f;
+      }
       for (uint32_t t = 0; t < num_tiles; ++t) {
         const uint32_t s = t % kStages;
         const uint32_t q0 = tile_begin + t * kTileRows;
@@ -392,15 +388,10 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         const float *delta = lse2 + 64;
         wgmma_wait<1>();
         fence_regs(st);
-        // Causal: mask key > query (only tiles that reach below the warpgroup's last key need it).
+        // Pᵀ = 2^(Sᵀ·scale·log2e − LSE·log2e), LSE per column (query); causal: key > query masked, only in
+        // tiles that reach below the warpgroup's last key.
         const bool diagonal = MHA_CAUSAL && q0 < own0 + consumer * 64 + 64;
-        uint32_t p[4][4], ds[4][4];
-#if MHA_SPLIT_P
-        uint32_t p_lo[4][4];
-#endif
-#if MHA_SPLIT_DS
-        uint32_t ds_lo[4][4];
-#endif
+        uint32_t p_hi[4][4], p_lo[4][4], ds_hi[4][4], ds_lo[4][4];
         float pf[32];
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
@@ -415,13 +406,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
             }
             pf[j * 4 + e] = v;
           }
-#if MHA_SPLIT_P
-          pack_split(pf[j * 4 + 0], pf[j * 4 + 1], p[j / 2][(j % 2) * 2 + 0], p_lo[j / 2][(j % 2) * 2 + 0]);
-          pack_split(pf[j * 4 + 2], pf[j * 4 + 3], p[j / 2][(j % 2) * 2 + 1], p_lo[j / 2][(j % 2) * 2 + 1]);
-#else
-          p[j / 2][(j % 2) * 2 + 0] = pack_bf16x2(pf[j * 4 + 0], pf[j * 4 + 1]);
-          p[j / 2][(j % 2) * 2 + 1] = pack_bf16x2(pf[j * 4 + 2], pf[j * 4 + 3]);
-#endif
+          pack_split(pf[j * 4 + 0], pf[j * 4 + 1], p_hi[j / 2][(j % 2) * 2 + 0], p_lo[j / 2][(j % 2) * 2 + 0]);
+          pack_split(pf[j * 4 + 2], pf[j * 4 + 3], p_hi[j / 2][(j % 2) * 2 + 1], p_lo[j / 2][(j % 2) * 2 + 1]);
         }
         wgmma_wait<0>();
         fence_regs(dpt);
@@ -431,23 +417,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           float v[4];
 #pragma unroll
           for (int e = 0; e < 4; ++e) v[e] = pf[j * 4 + e] * (dpt[j * 4 + e] - ((e & 1) ? dl.y : dl.x));
-#if MHA_SPLIT_DS
-          pack_split(v[0], v[1], ds[j / 2][(j % 2) * 2 + 0], ds_lo[j / 2][(j % 2) * 2 + 0]);
-          pack_split(v[2], v[3], ds[j / 2][(j % 2) * 2 + 1], ds_lo[j / 2][(j % 2) * 2 + 1]);
-#else
-          ds[j / 2][(j % 2) * 2 + 0] = pack_bf16x2(v[0], v[1]);
-          ds[j / 2][(j % 2) * 2 + 1] = pack_bf16x2(v[2], v[3]);
-#endif
+          pack_split(v[0], v[1], ds_hi[j / 2][(j % 2) * 2 + 0], ds_lo[j / 2][(j % 2) * 2 + 0]);
+          pack_split(v[2], v[3], ds_hi[j / 2][(j % 2) * 2 + 1], ds_lo[j / 2][(j % 2) * 2 + 1]);
         }
         wgmma_fence();
-        issue_acc(acc0, p, stage + kSlotBytes);  // dV += Pᵀ·dO
-#if MHA_SPLIT_P
+        issue_acc(acc0, p_hi, stage + kSlotBytes);  // dV += Pᵀ·dO
         issue_acc(acc0, p_lo, stage + kSlotBytes);
-#endif
-        issue_acc(acc1, ds, stage);              // dK += dSᵀ·Q
-#if MHA_SPLIT_DS
+        issue_acc(acc1, ds_hi, stage);  // dK += dSᵀ·Q
         issue_acc(acc1, ds_lo, stage);
-#endif
         wgmma_commit();
         wgmma_wait<0>();
         fence_regs(acc0);
@@ -465,6 +442,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         lse2[h] = aux_ptr[row_in_block + 8 * h];
         delta[h] = aux_ptr[128 + row_in_block + 8 * h];
       }
+      float acc0[64];  // dQ
+#pragma unroll
+      for (int i = 0; i < 64; ++i) acc0[i] = 0.f;
       for (uint32_t t = 0; t < num_tiles; ++t) {
         const uint32_t s = t % kStages;
         const uint32_t k0 = t * kTileRows;
@@ -478,6 +458,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         wgmma_commit();
         wgmma_wait<1>();
         fence_regs(sc);
+        // P = 2^(S·scale·log2e − LSE·log2e), LSE per row; causal: key > query masked near the diagonal.
         const bool diagonal = MHA_CAUSAL && k0 + kTileRows > own0 + consumer * 64;
         float pf[32];
 #pragma unroll
@@ -494,28 +475,18 @@ extern "C" __global__ void __launch_bounds__(384, 1)
           }
         wgmma_wait<0>();
         fence_regs(dp);
-        uint32_t ds[4][4];
-#if MHA_SPLIT_DS
-        uint32_t ds_lo[4][4];
-#endif
+        uint32_t ds_hi[4][4], ds_lo[4][4];
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           float v[4];
 #pragma unroll
           for (int e = 0; e < 4; ++e) v[e] = pf[j * 4 + e] * (dp[j * 4 + e] - delta[e >> 1]);
-#if MHA_SPLIT_DS
-          pack_split(v[0], v[1], ds[j / 2][(j % 2) * 2 + 0], ds_lo[j / 2][(j % 2) * 2 + 0]);
-          pack_split(v[2], v[3], ds[j / 2][(j % 2) * 2 + 1], ds_lo[j / 2][(j % 2) * 2 + 1]);
-#else
-          ds[j / 2][(j % 2) * 2 + 0] = pack_bf16x2(v[0], v[1]);
-          ds[j / 2][(j % 2) * 2 + 1] = pack_bf16x2(v[2], v[3]);
-#endif
+          pack_split(v[0], v[1], ds_hi[j / 2][(j % 2) * 2 + 0], ds_lo[j / 2][(j % 2) * 2 + 0]);
+          pack_split(v[2], v[3], ds_hi[j / 2][(j % 2) * 2 + 1], ds_lo[j / 2][(j % 2) * 2 + 1]);
         }
         wgmma_fence();
-        issue_acc(acc0, ds, stage);  // dQ += dS·K
-#if MHA_SPLIT_DS
+        issue_acc(acc0, ds_hi, stage);  // dQ += dS·K
         issue_acc(acc0, ds_lo, stage);
-#endif
         wgmma_commit();
         wgmma_wait<0>();
         fence_regs(acc0);
