@@ -491,6 +491,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         fence_regs(acc0);
         if (tid == 0) mbar_arrive(empty + 8 * s);
       }
+      wgmma_wait<0>();  // redundant after the loop's own wait (defensive; the build measured on the H200 has it)
+      fence_regs(acc0);
       store_rows(dQ + static_cast<uint64_t>(head) * S * 128, acc0, row_base, S, lane, softmax_scale);
     }
   }
