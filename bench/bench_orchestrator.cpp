@@ -13,9 +13,11 @@
 // measured in one session; library selections stay cached across workers either way.
 // With tests/fake_openai_server.py, --model repair answers GEMM tasks with a kernel that fails to
 // compile and then the fixed one, so the turns exercise ptxas and the repair prompts.
+#include <signal.h>
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -34,6 +36,11 @@ using namespace ptxbench;
 namespace fs = std::filesystem;
 
 namespace {
+
+// SIGTERM/SIGINT (e.g. from `timeout`): the run finishes the turns in flight and the figures so far are
+// printed, so a run cut by a time limit still reports its busy fraction.
+std::atomic<int> g_interrupts{0};
+extern "C" void on_signal(int) { g_interrupts.fetch_add(1); }
 
 double cpu_ms(const timeval &u, const timeval &s) {
   return (static_cast<double>(u.tv_sec) + static_cast<double>(s.tv_sec)) * 1e3 +
@@ -126,7 +133,14 @@ int main(int argc, char **argv) {
   }
   c.out_dir = out;
 
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
   agent::RunOptions options;
+  options.interrupts = &g_interrupts;
   // Log lines on stderr: a run cut short by a time limit still shows how far it got.
   options.progress = gpu ? agent::ProgressMode::lines : agent::ProgressMode::quiet;
   auto runner = agent::Runner::start(c, agent::RunServices::defaults(), options);
@@ -183,5 +197,5 @@ int main(int argc, char **argv) {
                  ? fmt::format(", {:.0f} per GPU-hour", result.verdicts_per_gpu_hour)
                  : std::string());
   fmt::print("  run directory         {}\n", out.string());
-  return result.end == agent::RunEnd::completed ? 0 : 1;
+  return result.end == agent::RunEnd::completed ? 0 : result.end == agent::RunEnd::interrupted ? 3 : 1;
 }
