@@ -30,6 +30,15 @@ int run_main(int argc, char **argv) {
   register_slurm_commands(app, action);
   register_merge_command(app, action);
   register_internal_commands(app, action);
+  // CLI11 reports a misspelt subcommand as "a subcommand is required"; name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string word = argv[1];
+    const auto subs = app.get_subcommands([&](const CLI::App *s) { return s->check_name(word); });
+    if (subs.empty()) {
+      fmt::print(stderr, "ptxbench: unknown subcommand '{}' (see ptxbench --help)\n", word);
+      return kExitUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {

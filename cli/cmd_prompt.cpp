@@ -123,7 +123,7 @@ int show(const PromptOptions &o) {
   if (task == nullptr) {
     fmt::print(stderr, "error: unknown task '{}' in {} (see `ptxbench tasks list`)\n", o.task_id,
                task_dir.string());
-    return kExitUsage;
+    return kExitEnvironment;  // as `tasks show` and `eval` answer an unknown task
   }
   const fs::path prompt_dir = config->prompt_dir_of(*arm);
   auto builder =

@@ -163,5 +163,8 @@ std::optional<std::filesystem::path> find_worker_binary(const EvaluatorSettings 
 /// Is there a GPU the worker can use? ("" if yes, else the reason, e.g. "no CUDA driver (libcuda.so.1 not
 /// found)").
 std::string gpu_unavailable_reason(const EvaluatorSettings &settings);
+/// Why the CUDA driver offers no usable device `device` ("" = it does); unlike gpu_unavailable_reason, says
+/// nothing about the worker binary, so a GPU test can tell "no GPU here" (skip) from "worker not built" (fail).
+std::string gpu_driver_unavailable_reason(int device);
 
 }  // namespace ptxbench::evaluator

@@ -85,10 +85,10 @@ if [[ $mode != run ]]; then
   SAN="-fsanitize=fuzzer-no-link,address -fno-omit-frame-pointer"
   OPT=${FUZZ_OPT:--O1}
   start=$(date +%s)
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="$OPT -gline-tables-only" \
-    -DPTXBENCH_FUZZ=ON -DBUILD_TESTING=OFF -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_CXX_FLAGS="$SAN" \
+  (cd "$ROOT" && cmake --preset fuzz -B "$BUILD" -DCMAKE_CXX_FLAGS_RELEASE="$OPT -gline-tables-only" \
+    -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_CXX_FLAGS="$SAN" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address" -DCMAKE_CUDA_COMPILER="${NVCC:-/usr/local/cuda/bin/nvcc}" \
-    ${CUDNN_FE_INCLUDE:+-DPTXBENCH_CUDNN_FRONTEND_INCLUDE="$CUDNN_FE_INCLUDE"} "${launcher[@]}" \
+    ${CUDNN_FE_INCLUDE:+-DPTXBENCH_CUDNN_FRONTEND_INCLUDE="$CUDNN_FE_INCLUDE"} "${launcher[@]}") \
     >"$BUILD/configure.log" 2>&1 ||
     { tail -30 "$BUILD/configure.log"; echo "fuzz.sh: configure failed (log: $BUILD/configure.log)"; exit 2; }
   if ! cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}" >"$BUILD/build.log" 2>&1; then

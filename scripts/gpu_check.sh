@@ -41,8 +41,8 @@ NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
 if [[ -z ${GPU_CHECK_SKIP_BUILD:-} ]]; then
   echo "== configure + build ($BUILD)"
   # shellcheck disable=SC2086
-  if ! cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$NVCC" \
-      ${GPU_CHECK_CMAKE_ARGS:-} >"$OUT/configure.log" 2>&1; then
+  if ! (cd "$ROOT" && cmake --preset gpu -B "$BUILD" -DCMAKE_CUDA_COMPILER="$NVCC" \
+      ${GPU_CHECK_CMAKE_ARGS:-}) >"$OUT/configure.log" 2>&1; then
     tail -30 "$OUT/configure.log"; exit 3
   fi
   if ! cmake --build "$BUILD" -j"$(nproc)" --target ptxbench ptxbench-worker test_gpu_gemm test_gpu_attention test_adversarial bench_eval -- -k 0 \

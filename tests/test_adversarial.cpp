@@ -218,10 +218,14 @@ TEST_CASE("every adversarial case gets its expected verdict and none stops the r
 }
 
 int main(int argc, char **argv) {
-  const std::string reason = ev::gpu_unavailable_reason(ev::EvaluatorSettings{});
-  if (!reason.empty()) {
-    std::printf("SKIPPED: %s\n", reason.c_str());
+  // No usable GPU: skipped. A GPU without the worker binary is a broken build: failed.
+  if (const std::string why = ev::gpu_driver_unavailable_reason(0); !why.empty()) {
+    std::printf("SKIPPED: %s\n", why.c_str());
     return 77;
+  }
+  if (const std::string why = ev::gpu_unavailable_reason(ev::EvaluatorSettings{}); !why.empty()) {
+    std::printf("FAILED: a GPU is present but %s\n", why.c_str());
+    return 1;
   }
   doctest::Context context(argc, argv);
   return context.run();

@@ -217,10 +217,14 @@ TEST_CASE("CUPTI: an instruction on a dead branch is present in SASS but never e
 }
 
 int main(int argc, char **argv) {
-  const std::string reason = ev::gpu_unavailable_reason(fast_settings());
-  if (!reason.empty()) {
-    std::printf("SKIPPED: %s\n", reason.c_str());
+  // No usable GPU: skipped. A GPU without the worker binary is a broken build: failed.
+  if (const std::string why = ev::gpu_driver_unavailable_reason(0); !why.empty()) {
+    std::printf("SKIPPED: %s\n", why.c_str());
     return 77;
+  }
+  if (const std::string why = ev::gpu_unavailable_reason(fast_settings()); !why.empty()) {
+    std::printf("FAILED: a GPU is present but %s\n", why.c_str());
+    return 1;
   }
   doctest::Context context(argc, argv);
   return context.run();

@@ -1,0 +1,205 @@
+// The command line as a user meets it: every subcommand run as the built `ptxbench` binary, its exit code
+// (the contract in `ptxbench --help`) and the message that tells the user what to do.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.hpp"
+#include "util/files.hpp"
+#include "util/subprocess.hpp"
+
+namespace fs = std::filesystem;
+using namespace ptxbench;
+
+namespace {
+
+const fs::path kBinary = fs::path(PTXBENCH_BINARY_DIR) / "apps" / "ptxbench";
+const fs::path kSource = fs::path(PTXBENCH_SOURCE_DIR);
+
+struct Outcome {
+  int code = -1;
+  std::string out, err;
+};
+
+Outcome run_cli(std::initializer_list<std::string> args, const fs::path &cwd = {}) {
+  util::ProcessSpec spec;
+  spec.argv = {kBinary.string()};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  for (const char *name : {"PATH", "HOME", "LD_LIBRARY_PATH"})
+    if (const char *v = std::getenv(name)) spec.env[name] = v;
+  spec.env["PTXBENCH_TASKS"] = (kSource / "tasks").string();
+  spec.working_directory = cwd.string();
+  spec.limits.wall_time = std::chrono::seconds(120);
+  auto r = util::run_process(spec);
+  REQUIRE_MESSAGE(r, "could not start " << kBinary.string());
+  REQUIRE_FALSE(r->signaled);
+  REQUIRE_FALSE(r->timed_out);
+  return {r->exit_code, r->stdout_text, r->stderr_text};
+}
+
+bool has(const std::string &text, const std::string &part) { return text.find(part) != std::string::npos; }
+
+std::string solution(const std::string &task, const std::string &name) {
+  return (kSource / "tasks" / "solutions" / task / name / "response.md").string();
+}
+
+}  // namespace
+
+TEST_CASE("ptxbench: --help names every subcommand and the exit codes; --version; usage errors exit 2") {
+  const Outcome help = run_cli({"--help"});
+  CHECK(help.code == cli::kExitOk);
+  for (const char *sub : {"tasks", "eval", "doctor", "run", "resume", "export", "report", "show", "prompt",
+                          "slurm", "merge"})
+    CHECK_MESSAGE(has(help.out, std::string("  ") + sub + " "), sub);
+  CHECK(has(help.out, "Exit codes"));
+  CHECK_FALSE(has(help.out, "  internal "));  // the NVRTC child helper stays hidden
+
+  const Outcome version = run_cli({"--version"});
+  CHECK(version.code == cli::kExitOk);
+  CHECK(has(version.out, "ptxbench "));
+
+  const Outcome none = run_cli({});
+  CHECK(none.code == cli::kExitUsage);
+  CHECK(has(none.err, "subcommand is required"));
+
+  const Outcome typo = run_cli({"evl"});
+  CHECK(typo.code == cli::kExitUsage);
+  CHECK(has(typo.err, "unknown subcommand 'evl'"));
+
+  const Outcome bad_flag = run_cli({"run", "--samples", "0"});
+  CHECK(bad_flag.code == cli::kExitUsage);
+  CHECK(has(bad_flag.err, "--samples"));
+}
+
+TEST_CASE("tasks: list and show; an unknown task is an environment error naming the way out") {
+  const Outcome list = run_cli({"tasks", "list"});
+  CHECK(list.code == cli::kExitOk);
+  CHECK(has(list.out, "gemm_n7168_k5120"));
+  CHECK(has(list.out, "mha_bwd_d128_causal"));
+
+  const Outcome show = run_cli({"tasks", "show", "mha_fwd_d128"});
+  CHECK(show.code == cli::kExitOk);
+  CHECK(has(show.out, "mha_fwd_d128"));
+
+  const Outcome unknown = run_cli({"tasks", "show", "no_such_task"});
+  CHECK(unknown.code == cli::kExitEnvironment);
+  CHECK(has(unknown.err, "unknown task 'no_such_task'"));
+  CHECK(has(unknown.err, "tasks list"));
+}
+
+TEST_CASE("eval: ok, not ok, a missing file and an unknown task, in text and JSON") {
+  const Outcome ok = run_cli({"eval", "--task", "gemm_n7168_k5120", "--no-gpu", "--response",
+                               solution("gemm_n7168_k5120", "simple")});
+  CHECK(ok.code == cli::kExitOk);
+  CHECK(has(ok.out, "gemm_n7168_k5120: ok"));
+
+  const Outcome json = run_cli({"eval", "--task", "gemm_n7168_k5120", "--no-gpu", "--json", "--response",
+                                 solution("gemm_n7168_k5120", "wgmma_tma")});
+  CHECK(json.code == cli::kExitOk);
+  const auto v = nlohmann::json::parse(json.out);
+  CHECK(v["status"] == "ok");
+  CHECK(v["stages"]["compile"]["status"] == "ok");
+  CHECK(v["stages"]["timing"]["status"] == "skipped");
+
+  util::TempDir tmp("ptxbench-test-cli");
+  const fs::path prose = tmp.path() / "prose.md";
+  std::ofstream(prose) << "I would write a kernel, but here is only prose.\n";
+  const Outcome not_ok = run_cli({"eval", "--task", "gemm_n7168_k5120", "--no-gpu", "--response", prose.string()});
+  CHECK(not_ok.code == cli::kExitVerdictFailed);
+  CHECK(has(not_ok.out, "no_kernel"));
+  CHECK(has(not_ok.out, "```ptx"));  // the message says what was expected
+
+  const Outcome missing = run_cli({"eval", "--task", "gemm_n7168_k5120", "--response", "/no/such/file.md"});
+  CHECK(missing.code == cli::kExitEnvironment);
+  CHECK(has(missing.err, "/no/such/file.md"));
+
+  const Outcome unknown = run_cli({"eval", "--task", "no_such_task", "--no-gpu", "--response",
+                                    solution("gemm_n7168_k5120", "simple")});
+  CHECK(unknown.code == cli::kExitEnvironment);
+  CHECK(has(unknown.err, "unknown task 'no_such_task'"));
+
+  const Outcome no_task = run_cli({"eval", "--response", prose.string()});
+  CHECK(no_task.code == cli::kExitUsage);
+  CHECK(has(no_task.err, "--task"));
+}
+
+TEST_CASE("doctor: one line per check; exit 0 only when every check passes") {
+  const Outcome d = run_cli({"doctor"});
+  CHECK((d.code == cli::kExitOk || d.code == cli::kExitEnvironment));
+  const std::string all = d.out + d.err;
+  CHECK(has(all, "ptxas"));
+  CHECK(has(all, "GPU"));
+  CHECK(has(all, "[FAIL]") == (d.code != cli::kExitOk));
+}
+
+TEST_CASE("run, resume, show, report, export on the embedded default; each on a missing run directory") {
+  util::TempDir tmp("ptxbench-test-cli");
+  const fs::path run = tmp.path() / "run";
+  const Outcome r = run_cli({"run", "--out", run.string(), "--no-gpu", "--progress", "quiet"});
+  REQUIRE_MESSAGE(r.code == cli::kExitOk, r.err);
+  CHECK(has(r.out + r.err, run.string()));
+  CHECK(fs::exists(run / "run.json"));
+  CHECK(fs::exists(run / "trajectories.jsonl"));
+
+  const Outcome again = run_cli({"resume", run.string(), "--progress", "quiet"});
+  CHECK(again.code == cli::kExitOk);
+
+  const Outcome show = run_cli({"show", run.string()});
+  CHECK(show.code == cli::kExitOk);
+  CHECK(has(show.out, "gemm_n7168_k5120"));
+
+  const fs::path report = tmp.path() / "report";
+  const Outcome rep = run_cli({"report", run.string(), "--out", report.string()});
+  CHECK(rep.code == cli::kExitOk);
+  CHECK(fs::exists(report / "report.md"));
+  CHECK(fs::exists(report / "report.html"));
+  const Outcome rep_no_out = run_cli({"report", run.string()});
+  CHECK(rep_no_out.code == cli::kExitUsage);
+  CHECK(has(rep_no_out.err, "--out"));
+
+  const fs::path data = tmp.path() / "data.jsonl";
+  const Outcome exp = run_cli({"export", run.string(), "--all", "--out", data.string()});
+  CHECK(exp.code == cli::kExitOk);
+  CHECK(fs::exists(data));
+  CHECK(fs::exists(tmp.path() / "data.card.md"));
+  CHECK(has(exp.out, "Wrote "));
+
+  const fs::path nowhere = tmp.path() / "no_run_here";
+  for (const char *sub : {"resume", "show", "export", "merge"}) {
+    INFO(sub);
+    const Outcome o = std::string(sub) == "export" || std::string(sub) == "merge"
+                          ? run_cli({sub, nowhere.string(), "--out", (tmp.path() / "x").string()})
+                          : run_cli({sub, nowhere.string()});
+    CHECK(o.code == cli::kExitEnvironment);
+    CHECK(has(o.err, "not a run directory"));
+  }
+  const Outcome missing_config = run_cli({"run", "--config", (tmp.path() / "none.json").string()});
+  CHECK(missing_config.code == cli::kExitUsage);
+  CHECK(has(missing_config.err, "none.json"));
+}
+
+TEST_CASE("prompt show and packs; slurm status on a folder that is not a Slurm run") {
+  const Outcome show = run_cli({"prompt", "show", "--task", "gemm_n7168_k5120"});
+  CHECK(show.code == cli::kExitOk);
+  CHECK(has(show.out, "gemm_n7168_k5120"));
+  const Outcome unknown = run_cli({"prompt", "show", "--task", "no_such_task"});
+  CHECK(unknown.code == cli::kExitEnvironment);
+  CHECK(has(unknown.err, "unknown task 'no_such_task'"));
+
+  const Outcome packs = run_cli({"prompt", "packs"});
+  CHECK(packs.code == cli::kExitOk);
+  CHECK(has(packs.out, "ptx-hopper"));
+
+  util::TempDir tmp("ptxbench-test-cli");
+  const Outcome status = run_cli({"slurm", "status", tmp.path().string()});
+  CHECK(status.code == cli::kExitEnvironment);
+  CHECK(has(status.err, "slurm.json"));
+}
