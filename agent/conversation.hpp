@@ -1,5 +1,5 @@
 // Turn n+1's request = system prompt + task + history under a policy + the
-// feedback of turn n (design §8). Reasoning is never fed back: only the
+// feedback of turn n. Reasoning is never fed back: only the
 // visible answer, as chat servers expect.
 #pragma once
 

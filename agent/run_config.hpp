@@ -1,4 +1,4 @@
-// The run configuration (design §8): models × tasks × samples × turns, the
+// The run configuration: models × tasks × samples × turns, the
 // history policy, the stop target, budgets and concurrency. Loaded from JSON
 // (unknown fields and bad types are errors naming the JSON path); CLI flags
 // override it; written to run.json without secrets (only the names of the

@@ -1,4 +1,4 @@
-// The repair loop (design §8): every trajectory (model × task × sample) is a
+// The repair loop: every trajectory (model × task × sample) is a
 // turn state machine: messages -> request (per-endpoint limit) -> CPU stages
 // (compile pool) -> GPU stage (one at a time per GPU) -> verdict -> feedback
 // -> record -> next turn or stop. Many trajectories are in flight at once.

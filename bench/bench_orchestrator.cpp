@@ -1,5 +1,4 @@
-// The loop's own CPU cost per turn (issue 5: target < 5 ms excluding
-// compiles): 2 models × 5 tasks × 4 samples × 4 turns, GPU stages off, real
+// The loop's own CPU cost per turn: 2 models × 5 tasks × 4 samples × 4 turns, GPU stages off, real
 // CPU stages (parser, static checks, ptxas in child processes), the scripted
 // client (default) or an OpenAI-compatible server (--base-url, e.g.
 // tests/fake_openai_server.py). Prints per-turn CPU figures from the records

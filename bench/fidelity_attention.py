@@ -10,7 +10,7 @@ log-sum-exp statistics, causal forward, backward, causal backward):
     (evaluator/worker/cudnn_sdpa.cpp), timed by
     `test_gpu_attention --cudnn-times=FILE` in the same way (256 MB L2 clear,
     CUDA events, median of 100).
-and prints a table with the ratio ours / PyTorch (issue 4 asks for <= 1.10).
+and prints a table with the ratio ours / PyTorch (target <= 1.10).
 
 Usage: python3 bench/fidelity_attention.py --binary build/tests/test_gpu_attention [--json out.json]
 """

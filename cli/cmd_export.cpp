@@ -1,5 +1,5 @@
 // `ptxbench export RUN_DIR... --format F --out FILE`: training sets from run
-// directories (issue 6). The JSONL goes to FILE, the dataset card to
+// directories. The JSONL goes to FILE, the dataset card to
 // FILE with extension .card.md and to stdout.
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>

@@ -1,4 +1,4 @@
-// The candidate contract (design §4): a model response holds one kernel block
+// The candidate contract: a model response holds one kernel block
 // (```ptx or ```cuda) and one ```json launch manifest.
 #pragma once
 

@@ -30,7 +30,7 @@ struct CompileLimits {
   std::chrono::milliseconds disassembler_wall{30'000};
 };
 
-/// Correctness protocol (design §6.3).
+/// Correctness protocol.
 struct CorrectnessPolicy {
   int trials = 3;                  ///< trials per workload, each with a fresh seed
   std::uint64_t base_seed = 0;     ///< 0 = derive from time; recorded in the verdict either way
@@ -41,7 +41,7 @@ struct CorrectnessPolicy {
   bool all_trials = false;
 };
 
-/// Timing protocol (design §6.3).
+/// Timing protocol.
 struct TimingPolicy {
   int warmup_launches = 3;  ///< untimed launches before sampling
   int min_samples = 10;     ///< at least this many timed samples each

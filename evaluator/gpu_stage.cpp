@@ -1,4 +1,4 @@
-// The orchestrator side of the GPU stage (design §6.3, §7): writes the job
+// The orchestrator side of the GPU stage: writes the job
 // file, runs ptxbench-worker in a sandboxed subprocess while holding the
 // per-GPU lock, and maps its result file (or its crash) into the verdict.
 // This process never loads the candidate: only the worker touches the GPU.

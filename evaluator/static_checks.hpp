@@ -1,4 +1,4 @@
-// The static stage (design §6.1): the PTX module against the task and the
+// The static stage: the PTX module against the task and the
 // manifest, before anything is compiled.
 #pragma once
 

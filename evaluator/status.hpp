@@ -1,5 +1,5 @@
-// The closed set of outcomes a stage or a whole evaluation can have
-// (design §6). Written verbatim into traces; never reorder the strings.
+// The closed set of outcomes a stage or a whole evaluation can have.
+// Written verbatim into traces; never reorder the strings.
 #pragma once
 
 #include <optional>

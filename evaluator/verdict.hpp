@@ -27,7 +27,7 @@ struct StageResult {
   double wall_seconds = 0;                  ///< seconds spent in the stage
 };
 
-/// The three axes (design §1). nullopt = not measured.
+/// The three axes. nullopt = not measured.
 struct Axes {
   std::optional<bool> correct;
   std::optional<bool> targets_executed;

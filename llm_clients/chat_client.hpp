@@ -55,7 +55,6 @@ struct EndpointConfig {
   int max_in_flight = 16;       ///< concurrent requests to this endpoint (enforced by the caller)
   std::string scripted_file;    ///< for the scripted client: the responses file
   std::string kind = "openai";  ///< "openai" | "scripted"
-  // Added by llm_clients (h5):
   std::chrono::milliseconds connect_timeout{10'000};       ///< ms to establish the TCP/TLS connection
   std::chrono::milliseconds stream_idle_timeout{120'000};  ///< ms without any byte on a stream = timeout
   std::chrono::milliseconds retry_budget{1'800'000};       ///< ms of wall time one complete() may spend in
@@ -109,7 +108,6 @@ struct ChatResponse {
   int attempts = 1;            ///< HTTP attempts made (retries + 1)
   double latency_seconds = 0;  ///< wall time of complete(), retries and waits included
   nlohmann::json raw_excerpt;  ///< id, model, created (no content duplication)
-  // Added by llm_clients (h5):
   double first_byte_seconds = 0;          ///< from the start of the successful attempt to its first body byte
   std::vector<ChatChoice> extra_choices;  ///< choices 1..n-1 when n > 1
 };

@@ -3,7 +3,7 @@
 
 Each solution folder holds the hand-written sources:
   kernel.cu      CUDA device code with inline PTX (one extern "C" __global__ entry)
-  manifest.json  the launch manifest (design §4)
+  manifest.json  the launch manifest
   intro.md       the prose that opens the model-style response
 and gets two generated files:
   kernel.ptx     PTX emitted by nvcc for the task's target (sm_90a)

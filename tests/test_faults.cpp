@@ -1,8 +1,8 @@
-// Endpoint faults during a whole run (issue 7): the real OpenAI client against the fake server
+// Endpoint faults during a whole run: the real OpenAI client against the fake server
 // (tests/fake_openai_server.py) and a socket that resets every connection, driven by the agent's
 // Runner. Each fault is retried or recorded per turn and the run completes.
 //
-// Faults of issue 7 already covered elsewhere (not repeated):
+// Faults already covered elsewhere (not repeated):
 // - client level: 5xx burst retried, hang -> timeout, stalled / trickling stream -> timeout with the
 //   partial text, stream cut short -> bad_response, unreachable endpoint -> network error
 //   (test_llm_clients.cpp);

@@ -1,4 +1,4 @@
-// Security limits of the evaluator and the loaders (issue 7), CPU only:
+// Security limits of the evaluator and the loaders, CPU only:
 // - model output never reaches a shell (shell syntax in every part of a response is inert);
 // - sizes are bounded end to end (response, kernel block, PTX bytes, instruction count);
 // - ptxas runs under a wall-clock and an address-space limit, both becoming compile_error verdicts;

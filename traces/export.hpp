@@ -1,4 +1,4 @@
-// Training-set exports from run directories (design §8, issue 6): chat
+// Training-set exports from run directories: chat
 // `messages` (TRL/axolotl), ShareGPT (LLaMA-Factory), repair pairs and
 // improve pairs, with filters on the target turn, seeded per-task and
 // per-failure caps stratified by turn, normalized-kernel de-duplication,

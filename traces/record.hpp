@@ -1,4 +1,4 @@
-// Run directories (design §8): run.json + trajectories.jsonl, one record per
+// Run directories: run.json + trajectories.jsonl, one record per
 // turn, appended and fsynced. This header is the format; exports and reports
 // read only what is written here.
 #pragma once

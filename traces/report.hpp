@@ -1,4 +1,4 @@
-// Model comparisons from run directories (design §8): per model × task and
+// Model comparisons from run directories: per model × task and
 // overall compile / correct / targets-executed / fast_p rates by turn and at
 // the end, pass@k, speedup summaries, the failure taxonomy per turn and cost
 // per success, each with a 95% interval; paired differences between models;

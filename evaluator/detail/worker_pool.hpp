@@ -1,4 +1,4 @@
-// Pre-started GPU workers (design §7): the next candidate's worker process is
+// Pre-started GPU workers: the next candidate's worker process is
 // started ahead and creates its CUDA context, library handles and CUPTI set-up
 // while the orchestrator parses and compiles, so a job finds it ready. Still one
 // process per candidate: a worker runs one job and exits, so a crash, a sticky

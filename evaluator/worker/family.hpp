@@ -147,6 +147,6 @@ std::unique_ptr<FamilyHandler> make_family_handler(const std::string &family, co
 /// Per-family factories called by make_family_handler (nullptr when the reference is unknown).
 std::unique_ptr<FamilyHandler> make_gemm_handler(const std::string &reference);       // gemm_family.cu
 std::unique_ptr<FamilyHandler> make_attention_handler(const std::string &family,      // attention_family.cpp
-                                                      const std::string &reference);  // (h8 owns that file)
+                                                      const std::string &reference);
 
 }  // namespace ptxbench::worker

@@ -1,4 +1,4 @@
-// The GPU worker's entry points (ptxbench-worker, design §6.3 and §7).
+// The GPU worker's entry points (ptxbench-worker).
 #pragma once
 
 #include <string>
