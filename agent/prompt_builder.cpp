@@ -13,6 +13,7 @@
 #include "agent/detail/template.hpp"
 #include "util/int_expr.hpp"
 #include "util/strings.hpp"
+#include "util/files.hpp"
 
 namespace ptxbench::agent {
 namespace {
@@ -510,14 +511,8 @@ util::Expected<void> PromptBuilder::check_packs(const std::vector<std::string> &
 }
 
 std::filesystem::path PromptBuilder::default_dir() {
-  if (const char *env = std::getenv("PTXBENCH_PROMPTS"); env && *env) return env;
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    auto installed = (exe.parent_path() / ".." / "share" / "ptxbench" / "prompts").lexically_normal();
-    if (std::filesystem::is_directory(installed, ec)) return installed;
-  }
-  return std::filesystem::path(PTXBENCH_SOURCE_DIR) / "prompts";
+  return util::data_dir("PTXBENCH_PROMPTS", "../share/ptxbench/prompts",
+                        std::filesystem::path(PTXBENCH_SOURCE_DIR) / "prompts");
 }
 
 std::string PromptBuilder::system_prompt(const tasks::Task &task, const ReferenceSelection &reference) const {

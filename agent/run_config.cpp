@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 
 #include "agent/detail/json_fields.hpp"
+#include "util/files.hpp"
 
 namespace ptxbench::agent {
 
@@ -465,14 +466,8 @@ util::Expected<void> select_variants(RunConfig &config, const std::vector<std::s
 }
 
 fs::path default_examples_dir() {
-  if (const char *env = std::getenv("PTXBENCH_EXAMPLES"); env != nullptr && *env != '\0') return env;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path installed = exe.parent_path().parent_path() / "share" / "ptxbench" / "examples";
-    if (fs::exists(installed / "default_run.json", ec)) return installed;
-  }
-  return fs::path(PTXBENCH_SOURCE_DIR) / "examples";
+  return util::data_dir("PTXBENCH_EXAMPLES", "../share/ptxbench/examples",
+                        fs::path(PTXBENCH_SOURCE_DIR) / "examples");
 }
 
 }  // namespace ptxbench::agent

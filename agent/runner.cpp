@@ -34,13 +34,10 @@ using Json = nlohmann::json;
 // ---------------------------------------------------------------- services
 
 nlohmann::json probe_worker(const evaluator::EvaluatorSettings &settings) {
-  fs::path worker = settings.worker_path;
-  if (worker.empty()) {
-    std::error_code ec;
-    worker = fs::read_symlink("/proc/self/exe", ec).parent_path() / "ptxbench-worker";
-  }
-  std::error_code ec;
-  if (!fs::exists(worker, ec)) return {{"error", fmt::format("worker not found at {}", worker.string())}};
+  // The same lookup the GPU stage uses (setting, $PTXBENCH_WORKER, beside ptxbench, the build tree).
+  const auto found = evaluator::find_worker_binary(settings);
+  if (!found) return {{"error", "the GPU worker (ptxbench-worker) was not found"}};
+  const fs::path worker = *found;
   util::ProcessSpec spec;
   spec.argv = {worker.string(), "--probe"};
   util::TempDir home("ptxbench-probe");

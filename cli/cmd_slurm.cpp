@@ -39,10 +39,7 @@ struct SubmitArgs {
   bool dry_run = false;
 };
 
-fs::path own_executable() {
-  std::error_code ec;
-  return fs::read_symlink("/proc/self/exe", ec);
-}
+fs::path own_executable() { return util::own_executable(); }
 
 /// sbatch --parsable --array=SPEC script; the job id or the reason it failed.
 util::Expected<std::string> sbatch(const slurm::CommandRunner &run, const fs::path &script,

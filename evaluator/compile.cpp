@@ -287,9 +287,8 @@ util::Expected<std::string> nvrtc_compile_in_child(const fs::path &ptxbench_exec
 
 std::optional<fs::path> find_ptxbench_executable(const fs::path &explicit_path) {
   if (!explicit_path.empty()) return executable(explicit_path) ? std::optional(explicit_path) : std::nullopt;
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return std::nullopt;
+  const fs::path self = util::own_executable();
+  if (self.empty()) return std::nullopt;
   if (self.filename() == "ptxbench") return self;
   for (const fs::path &candidate :
        {self.parent_path() / "ptxbench", self.parent_path().parent_path() / "apps" / "ptxbench"})

@@ -51,9 +51,8 @@ std::string tail(const std::string &text, std::size_t max_chars = 2000) {
 }
 
 fs::path self_executable_dir() {
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::current_path() : exe.parent_path();
+  const fs::path exe = util::own_executable();
+  return exe.empty() ? fs::current_path() : exe.parent_path();
 }
 
 /// The worker: the setting, $PTXBENCH_WORKER, next to this executable, or in the build tree layout.

@@ -9,8 +9,9 @@
 #   OUT=dir                 where logs and verdict JSON files go (default BUILD_DIR/gpu_check)
 #   GPU_CHECK_SKIP_BUILD=1  use an existing build
 #   GPU_CHECK_CTEST_REGEX=  restrict ctest -L gpu to tests matching this regex
-#   GPU_CHECK_SOLUTIONS=    space-separated globs under tasks/solutions (default "gemm_*/*";
-#                           "none" = no evaluations), e.g. "gemm_*/* mha_*/*". The table prints per
+#   GPU_CHECK_SOLUTIONS=    space-separated globs TASK/SOLUTION under tasks/solutions (default "*/*": every
+#                           solution and probe; "none" = no evaluations, ctest then runs solutions_gpu).
+#                           tests/solutions_check.py --gpu evaluates them; its table prints per
 #                           task x solution: status, the three axes, per target its warp executions and
 #                           work share (FLOPs) or byte share (TMA), candidate and library ms, speedup,
 #                           TFLOP/s, whether the verdict matches the folder's expected.json, wall time
@@ -60,7 +61,10 @@ echo "== doctor"
 if [[ -z ${GPU_CHECK_SKIP_CTEST:-} ]]; then
   echo "== ctest -L gpu ${GPU_CHECK_CTEST_REGEX:+-R $GPU_CHECK_CTEST_REGEX}"
   # -V: the adversarial corpus prints its table (response | expected | got) even when every case passes.
-  (cd "$BUILD" && ctest -L gpu -V ${GPU_CHECK_CTEST_REGEX:+-R "$GPU_CHECK_CTEST_REGEX"} --output-on-failure \
+  # solutions_gpu is the evaluation step below (the same script); it runs here only when that step is off.
+  skip_solutions=()
+  [[ ${GPU_CHECK_SOLUTIONS:-} != none ]] && skip_solutions=(-E solutions_gpu)
+  (cd "$BUILD" && ctest -L gpu -V ${GPU_CHECK_CTEST_REGEX:+-R "$GPU_CHECK_CTEST_REGEX"} "${skip_solutions[@]}" --output-on-failure \
     --timeout 900) >"$OUT/ctest.log" 2>&1
   grep -E "tests passed|Passed|Failed|SKIPPED|\*\*\*|ERROR|CHECK" "$OUT/ctest.log" | head -40
   # The adversarial corpus table (response | expected | got | seconds | detail) for the summary.
@@ -68,106 +72,12 @@ if [[ -z ${GPU_CHECK_SKIP_CTEST:-} ]]; then
 fi
 
 if [[ ${GPU_CHECK_SOLUTIONS:-} != none ]]; then
-echo "== evaluations"
-: >"$OUT/walls.tsv"
-shopt -s nullglob
-responses=()
-read -ra globs <<<"${GPU_CHECK_SOLUTIONS:-gemm_*/*}"  # split on spaces without expanding here
-for g in "${globs[@]}"; do responses+=("$ROOT"/tasks/solutions/$g/response.md); done
-for resp in "${responses[@]}"; do
-  [[ -f $resp ]] || continue
-  sol=$(basename "$(dirname "$resp")")
-  task=$(basename "$(dirname "$(dirname "$resp")")")
-  start=$(date +%s.%N)
-  "$PTXBENCH" eval --task "$task" --response "$resp" --json --tasks-dir "$ROOT/tasks" \
-    >"$OUT/verdicts/$task.$sol.json" 2>"$OUT/verdicts/$task.$sol.err"
-  end=$(date +%s.%N)
-  printf '%s\t%s\t%s\n' "$task" "$sol" "$(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.2f", b - a}')" >>"$OUT/walls.tsv"
-done
-
-python3 - "$OUT" "$ROOT/tasks/solutions" <<'PY'
-import json, os, sys
-out, solutions = sys.argv[1], sys.argv[2]
-rows, notes = [], []
-
-def expectation(task, sol, v):
-    """'yes' when the verdict matches tasks/solutions/<task>/expected.json, else what differs; '-' if none."""
-    try:
-        exp = json.load(open(os.path.join(solutions, task, "expected.json"))).get(sol)
-    except (OSError, ValueError):
-        exp = None
-    if not exp:
-        return "-"
-    bad = []
-    if "status" in exp and exp["status"] != v["status"]:
-        bad.append(f"status {v['status']}")
-    for axis in ("correct", "targets_executed"):
-        if axis in exp and exp[axis] != v["axes"][axis]:
-            bad.append(f"{axis} {v['axes'][axis]}")
-    spd = v["axes"]["speedup"]
-    if "min_speedup" in exp and (spd is None or spd < exp["min_speedup"]):
-        bad.append(f"speedup {spd}")
-    if "max_speedup" in exp and (spd is None or spd > exp["max_speedup"]):
-        bad.append(f"speedup {spd}")
-    targets = {t["name"]: t for t in v["stages"]["execution"]["figures"].get("targets", [])}
-    for name, want in exp.get("target_detail", {}).items():
-        got = targets.get(name, {})
-        for key, value in want.items():
-            field, op = (key[4:], min) if key.startswith("min_") else (key[4:], max) if key.startswith("max_") else (key, None)
-            have = got.get(field)
-            ok = have == value if op is None else (have is not None and (have >= value if op is min else have <= value))
-            if not ok:
-                bad.append(f"{name}.{field} {have}")
-    return "yes" if not bad else "NO: " + ", ".join(bad)
-
-for line in open(os.path.join(out, "walls.tsv")):
-    task, sol, wall = line.rstrip("\n").split("\t")
-    path = os.path.join(out, "verdicts", f"{task}.{sol}.json")
-    try:
-        v = json.load(open(path))
-    except Exception as e:
-        err = open(path.replace(".json", ".err")).read().strip().splitlines()
-        rows.append((task, sol, "error", "-", "-", "-", (err[-1] if err else str(e))[:60], "-", "-", "-", "-", "-",
-                     float(wall)))
-        continue
-    st = v["stages"]
-    ex = st["execution"]["figures"].get("targets", [])
-    def target_text(t):
-        share, bshare = t.get("work_share"), t.get("byte_share")
-        return (f"{t['name']}:{t['warp_executions']}{'' if t['present_in_sass'] else '(absent)'}"
-                + ("" if share is None else f"(work {share:.3g})")
-                + ("" if bshare is None else f"(bytes {bshare:.3g})"))
-    targets = " ".join(target_text(t) for t in ex) or st["execution"]["status"]
-    san = st.get("sanitizer", {})
-    if san.get("status", "skipped") != "skipped" or san.get("diagnostics"):
-        d = (san.get("diagnostics") or [{}])[0]
-        notes.append(f"{task}/{sol}: sanitizer {san.get('status')} line_info={san.get('figures', {}).get('line_info')}"
-                     f" line={d.get('line')}: {str(d.get('text', san.get('summary', '')))[:200]}")
-    for d in st["execution"].get("diagnostics", []):
-        if d.get("severity") == "warning":
-            notes.append(f"{task}/{sol}: execution: {str(d.get('text'))[:240]}")
-    tw = st["timing"]["figures"].get("workloads", [])
-    cand = "/".join(f"{w['candidate_ms']:.3f}" for w in tw) or "-"
-    lib = "/".join(f"{w['library_ms']:.3f}" for w in tw) or "-"
-    spd = "/".join(f"{w['speedup']:.3f}" for w in tw) or "-"
-    tfl = "/".join(f"{w['candidate_tflops']:.0f}" for w in tw) or "-"
-    ax = v["axes"]
-    text = lambda b: "-" if b is None else str(b).lower()
-    rows.append((task, sol, v["status"], text(ax["correct"]), text(ax["targets_executed"]),
-                 "-" if ax["speedup"] is None else f"{ax['speedup']:.3f}", targets, cand, lib, spd, tfl,
-                 expectation(task, sol, v), float(wall)))
-hdr = ("task", "solution", "status", "correct", "targets", "speedup", "targets executed (warp instr., work/byte share)",
-       "cand ms", "library ms", "speedup/wl", "TFLOP/s", "as expected", "wall s")
-w = [max(len(str(r[i])) if not isinstance(r[i], float) else 6 for r in rows + [hdr]) for i in range(len(hdr))]
-fmt = lambda r: "  ".join((f"{r[i]:.2f}" if isinstance(r[i], float) else str(r[i])).ljust(w[i]) for i in range(len(r)))
-with open(os.path.join(out, "verdict_table.txt"), "w") as f:
-    print(fmt(hdr), file=f)
-    for r in rows:
-        print(fmt(r), file=f)
-    for n in notes:
-        print(n, file=f)
-print(open(os.path.join(out, "verdict_table.txt")).read(), end="")
-PY
+  echo "== evaluations (tests/solutions_check.py --gpu: every verdict against its folder's expected.json)"
+  read -ra globs <<<"${GPU_CHECK_SOLUTIONS:-*/*}"  # split on spaces without expanding here
+  python3 "$ROOT/tests/solutions_check.py" "$PTXBENCH" --gpu --solutions "${globs[@]}" --out "$OUT/verdicts" \
+    >"$OUT/verdict_table.txt" 2>&1
+  echo "solutions_check exit $?" >>"$OUT/verdict_table.txt"
+  cat "$OUT/verdict_table.txt"
 fi
 
 if [[ -n ${GPU_CHECK_BENCH:-} ]]; then

@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 
 #include "tasks/detail/schema.hpp"
+#include "util/files.hpp"
 
 namespace ptxbench::tasks {
 namespace {
@@ -700,14 +701,8 @@ std::vector<std::string> similar_task_ids(const std::vector<Task> &tasks, std::s
 }
 
 std::filesystem::path default_task_dir() {
-  if (const char *env = std::getenv("PTXBENCH_TASKS"); env && *env) return env;
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    auto installed = (exe.parent_path() / ".." / "share" / "ptxbench" / "tasks").lexically_normal();
-    if (std::filesystem::is_directory(installed, ec)) return installed;
-  }
-  return std::filesystem::path(PTXBENCH_SOURCE_DIR) / "tasks";
+  return util::data_dir("PTXBENCH_TASKS", "../share/ptxbench/tasks",
+                        std::filesystem::path(PTXBENCH_SOURCE_DIR) / "tasks");
 }
 
 }  // namespace ptxbench::tasks

@@ -268,3 +268,18 @@ TEST_CASE("fnv1a64_hex: known vectors") {
   CHECK(fnv1a64_hex("a") == "af63dc4c8601ec8c");
   CHECK(fnv1a64_hex("foobar") == "85944171f73967e8");
 }
+
+TEST_CASE("data_dir: the environment first, then the installed folder beside the executable, then the fallback") {
+  TempDir installed("ptxbench-test-install");
+  const fs::path fallback = "/nonexistent/fallback";
+  ::unsetenv("PTXBENCH_TEST_DATA_DIR");
+  CHECK(data_dir("PTXBENCH_TEST_DATA_DIR", "no/such/share/folder", fallback) == fallback);
+  // An absolute installed path replaces the executable's folder (std::filesystem's operator/).
+  CHECK(data_dir("PTXBENCH_TEST_DATA_DIR", installed.path(), fallback) == installed.path());
+  ::setenv("PTXBENCH_TEST_DATA_DIR", "/from/env", 1);
+  CHECK(data_dir("PTXBENCH_TEST_DATA_DIR", installed.path(), fallback) == "/from/env");
+  ::setenv("PTXBENCH_TEST_DATA_DIR", "", 1);  // empty counts as unset
+  CHECK(data_dir("PTXBENCH_TEST_DATA_DIR", installed.path(), fallback) == installed.path());
+  ::unsetenv("PTXBENCH_TEST_DATA_DIR");
+  CHECK(own_executable().filename() == "test_util");
+}

@@ -157,4 +157,20 @@ std::string fnv1a64_hex(std::string_view data) {
   return out;
 }
 
+fs::path own_executable() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe;
+}
+
+fs::path data_dir(const char *env_var, const fs::path &installed_relative, const fs::path &fallback) {
+  if (const char *env = std::getenv(env_var); env != nullptr && *env != '\0') return env;
+  if (const fs::path exe = own_executable(); !exe.empty()) {
+    std::error_code ec;
+    const fs::path installed = (exe.parent_path() / installed_relative).lexically_normal();
+    if (fs::is_directory(installed, ec)) return installed;
+  }
+  return fallback;
+}
+
 }  // namespace ptxbench::util

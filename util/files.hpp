@@ -19,6 +19,15 @@ Expected<void> write_file_atomic(const std::filesystem::path &path, const std::s
 /// Appends one record (data must end with '\n') and fsyncs. Returns error on short write (e.g. ENOSPC).
 Expected<void> append_fsync(const std::filesystem::path &path, const std::string &data);
 
+/// This process's executable (/proc/self/exe); empty when the link cannot be read.
+std::filesystem::path own_executable();
+
+/// Where a data folder lives: the environment variable `env_var` when set and non-empty; else
+/// `<executable's folder>/<installed_relative>` when that is a folder (an installed tree, e.g.
+/// "../share/<program>/tasks"); else `fallback` (the source tree a build came from).
+std::filesystem::path data_dir(const char *env_var, const std::filesystem::path &installed_relative,
+                               const std::filesystem::path &fallback);
+
 /// Creates a private (0700) directory under `parent` (default: $TMPDIR or /tmp), removed on destruction.
 class TempDir {
  public:
