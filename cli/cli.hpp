@@ -32,6 +32,7 @@ void register_eval_command(CLI::App &app, Action &action);
 void register_doctor_command(CLI::App &app, Action &action);
 void register_run_commands(CLI::App &app, Action &action);  // run, resume
 void register_export_command(CLI::App &app, Action &action);
+void register_repairs_command(CLI::App &app, Action &action);
 void register_report_command(CLI::App &app, Action &action);
 void register_show_command(CLI::App &app, Action &action);  // in cmd_report.cpp
 void register_prompt_commands(CLI::App &app, Action &action);    // prompt show, prompt packs
