@@ -51,11 +51,15 @@ util::Expected<RepairSeed> RepairSeed::from_json(const nlohmann::json &j) {
     out = it->get<std::string>();
     return true;
   };
-  for (auto [key, out] : {std::pair{"id", &s.id}, {"task_id", &s.task_id}, {"category", &s.category},
-                          {"student_run_id", &s.student_run_id}, {"student_run_dir", &s.student_run_dir},
+  for (auto [key, out] : {std::pair{"id", &s.id},
+                          {"task_id", &s.task_id},
+                          {"category", &s.category},
+                          {"student_run_id", &s.student_run_id},
+                          {"student_run_dir", &s.student_run_dir},
                           {"student_model", &s.student_model},
                           {"student_trajectory_id", &s.student_trajectory_id},
-                          {"kernel_hash", &s.kernel_hash}, {"feedback_source", &s.feedback_source}}) {
+                          {"kernel_hash", &s.kernel_hash},
+                          {"feedback_source", &s.feedback_source}}) {
     if (!str(key, *out)) return util::unexpected(fmt::format("seed field '{}' missing or not a string", key));
   }
   auto turn = j.find("student_turn");
@@ -118,8 +122,8 @@ struct Candidate {
 FeedbackRegenerator default_feedback_regenerator() {
   struct Cache {
     std::mutex mutex;
-    std::map<std::string, std::optional<PromptBuilder>> prompts;        // prompt dir -> builder
-    std::map<std::string, std::vector<tasks::Task>> tasks;              // task dir -> tasks
+    std::map<std::string, std::optional<PromptBuilder>> prompts;  // prompt dir -> builder
+    std::map<std::string, std::vector<tasks::Task>> tasks;        // task dir -> tasks
   };
   auto cache = std::make_shared<Cache>();
   return [cache](const Json &record, const Json &run_json) -> std::optional<std::string> {
@@ -182,8 +186,8 @@ util::Expected<RepairSelection> select_repairs(const std::vector<traces::LoadedR
   std::size_t records = 0;
   for (const auto &run : students) {
     records += run.turns.size();
-    const std::string run_id = string_at(run.run, "run_id").empty() ? run.dir.filename().string()
-                                                                     : string_at(run.run, "run_id");
+    const std::string run_id =
+        string_at(run.run, "run_id").empty() ? run.dir.filename().string() : string_at(run.run, "run_id");
     // A turn resume sent again after a request failure has two records: the later one counts.
     std::map<std::pair<std::string, int>, const Json *> latest;
     for (const auto &r : run.turns) {
@@ -202,9 +206,8 @@ util::Expected<RepairSelection> select_repairs(const std::vector<traces::LoadedR
       const std::string task = string_at(record, "task_id");
       auto &r = row(task, category);
       ++r.failed;
-      if (!settings.categories.empty() &&
-          std::find(settings.categories.begin(), settings.categories.end(), category) ==
-              settings.categories.end()) {
+      if (!settings.categories.empty() && std::find(settings.categories.begin(), settings.categories.end(),
+                                                    category) == settings.categories.end()) {
         ++r.left_out["category not asked for"];
         continue;
       }
@@ -217,7 +220,8 @@ util::Expected<RepairSelection> select_repairs(const std::vector<traces::LoadedR
       RepairSeed seed;
       bool readable = true;
       for (const auto &m : *messages) {
-        if (!m.is_object() || string_at(m, "role").empty() || !m.contains("content") || !m["content"].is_string()) {
+        if (!m.is_object() || string_at(m, "role").empty() || !m.contains("content") ||
+            !m["content"].is_string()) {
           readable = false;
           break;
         }
@@ -327,18 +331,20 @@ std::string RepairSelection::table() const {
     wt = std::max(wt, r.task_id.size());
     wc = std::max(wc, r.category.size());
   }
-  std::string out = fmt::format("Repair seeds: {} of {} student turns read (seed {}, cap per category {}, "
-                                "cap per task {}, limit {})\n",
-                                seeds.size(), student_turns, settings.seed,
-                                settings.cap_per_category ? std::to_string(settings.cap_per_category) : "none",
-                                settings.cap_per_task ? std::to_string(settings.cap_per_task) : "none",
-                                settings.max_seeds ? std::to_string(settings.max_seeds) : "none");
+  std::string out = fmt::format(
+      "Repair seeds: {} of {} student turns read (seed {}, cap per category {}, "
+      "cap per task {}, limit {})\n",
+      seeds.size(), student_turns, settings.seed,
+      settings.cap_per_category ? std::to_string(settings.cap_per_category) : "none",
+      settings.cap_per_task ? std::to_string(settings.cap_per_task) : "none",
+      settings.max_seeds ? std::to_string(settings.max_seeds) : "none");
   out += fmt::format("{:<{}}  {:<{}}  {:>6}  {:>8}  {}\n", "task", wt, "category", wc, "failed", "selected",
                      "left out (why)");
   int failed = 0, selected = 0;
   for (const auto &r : coverage) {
     std::string why;
-    for (const auto &[reason, n] : r.left_out) why += fmt::format("{}{} {}", why.empty() ? "" : "; ", n, reason);
+    for (const auto &[reason, n] : r.left_out)
+      why += fmt::format("{}{} {}", why.empty() ? "" : "; ", n, reason);
     out += fmt::format("{:<{}}  {:<{}}  {:>6}  {:>8}  {}\n", r.task_id, wt, r.category, wc, r.failed,
                        r.selected, why.empty() ? "-" : why);
     failed += r.failed;
@@ -382,18 +388,19 @@ nlohmann::json RepairSelection::summary_json() const {
 
 std::string seeds_jsonl(const std::vector<RepairSeed> &seeds) {
   std::string out;
-  for (const auto &s : seeds)
-    out += s.to_json().dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+  for (const auto &s : seeds) out += s.to_json().dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
   return out;
 }
 
-util::Expected<std::vector<RepairSeed>> load_repair_seeds(const fs::path &file, const std::string &expected_hash) {
+util::Expected<std::vector<RepairSeed>> load_repair_seeds(const fs::path &file,
+                                                          const std::string &expected_hash) {
   auto text = util::read_file(file, std::size_t{1} << 30);
   if (!text) return util::unexpected(fmt::format("repair seeds {}: {}", file.string(), text.error()));
   if (!expected_hash.empty() && util::fnv1a64_hex(*text) != expected_hash)
-    return util::unexpected(fmt::format("repair seeds {}: the file changed since the run began (hash {}, "
-                                        "recorded {})",
-                                        file.string(), util::fnv1a64_hex(*text), expected_hash));
+    return util::unexpected(
+        fmt::format("repair seeds {}: the file changed since the run began (hash {}, "
+                    "recorded {})",
+                    file.string(), util::fnv1a64_hex(*text), expected_hash));
   std::vector<RepairSeed> seeds;
   std::size_t start = 0;
   int line = 0;
@@ -411,7 +418,8 @@ util::Expected<std::vector<RepairSeed>> load_repair_seeds(const fs::path &file, 
       return util::unexpected(fmt::format("repair seeds {} line {}: {}", file.string(), line, e.what()));
     }
     auto seed = RepairSeed::from_json(j);
-    if (!seed) return util::unexpected(fmt::format("repair seeds {} line {}: {}", file.string(), line, seed.error()));
+    if (!seed)
+      return util::unexpected(fmt::format("repair seeds {} line {}: {}", file.string(), line, seed.error()));
     seeds.push_back(std::move(*seed));
   }
   return seeds;

@@ -78,8 +78,9 @@ struct Variant {
 struct RepairsConfig {
   std::filesystem::path seeds_file;  ///< repair_seeds.jsonl: one agent::RepairSeed per line
   std::string seeds_hash;  ///< FNV-1a 64 of the file: a resume or shard must read the seeds selected
-  bool synthesize_reasoning = false;  ///< ask the teacher to explain a verified repair it sent no reasoning for
-  std::vector<std::string> student_runs;  ///< the student run directories the seeds came from
+  bool synthesize_reasoning =
+      false;  ///< ask the teacher to explain a verified repair it sent no reasoning for
+  std::vector<std::string> student_runs;                ///< the student run directories the seeds came from
   nlohmann::json selection = nlohmann::json::object();  ///< the selection's settings, as chosen
 
   nlohmann::json to_json() const;
@@ -103,8 +104,8 @@ struct RunConfig {
   /// "completion_usd_per_mtok"}), for the report's costs; endpoints without an entry are reported without
   /// cost.
   std::map<std::string, EndpointPrice> prices;
-  std::vector<Variant> variants;           ///< experiment arms; empty = one arm with the run's settings
-  std::optional<RepairsConfig> repairs;    ///< a repairs run: trajectories start from student failures
+  std::vector<Variant> variants;         ///< experiment arms; empty = one arm with the run's settings
+  std::optional<RepairsConfig> repairs;  ///< a repairs run: trajectories start from student failures
 
   /// The arms the run iterates over: `variants`, or one unnamed arm when there are none.
   std::vector<Variant> arms() const;

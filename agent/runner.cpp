@@ -174,7 +174,7 @@ struct Runner::Impl {
   detail::BlockingQueue<JobPtr> cpu_queue;
   detail::BlockingQueue<JobPtr> gpu_queue;
   detail::BlockingQueue<JobPtr> explain_queue;  ///< verified repairs waiting for a synthesized explanation
-  std::vector<RepairSeed> repair_seeds;          ///< a repairs run's seeds (config.repairs)
+  std::vector<RepairSeed> repair_seeds;         ///< a repairs run's seeds (config.repairs)
 
   std::atomic<bool> stopping{false};
   std::mutex stop_mutex;
@@ -396,10 +396,11 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
     // numbered per task so that readers, which key trajectories by (model, task, sample), see each apart.
     std::map<std::string, int> next_sample;
     for (const auto &seed : repair_seeds) {
-      auto task = std::find_if(tasks.begin(), tasks.end(), [&](const tasks::Task &t) { return t.id == seed.task_id; });
+      auto task = std::find_if(tasks.begin(), tasks.end(),
+                               [&](const tasks::Task &t) { return t.id == seed.task_id; });
       if (task == tasks.end())
-        return util::unexpected(fmt::format("repair seed {}: task '{}' is not among the run's tasks", seed.id,
-                                            seed.task_id));
+        return util::unexpected(
+            fmt::format("repair seed {}: task '{}' is not among the run's tasks", seed.id, seed.task_id));
       for (int k = 0; k < config.samples; ++k) {
         TrajectoryState st;
         st.endpoint = e;
@@ -646,8 +647,9 @@ void Runner::Impl::request_loop(std::size_t e) {
       job->turn = t.next_turn;
       job->started_at = detail::iso8601_utc_now();
       const auto &[system, task] = task_prompts.at({t.arm, t.task->id});
-      job->messages = t.seed ? build_seeded_messages(config.history_of(arms[t.arm]), t.seed->conversation, t.history)
-                             : build_messages(config.history_of(arms[t.arm]), system, task, t.history);
+      job->messages =
+          t.seed ? build_seeded_messages(config.history_of(arms[t.arm]), t.seed->conversation, t.history)
+                 : build_messages(config.history_of(arms[t.arm]), system, task, t.history);
       if (ep.dead) {
         job->error = dead_error_for(e);
         job->forced_stop = "request_failed";
@@ -806,15 +808,17 @@ void Runner::Impl::gpu_loop(int ordinal) {
 
 void Runner::Impl::finish_turn(JobPtr job) {
   const evaluator::Verdict *verdict = job->compiled ? &job->compiled->verdict : nullptr;
-  const bool wants_explanation = config.repairs && config.repairs->synthesize_reasoning && job->trajectory->seed &&
-                                 job->response && verdict != nullptr && config.stop.reached(verdict->axes) &&
+  const bool wants_explanation = config.repairs && config.repairs->synthesize_reasoning &&
+                                 job->trajectory->seed && job->response && verdict != nullptr &&
+                                 config.stop.reached(verdict->axes) &&
                                  job->response->reasoning.find_first_not_of(" \t\r\n") == std::string::npos;
   if (!wants_explanation) {
     finalize(std::move(job));
     return;
   }
   // The explanation is one more request: it waits on the request side, not on a CPU or GPU thread.
-  if (!explain_queue.push(std::move(job))) throw std::logic_error("explanation queue closed with a turn in flight");
+  if (!explain_queue.push(std::move(job)))
+    throw std::logic_error("explanation queue closed with a turn in flight");
 }
 
 void Runner::Impl::explain_loop() {
@@ -864,8 +868,7 @@ std::string Runner::Impl::feedback_for(const TurnJob &job, const evaluator::Verd
     return arm_prompts[job.trajectory->arm].feedback_unusable_response(fmt::format(
         "your answer was cut off at max_tokens ({}) before it was complete; send a shorter one: the kernel "
         "and the manifest, with little prose around them",
-        max_tokens ? fmt::format("{} tokens", *max_tokens)
-                                   : std::string("the server's limit")));
+        max_tokens ? fmt::format("{} tokens", *max_tokens) : std::string("the server's limit")));
   }
   const PromptBuilder &prompts = arm_prompts[job.trajectory->arm];
   if (verdict == nullptr) return prompts.feedback_unusable_response("the response could not be evaluated");

@@ -66,7 +66,8 @@ int run_repairs(const RepairsArgs &a) {
   }
   fmt::print("{}\n", selection->table());
   if (selection->seeds.empty()) {
-    fmt::print(stderr, "ptxbench repairs: no failed student turn was selected; nothing to send the teacher\n");
+    fmt::print(stderr,
+               "ptxbench repairs: no failed student turn was selected; nothing to send the teacher\n");
     return kExitUsage;
   }
 
@@ -126,25 +127,28 @@ int run_repairs(const RepairsArgs &a) {
     fmt::print(stderr, "ptxbench repairs: cannot write {}: {}\n", config_file.string(), ok.error());
     return kExitEnvironment;
   }
-  fmt::print("Wrote {} seed(s) to {} and the run config to {}\n", selection->seeds.size(), seeds_file.string(),
-             config_file.string());
+  fmt::print("Wrote {} seed(s) to {} and the run config to {}\n", selection->seeds.size(),
+             seeds_file.string(), config_file.string());
   if (a.prepare_only) {
-    fmt::print("Not started (--prepare-only): `ptxbench run --config {}` runs it; add --shard I/N --out DIR "
-               "for one shard, or use `ptxbench slurm submit --config {}`\n",
-               config_file.string(), config_file.string());
+    fmt::print(
+        "Not started (--prepare-only): `ptxbench run --config {}` runs it; add --shard I/N --out DIR "
+        "for one shard, or use `ptxbench slurm submit --config {}`\n",
+        config_file.string(), config_file.string());
     return kExitOk;
   }
 
   install_run_signal_handlers();
-  auto runner = agent::Runner::start(std::move(c), agent::RunServices::defaults(), run_options_for(a.progress));
+  auto runner =
+      agent::Runner::start(std::move(c), agent::RunServices::defaults(), run_options_for(a.progress));
   if (!runner) {
     fmt::print(stderr, "ptxbench repairs: {}\n", runner.error());
     return kExitEnvironment;
   }
   fmt::print(stderr, "ptxbench repairs: writing {}\n", (*runner)->dir().string());
   const int rc = finish_run_session((*runner)->run());
-  fmt::print("Next: ptxbench report {} --out REPORT_DIR; ptxbench export {} --format repair-pairs --out FILE\n",
-             out.string(), out.string());
+  fmt::print(
+      "Next: ptxbench report {} --out REPORT_DIR; ptxbench export {} --format repair-pairs --out FILE\n",
+      out.string(), out.string());
   return rc;
 }
 
@@ -163,8 +167,9 @@ void register_repairs_command(CLI::App &app, Action &action) {
   cmd->add_option("--from", args->students, "student run directories (or directories of shards)")
       ->required()
       ->expected(1, -1);
-  cmd->add_option("--teacher", args->teacher_config,
-                  "run config (JSON) whose endpoints are the teachers: sampling, prices, evaluator as in `run`")
+  cmd->add_option(
+         "--teacher", args->teacher_config,
+         "run config (JSON) whose endpoints are the teachers: sampling, prices, evaluator as in `run`")
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--samples", args->samples, "teacher samples per failed student turn")
@@ -177,7 +182,8 @@ void register_repairs_command(CLI::App &app, Action &action) {
   cmd->add_option("--cap-per-category", args->selection.cap_per_category,
                   "at most N failed turns per failure category (0 = no cap)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--cap-per-task", args->selection.cap_per_task, "at most N failed turns per task (0 = no cap)")
+  cmd->add_option("--cap-per-task", args->selection.cap_per_task,
+                  "at most N failed turns per task (0 = no cap)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-seeds", args->selection.max_seeds, "at most N failed turns in all (0 = no cap)")
       ->check(CLI::NonNegativeNumber);

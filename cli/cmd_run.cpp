@@ -300,8 +300,8 @@ void register_run_commands(CLI::App &app, Action &action) {
   resume->callback([resume_dir, resume_progress, &action] {
     action.run = [resume_dir, resume_progress]() -> int {
       install_run_signal_handlers();
-      auto runner =
-          agent::Runner::resume(*resume_dir, agent::RunServices::defaults(), run_options_for(*resume_progress));
+      auto runner = agent::Runner::resume(*resume_dir, agent::RunServices::defaults(),
+                                          run_options_for(*resume_progress));
       if (!runner) {
         fmt::print(stderr, "error: {}\n", runner.error());
         return kExitEnvironment;

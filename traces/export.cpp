@@ -439,7 +439,8 @@ class Builder {
     }
     const Json &repair = *detail::repair_of(*kept);
     auto request = request_messages(*kept);
-    const auto seed_messages = static_cast<std::size_t>(detail::int_field(repair, "seed_messages").value_or(0));
+    const auto seed_messages =
+        static_cast<std::size_t>(detail::int_field(repair, "seed_messages").value_or(0));
     auto answer = answer_of(*kept);
     if (!request || seed_messages < 3 || seed_messages > request->size() || !answer) {
       unusable("repair record without its seeded conversation or answer");
@@ -466,8 +467,8 @@ class Builder {
     }
     e.reasoning_source = detail::repair_reasoning_source(*kept);
     if (answer->reasoning.empty() && e.reasoning_source == "synthesized")
-      answer->reasoning = detail::string_field(*detail::object_field(*kept, "synthesized_reasoning"), "content")
-                              .value_or("");
+      answer->reasoning =
+          detail::string_field(*detail::object_field(*kept, "synthesized_reasoning"), "content").value_or("");
     if (system) e.messages.push_back(*system);
     e.messages.push_back(*task);
     e.messages.push_back(attempt);
@@ -483,7 +484,8 @@ class Builder {
     }
     e.loss_on = "last_message";
     e.loss_messages = {static_cast<int>(e.messages.size()) - 1};
-    e.dedup_key = detail::string_field(repair, "seed_id").value_or(t.trajectory_id) + ">" + answer_key(*kept, *answer);
+    e.dedup_key =
+        detail::string_field(repair, "seed_id").value_or(t.trajectory_id) + ">" + answer_key(*kept, *answer);
     finish(std::move(e), out);
   }
 

@@ -4,8 +4,8 @@
 
 #include <fmt/core.h>
 
-#include "traces/detail/run_view.hpp"
 #include "traces/detail/repair_view.hpp"
+#include "traces/detail/run_view.hpp"
 
 namespace ptxbench::traces {
 
@@ -61,7 +61,8 @@ std::optional<double> RepairOutcomes::cost_per_kept_example() const {
   return *cost_usd / all.fixed;
 }
 
-RepairOutcomes summarize_repairs(const std::vector<LoadedRun> &runs, const std::map<std::string, Price> &prices) {
+RepairOutcomes summarize_repairs(const std::vector<LoadedRun> &runs,
+                                 const std::map<std::string, Price> &prices) {
   RepairOutcomes out;
   const detail::RunIndex index = detail::index_runs(runs);
   std::set<std::string> seeds, seeds_fixed;
@@ -166,9 +167,10 @@ std::string render_repairs_markdown(const RepairOutcomes &o, const std::string &
                     o.all.fixed);
   for (const auto &[turn, n] : o.fixed_at_teacher_turn)
     md += fmt::format("| fixed at teacher turn {} | {} |\n", turn, n);
-  md += fmt::format("| reasoning from the teacher's server | {} |\n| reasoning synthesized (one more request) | {} "
-                    "|\n| no reasoning | {} |\n",
-                    o.reasoning_from_teacher, o.reasoning_synthesized, o.reasoning_missing);
+  md += fmt::format(
+      "| reasoning from the teacher's server | {} |\n| reasoning synthesized (one more request) | {} "
+      "|\n| no reasoning | {} |\n",
+      o.reasoning_from_teacher, o.reasoning_synthesized, o.reasoning_missing);
   md += fmt::format("| tokens (prompt + completion, every teacher request) | {} |\n",
                     o.prompt_tokens + o.completion_tokens);
   const auto tokens = o.tokens_per_kept_example();

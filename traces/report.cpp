@@ -612,8 +612,9 @@ std::string render_markdown(const Report &r) {
   for (const auto &g : r.groups) {
     const bool nm = gpu_unmeasured(g);
     auto gpu_pct = [&](int num) { return nm ? std::string("not measured") : pct_ci(num, g.trajectories); };
-    md += fmt::format("| {} | {} | {} | {} | {} | {} |", g.model, g.task, g.trajectories,
-                      pct_ci(g.end.compiled, g.trajectories), gpu_pct(g.end.correct), gpu_pct(g.end.executed));
+    md +=
+        fmt::format("| {} | {} | {} | {} | {} | {} |", g.model, g.task, g.trajectories,
+                    pct_ci(g.end.compiled, g.trajectories), gpu_pct(g.end.correct), gpu_pct(g.end.executed));
     for (std::size_t i = 0; i < ps.size(); ++i) md += " " + gpu_pct(g.end.fast[i]) + " |";
     md += fmt::format(" {} | {} | {} | {} | {} | {} |\n",
                       nm ? std::string("not measured") : pass_ci(g.pass_correct, g.pass_correct_ci, 1),
@@ -650,7 +651,8 @@ std::string render_markdown(const Report &r) {
       const auto &m = which == 0 ? g.pass_correct : g.pass_fast1;
       const auto &ci = which == 0 ? g.pass_correct_ci : g.pass_fast1_ci;
       md += fmt::format("| {} | {} | {} |", g.model, g.task, which == 0 ? "correct" : "fast_1.0");
-      for (int k : r.options.pass_k) md += gpu_unmeasured(g) ? " not measured |" : " " + pass_ci(m, ci, k) + " |";
+      for (int k : r.options.pass_k)
+        md += gpu_unmeasured(g) ? " not measured |" : " " + pass_ci(m, ci, k) + " |";
       md += "\n";
     }
   }
