@@ -100,13 +100,15 @@ std::string classify(const Json &record, std::string &category) {
   if (status.empty()) return "no verdict status";
   const Json *axes = object_at(*verdict, "axes");
   if (status == "ok") {
-    const bool correct = axes && axes->value("correct", Json()) == Json(true);
-    const bool not_executed = axes && axes->value("targets_executed", Json()) == Json(false);
-    if (correct && not_executed) {
+    // Skipped GPU stages leave a verdict ok with its axes unmeasured: nothing is known to repair.
+    const Json correct = axes ? axes->value("correct", Json()) : Json();
+    const Json executed = axes ? axes->value("targets_executed", Json()) : Json();
+    if (correct == Json(true) && executed == Json(false)) {
       category = "targets_not_executed";
       return "";
     }
-    return "ok (nothing to repair)";
+    if (correct == Json(true) && executed == Json(true)) return "ok (nothing to repair)";
+    return "not measured (GPU stages skipped)";
   }
   category = status;
   return "";

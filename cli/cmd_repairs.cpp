@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <memory>
 #include <optional>
@@ -65,6 +66,7 @@ int run_repairs(const RepairsArgs &a) {
     return kExitEnvironment;
   }
   fmt::print("{}\n", selection->table());
+  std::fflush(stdout);  // the table comes before the run's progress on stderr
   if (selection->seeds.empty()) {
     fmt::print(stderr,
                "ptxbench repairs: no failed student turn was selected; nothing to send the teacher\n");

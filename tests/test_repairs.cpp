@@ -275,6 +275,10 @@ TEST_CASE(
   run.turns.push_back(student_turn("stu/gemm_b/4", "gemm_b", 0, "no_kernel", std::nullopt, ""));  // last turn
   run.turns.push_back(student_turn("stu/gemm_b/5", "gemm_b", 0, "ok", true));
   run.turns.push_back(student_turn("stu/gemm_b/6", "gemm_b", 0, "skipped"));
+  // Without a GPU a compiled kernel's verdict is ok with unmeasured axes: not a failure either.
+  Json unmeasured = student_turn("stu/gemm_b/10", "gemm_b", 0, "ok");
+  unmeasured["verdict"]["axes"]["correct"] = nullptr;
+  run.turns.push_back(unmeasured);
   run.turns.push_back(student_turn("stu/gemm_b/7", "gemm_b", 0, "request_failed"));
   // The same failed kernel twice is one seed.
   run.turns.push_back(
@@ -292,10 +296,10 @@ TEST_CASE(
   SUBCASE("no caps: every failure with a request, an answer and feedback is a seed") {
     auto sel = agent::select_repairs({run}, {}, regen);
     REQUIRE(sel.has_value());
-    CHECK(sel->student_turns == 17);
+    CHECK(sel->student_turns == 18);
     CHECK(sel->seeds.size() == 12);  // 8 compile errors, 2 incorrect, 1 not executed, 1 no_kernel
     CHECK(regenerated == 2);
-    CHECK(sel->not_failures == std::map<std::string, int>{{"not measured (GPU stages skipped)", 1},
+    CHECK(sel->not_failures == std::map<std::string, int>{{"not measured (GPU stages skipped)", 2},
                                                           {"ok (nothing to repair)", 1},
                                                           {"request failed (no answer)", 1}});
     std::map<std::string, int> by_category;
@@ -323,7 +327,7 @@ TEST_CASE(
     const std::string table = sel->table();
     CHECK(table.find("1 same failed kernel as another seed") != std::string::npos);
     CHECK(table.find("1 no feedback (last turn; could not rebuild it)") != std::string::npos);
-    CHECK(table.find("1 not measured (GPU stages skipped)") != std::string::npos);
+    CHECK(table.find("2 not measured (GPU stages skipped)") != std::string::npos);
   }
 
   SUBCASE("caps: per category, then per task; every stratum keeps its share; the seed decides which") {
