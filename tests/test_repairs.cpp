@@ -538,6 +538,10 @@ TEST_CASE(
         card.find("### Written, by student model\n\n| student model | examples |\n|---|---:|\n| demo-10 | " +
                   std::to_string(fixed_seeds.size()) + " |") != std::string::npos);
     CHECK(card.find("### Written, by student turn") != std::string::npos);
+    CHECK(card.find("### Selection coverage of") != std::string::npos);
+    for (const auto &row : selection->coverage)
+      CHECK(card.find(fmt::format("| {} | {} | {} | {} |", row.task_id, row.category, row.failed,
+                                  row.selected)) != std::string::npos);
     CHECK(card.find("### Fix rate by failure category") != std::string::npos);
     CHECK(card.find("| teacher did not fix it |") != std::string::npos);
     CHECK(card.find("| duplicates removed | " + std::to_string(fixed_seeds.size()) + " |") !=

@@ -631,6 +631,40 @@ std::string count_table(const std::string &title, const std::string &column,
   return out;
 }
 
+/// The student failures each repairs run chose from, as `ptxbench repairs` recorded them (run.json
+/// config.repairs.selection): per task and category, failed turns, seeds selected, and why others were not.
+std::string selection_coverage(const std::vector<LoadedRun> &runs) {
+  std::string md;
+  for (const auto &run : runs) {
+    const Json *config = detail::object_field(run.run, "config");
+    const Json *repairs = config ? detail::object_field(*config, "repairs") : nullptr;
+    const Json *selection = repairs ? detail::object_field(*repairs, "selection") : nullptr;
+    const Json *rows = selection ? detail::field(*selection, "coverage") : nullptr;
+    if (!rows || !rows->is_array()) continue;
+    md += fmt::format("\n### Selection coverage of `{}` (student failures)\n\n", run.dir.string());
+    if (const Json *settings = detail::object_field(*selection, "settings"))
+      md += fmt::format("Settings: {}.\n\n", settings->dump());
+    md += "| task | category | failed | selected | left out (why) |\n|---|---|---:|---:|---|\n";
+    for (const Json &row : *rows) {
+      std::string why;
+      if (const Json *left = detail::object_field(row, "left_out"))
+        for (const auto &[reason, n] : left->items())
+          why += fmt::format("{}{} {}", why.empty() ? "" : "; ", n.is_number() ? n.dump() : "?", reason);
+      md += fmt::format("| {} | {} | {} | {} | {} |\n", detail::string_field(row, "task_id").value_or("?"),
+                        detail::string_field(row, "category").value_or("?"),
+                        detail::int_field(row, "failed").value_or(0),
+                        detail::int_field(row, "selected").value_or(0), why.empty() ? "-" : why);
+    }
+    if (const Json *not_failures = detail::object_field(*selection, "not_failures")) {
+      std::string text;
+      for (const auto &[reason, n] : not_failures->items())
+        text += fmt::format("{}{} {}", text.empty() ? "" : "; ", n.is_number() ? n.dump() : "?", reason);
+      if (!text.empty()) md += "\nStudent turns that were not repair candidates: " + text + ".\n";
+    }
+  }
+  return md;
+}
+
 std::string render_card(const std::vector<LoadedRun> &runs, const ExportOptions &o, const ExportCounts &c,
                         const std::vector<std::string> &warnings) {
   std::string md = fmt::format("# PTXBench dataset card\n\nFormat: `{}`", to_string(o.format));
@@ -695,6 +729,7 @@ std::string render_card(const std::vector<LoadedRun> &runs, const ExportOptions 
     if (c.by_student_turn.empty()) md += "| (none) | 0 |\n";
     for (const auto &[t, v] : c.by_student_turn) md += fmt::format("| {} | {} |\n", t, v);
     md += count_table("Written, by reasoning source", "reasoning", c.by_reasoning_source);
+    md += selection_coverage(runs);
     md += render_repairs_markdown(summarize_repairs(runs, prices_of_runs(runs)), "##");
   }
   if (!warnings.empty()) {
