@@ -572,6 +572,9 @@ TEST_CASE(
     CHECK(md.find("### Fix rate by task") != std::string::npos);
     CHECK(md.find("| tokens per kept example |") != std::string::npos);
     CHECK(traces::render_csv(*report).count("repairs.csv") == 1);
+    const std::string html = traces::render_html(*report);
+    CHECK(html.find("<h2>Repairs: the teacher's fix rate</h2>") != std::string::npos);
+    CHECK(html.find("<th>failure category</th>") != std::string::npos);
   }
 
   SUBCASE("a teacher without reasoning: one more request explains each verified repair") {
