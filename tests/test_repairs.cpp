@@ -143,6 +143,29 @@ agent::RunServices services_with_expected_gpu() {
   return s;
 }
 
+/// The real HTTP client, each request held back a while: a run slow enough to be killed mid-way.
+class DelayedClient : public llm::ChatClient {
+ public:
+  explicit DelayedClient(std::unique_ptr<llm::ChatClient> inner) : inner_(std::move(inner)) {}
+  util::Expected<llm::ChatResponse, llm::ChatError> complete(const llm::ChatRequest &r) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return inner_->complete(r);
+  }
+  void cancel() override { inner_->cancel(); }
+
+ private:
+  std::unique_ptr<llm::ChatClient> inner_;
+};
+
+agent::RunServices delayed(agent::RunServices s) {
+  s.make_client = [](const llm::EndpointConfig &e) -> util::Expected<std::unique_ptr<llm::ChatClient>> {
+    auto inner = llm::create_client(e);
+    if (!inner) return util::unexpected(inner.error());
+    return std::unique_ptr<llm::ChatClient>(new DelayedClient(std::move(*inner)));
+  };
+  return s;
+}
+
 agent::RunOptions quiet() {
   agent::RunOptions o;
   o.progress = agent::ProgressMode::quiet;
@@ -642,7 +665,7 @@ TEST_CASE(
     const pid_t pid = ::fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
-      auto runner = agent::Runner::start(config, services_with_expected_gpu(), quiet());
+      auto runner = agent::Runner::start(config, delayed(services_with_expected_gpu()), quiet());
       if (runner) (*runner)->run();
       ::_exit(0);
     }
