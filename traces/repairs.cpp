@@ -163,8 +163,10 @@ std::string render_repairs_markdown(const RepairOutcomes &o, const std::string &
   md += fix_table(heading, "Fix rate by task", "task", o.by_task);
   md += fix_table(heading, "Fix rate by student model", "student model", o.by_student_model);
   md += fix_table(heading, "Fix rate by student turn", "student turn", o.by_student_turn);
-  md += fmt::format("\n{}# Kept examples\n\n| | |\n|---|---:|\n| kept examples (fixes) | {} |\n", heading,
-                    o.all.fixed);
+  md += fmt::format(
+      "\n{}# Kept examples\n\n| | |\n|---|---:|\n| kept examples (fixed trajectories; an export drops "
+      "duplicate fixes) | {} |\n",
+      heading, o.all.fixed);
   for (const auto &[turn, n] : o.fixed_at_teacher_turn)
     md += fmt::format("| fixed at teacher turn {} | {} |\n", turn, n);
   md += fmt::format(
