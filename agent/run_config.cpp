@@ -194,6 +194,7 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
   c.out_dir = out_dir;  // relative to the current directory, like --out
   root.read("samples", c.samples, 1, 100000);
   root.read("turns", c.turns, 1, 1000);
+  root.read("reuse_verdicts", c.reuse_verdicts);
   std::string history = to_string(c.history);
   root.read("history", history);
   if (auto p = history_policy_from_string(history)) {
@@ -399,6 +400,7 @@ nlohmann::json RunConfig::to_json() const {
       {"prompt_dir", prompt_dir.string()},
       {"samples", samples},
       {"turns", turns},
+      {"reuse_verdicts", reuse_verdicts},
       {"history", to_string(history)},
       {"stop", stop_json},
       {"sampling", sampling_json},

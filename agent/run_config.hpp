@@ -105,6 +105,10 @@ struct RunConfig {
   /// cost.
   std::map<std::string, EndpointPrice> prices;
   std::vector<Variant> variants;         ///< experiment arms; empty = one arm with the run's settings
+  /// true: a kernel resent unchanged within the run (same task, launch plan, settings and machine) takes
+  /// the verdict made the first time, recorded as reused; false: every answer is evaluated afresh (e.g. to
+  /// study the spread of repeated measurements)
+  bool reuse_verdicts = true;
   std::optional<RepairsConfig> repairs;  ///< a repairs run: trajectories start from student failures
 
   /// The arms the run iterates over: `variants`, or one unnamed arm when there are none.

@@ -762,7 +762,7 @@ void Runner::Impl::cpu_loop() {
 }
 
 bool Runner::Impl::reuse_verdict(JobPtr &job) {
-  if (!verdict_cache) return false;
+  if (!verdict_cache || !config.reuse_verdicts) return false;
   const tasks::Task &task = *job->trajectory->task;
   job->verdict_key = verdict_cache->key(task, job->response->content, config.evaluator).value_or("");
   if (job->verdict_key.empty()) return false;

@@ -3,7 +3,7 @@
 // its speedup repeats. Evaluations run back to back in one process, as in a run:
 // from the second on, the worker was pre-started while the previous one ended.
 //   bench_eval --task gemm_n7168_k5120 --response tasks/solutions/.../response.md [--runs 5]
-//              [--tasks-dir DIR] [--worker PATH] [--all-trials] [--no-prestart]
+//              [--tasks-dir DIR] [--worker PATH] [--all-trials] [--no-prestart] [--prestart-cupti]
 // Prints one line per run, the profile of the median run, the cost of a resent
 // identical kernel (verdict cache), and a JSON summary last.
 #include <algorithm>
@@ -25,7 +25,7 @@ namespace ev = ptxbench::evaluator;
 int main(int argc, char **argv) {
   std::string task_id, response_path, tasks_dir, worker;
   int runs = 5;
-  bool all_trials = false, prestart = true;
+  bool all_trials = false, prestart = true, prestart_cupti = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--all-trials") {
@@ -34,6 +34,10 @@ int main(int argc, char **argv) {
     }
     if (a == "--no-prestart") {
       prestart = false;
+      continue;
+    }
+    if (a == "--prestart-cupti") {
+      prestart_cupti = true;
       continue;
     }
     if (i + 1 >= argc) {
@@ -77,6 +81,7 @@ int main(int argc, char **argv) {
   if (!worker.empty()) settings.worker_path = worker;
   settings.correctness.all_trials = all_trials;
   settings.worker.prestart = prestart;
+  settings.worker.prestart_cupti = prestart_cupti;
   if (const std::string why = ev::gpu_unavailable_reason(settings); !why.empty()) {
     std::printf("SKIPPED: %s\n", why.c_str());
     return 77;
@@ -160,6 +165,7 @@ int main(int argc, char **argv) {
                             {"walls", walls},
                             {"all_trials", all_trials},
                             {"prestart", prestart},
+                            {"prestart_cupti", prestart_cupti},
                             {"resend_s", resend_s},
                             {"resend_reused", reused},
                             {"profile", profile}};

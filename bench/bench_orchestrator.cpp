@@ -6,13 +6,19 @@
 // and from getrusage.
 //
 //   bench_orchestrator [--base-url URL] [--model NAME] [--out DIR] [--samples N] [--turns N] [--gpu]
+//                      [--tasks ID,ID,...] [--baseline]
 // --gpu runs the GPU stages too (on a GPU machine) and prints each GPU's busy fraction (time its GPU
-// stage ran / wall) and verdicts per GPU-hour.
+// stage ran / wall) and verdicts per GPU-hour. --baseline turns off what makes verdicts cheap (verdict
+// reuse, pre-started workers, early stop, skipped counts of incorrect kernels) for a before/after pair
+// measured in one session; library selections stay cached across workers either way.
 // With tests/fake_openai_server.py, --model repair answers GEMM tasks with a kernel that fails to
 // compile and then the fixed one, so the turns exercise ptxas and the repair prompts.
+#include <signal.h>
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -31,6 +37,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// SIGTERM/SIGINT (e.g. from `timeout`): the run finishes the turns in flight and the figures so far are
+// printed, so a run cut by a time limit still reports its busy fraction.
+std::atomic<int> g_interrupts{0};
+extern "C" void on_signal(int) { g_interrupts.fetch_add(1); }
+
 double cpu_ms(const timeval &u, const timeval &s) {
   return (static_cast<double>(u.tv_sec) + static_cast<double>(s.tv_sec)) * 1e3 +
          (static_cast<double>(u.tv_usec) + static_cast<double>(s.tv_usec)) / 1e3;
@@ -48,7 +59,9 @@ int main(int argc, char **argv) {
   std::string base_url, model = "normal";
   fs::path out;
   int samples = 4, turns = 4;
-  bool gpu = false;
+  bool gpu = false, baseline = false;
+  std::vector<std::string> tasks{"gemm_n7168_k5120", "gemm_n4096_k4096", "gemm_n8192_k8192", "mha_fwd_d128",
+                                 "mha_bwd_d128"};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -70,10 +83,21 @@ int main(int argc, char **argv) {
       turns = std::stoi(next());
     else if (a == "--gpu")
       gpu = true;
+    else if (a == "--baseline")
+      baseline = true;
+    else if (a == "--tasks") {
+      tasks.clear();
+      std::string list = next();
+      for (std::size_t at = 0; at <= list.size();) {
+        const std::size_t comma = std::min(list.find(',', at), list.size());
+        if (comma > at) tasks.push_back(list.substr(at, comma - at));
+        at = comma + 1;
+      }
+    }
     else {
       fmt::print(stderr,
                  "usage: bench_orchestrator [--base-url URL] [--model NAME] [--out DIR] [--samples N] "
-                 "[--turns N] [--gpu]\n");
+                 "[--turns N] [--gpu] [--tasks ID,...] [--baseline]\n");
       return 2;
     }
   }
@@ -96,15 +120,29 @@ int main(int argc, char **argv) {
     }
     c.endpoints.push_back(e);
   }
-  c.tasks = {"gemm_n7168_k5120", "gemm_n4096_k4096", "gemm_n8192_k8192", "mha_fwd_d128", "mha_bwd_d128"};
+  c.tasks = tasks;
   c.samples = samples;
   c.turns = turns;
   c.stop = agent::StopTarget{false, false, std::nullopt};  // every trajectory runs all its turns
   c.evaluator.run_gpu = gpu;
+  if (baseline) {
+    c.reuse_verdicts = false;
+    c.evaluator.worker.prestart = false;
+    c.evaluator.correctness.all_trials = true;
+    c.evaluator.worker.incorrect_execution_budget = std::chrono::hours(1);
+  }
   c.out_dir = out;
 
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
   agent::RunOptions options;
-  options.progress = agent::ProgressMode::quiet;
+  options.interrupts = &g_interrupts;
+  // Log lines on stderr: a run cut short by a time limit still shows how far it got.
+  options.progress = gpu ? agent::ProgressMode::lines : agent::ProgressMode::quiet;
   auto runner = agent::Runner::start(c, agent::RunServices::defaults(), options);
   if (!runner) {
     fmt::print(stderr, "error: {}\n", runner.error());
@@ -132,8 +170,9 @@ int main(int argc, char **argv) {
   const int n = std::max(1, result.turns_recorded);
   const double self_ms = cpu_ms(self1.ru_utime, self1.ru_stime) - cpu_ms(self0.ru_utime, self0.ru_stime);
   const double child_ms = cpu_ms(child1.ru_utime, child1.ru_stime) - cpu_ms(child0.ru_utime, child0.ru_stime);
-  fmt::print("bench_orchestrator: 2 models x 5 tasks x {} samples x {} turns, client {}, GPU stages {}\n",
-             samples, turns, base_url.empty() ? "scripted" : base_url, gpu ? "on" : "off");
+  fmt::print("bench_orchestrator: 2 models x {} tasks x {} samples x {} turns, client {}, GPU stages {}{}\n",
+             tasks.size(), samples, turns, base_url.empty() ? "scripted" : base_url, gpu ? "on" : "off",
+             baseline ? " (baseline: no verdict reuse, no pre-started workers, every trial, every count)" : "");
   fmt::print("  turns recorded        {} in {:.2f} s wall ({})\n", result.turns_recorded, result.wall_seconds,
              result.end == agent::RunEnd::completed ? "completed" : result.message);
   std::string st;
@@ -158,5 +197,5 @@ int main(int argc, char **argv) {
                  ? fmt::format(", {:.0f} per GPU-hour", result.verdicts_per_gpu_hour)
                  : std::string());
   fmt::print("  run directory         {}\n", out.string());
-  return result.end == agent::RunEnd::completed ? 0 : 1;
+  return result.end == agent::RunEnd::completed ? 0 : result.end == agent::RunEnd::interrupted ? 3 : 1;
 }

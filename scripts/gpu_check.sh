@@ -22,6 +22,15 @@
 #                           cuDNN-vs-torch one (bench/fidelity_attention.py); needs PyTorch + Triton.
 #                           The GEMM fidelity runs once more on a back-to-back verdict (--cooldown-ratio 0)
 #   GPU_CHECK_BENCH_ATTENTION=0  leave out the attention fidelity (about 90 s)
+#   GPU_CHECK_BENCH_FIDELITY=0   leave out both torch fidelity checks
+#   GPU_CHECK_LOOP=1        bench_orchestrator against tests/fake_openai_server.py (demo-60) with the GPU
+#                           stages on, twice: --baseline (no verdict reuse, no pre-started workers, every
+#                           trial, every count) and as shipped; prints busy fraction and verdicts per
+#                           GPU-hour of each. GPU_CHECK_LOOP_TASKS (comma list, default the five core
+#                           tasks), GPU_CHECK_LOOP_SAMPLES / _TURNS (default 4 / 4), GPU_CHECK_LOOP_LIMIT
+#                           (seconds per run, default 600)
+#   GPU_CHECK_REPORT_DEMO=1 bench/report_demo.sh with the GPU stages on (3 models x 5 core tasks x 4 x 4);
+#                           the run and report land in $OUT/report_demo
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build-gpu}
@@ -166,7 +175,7 @@ if [[ -n ${GPU_CHECK_BENCH:-} ]]; then
   mkdir -p "$OUT/bench"
   : >"$OUT/bench_eval.log"
   for c in gemm_n7168_k5120/wgmma_tma gemm_n7168_k5120/probe_guard_oob mha_fwd_d128/flash_fwd \
-      mha_fwd_d128/probe_lse_log2 mha_bwd_d128/simple_bwd; do
+      mha_fwd_d128/probe_lse_log2 mha_bwd_d128/wgmma ${GPU_CHECK_BENCH_EXTRA:-}; do
     [[ -f $ROOT/tasks/solutions/$c/response.md ]] || continue
     "$BUILD/bench/bench_eval" --task "${c%%/*}" --runs 5 --tasks-dir "$ROOT/tasks" \
       --response "$ROOT/tasks/solutions/$c/response.md" >"$OUT/bench/bench_eval.${c/\//.}.log" 2>&1
@@ -190,6 +199,7 @@ for line in open(sys.argv[1]):
           f"{st['correctness']['s']:7.3f} {st['timing']['s']:7.3f} {st['execution']['s']:6.3f} "
           f"{outside:7.3f} {d['resend_s']:8.4f} {d['speedup_rel_range']:13.4f}")
 PY
+  if [[ ${GPU_CHECK_BENCH_FIDELITY:-1} != 0 ]]; then
   echo "== fidelity: our cuBLASLt vs torch.matmul (do_bench)"
   for t in gemm_n7168_k5120 gemm_n4096_k4096; do
     v="$OUT/verdicts/$t.wgmma_tma.json"
@@ -210,6 +220,37 @@ PY
     python3 "$ROOT/bench/fidelity_attention.py" --binary "$BUILD/tests/test_gpu_attention" \
       --json "$OUT/fidelity_attention.json" 2>&1 | tee "$OUT/fidelity_attention.log" | tail -8
   fi
+  fi
+fi
+
+if [[ -n ${GPU_CHECK_REPORT_DEMO:-} ]]; then
+  echo "== report demo (3 models x 5 core tasks x 4 samples x 4 turns, GPU stages on)"
+  PTXBENCH_BUILD_DIR=$BUILD PTXBENCH_DEMO_GPU=1 bash "$ROOT/bench/report_demo.sh" "$OUT/report_demo" \
+    >"$OUT/report_demo.log" 2>&1
+  echo "report_demo exit $?" >>"$OUT/report_demo.log"
+  tail -n 8 "$OUT/report_demo.log"
+fi
+
+if [[ -n ${GPU_CHECK_LOOP:-} ]]; then
+  echo "== loop: bench_orchestrator --gpu against the fake server (baseline, then as shipped)"
+  mkdir -p "$OUT/loop"
+  python3 "$ROOT/tests/fake_openai_server.py" --log "$OUT/loop/server.log" >"$OUT/loop/server.port" &
+  server=$!
+  for _ in $(seq 50); do [[ -s $OUT/loop/server.port ]] && break; sleep 0.1; done
+  port=$(head -n1 "$OUT/loop/server.port")
+  tasks=${GPU_CHECK_LOOP_TASKS:-gemm_n7168_k5120,mha_fwd_d128,mha_fwd_d128_causal,mha_bwd_d128,mha_bwd_d128_causal}
+  for mode in baseline shipped; do
+    rm -rf "$OUT/loop/$mode"
+    timeout -k 120 "${GPU_CHECK_LOOP_LIMIT:-600}" "$BUILD/bench/bench_orchestrator" --gpu --model demo-60 \
+      --base-url "http://127.0.0.1:$port/v1" --tasks "$tasks" --samples "${GPU_CHECK_LOOP_SAMPLES:-4}" \
+      --turns "${GPU_CHECK_LOOP_TURNS:-4}" --out "$OUT/loop/$mode" $([[ $mode == baseline ]] && echo --baseline) \
+      >"$OUT/loop/$mode.log" 2>"$OUT/loop/$mode.progress"
+    echo "$mode exit $? (124: stopped at GPU_CHECK_LOOP_LIMIT, figures so far; last progress: $(tail -n1 "$OUT/loop/$mode.progress"))" \
+      >>"$OUT/loop/$mode.log"
+  done
+  kill "$server" 2>/dev/null
+  cat "$OUT/loop/baseline.log" "$OUT/loop/shipped.log" >"$OUT/loop_table.txt"
+  cat "$OUT/loop_table.txt"
 fi
 
 echo
@@ -220,4 +261,6 @@ echo "================ summary ($OUT)"
 [[ -f $OUT/bench_eval_table.txt ]] && { echo; cat "$OUT/bench_eval_table.txt"; }
 [[ -f $OUT/fidelity.log ]] && { echo; grep -v '^{' "$OUT/fidelity.log"; }
 [[ -f $OUT/fidelity_attention.log ]] && { echo; tail -6 "$OUT/fidelity_attention.log"; }
+[[ -f $OUT/report_demo.log ]] && { echo; tail -n 8 "$OUT/report_demo.log"; }
+[[ -f $OUT/loop_table.txt ]] && { echo; cat "$OUT/loop_table.txt"; }
 exit 0

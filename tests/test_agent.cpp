@@ -859,6 +859,37 @@ TEST_CASE(
   CHECK(run["throughput"]["verdicts_per_gpu_hour"].is_null());  // no GPU in this run
 }
 
+TEST_CASE("loop: with reuse_verdicts false every resent kernel is evaluated afresh") {
+  ScratchDir tmp;
+  const std::string kernel = slurp(fs::path(PTXBENCH_SOURCE_DIR) / "tasks" / "solutions" /
+                                   "gemm_n7168_k5120" / "wgmma_tma" / "response.md");
+  REQUIRE_FALSE(kernel.empty());
+  auto script = std::make_shared<Script>();
+  script->answer = [&](const llm::ChatRequest &) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+    return text(kernel);
+  };
+  std::atomic<int> compiled{0};
+  auto services = fake_services(script);
+  services.cpu_stages = [&](const tasks::Task &task, std::string_view response,
+                            const evaluator::EvaluatorSettings &s) {
+    ++compiled;
+    return fake_cpu_stages(task, response, s);
+  };
+  auto c = base_config(tmp.dir / "run", 1, 1, 3);
+  c.tasks = {"gemm_n7168_k5120"};
+  c.reuse_verdicts = false;
+  auto runner = agent::Runner::start(c, services, quiet());
+  REQUIRE(runner);
+  const auto result = (*runner)->run();
+  CHECK(compiled == 3);
+  CHECK(result.verdicts_reused == 0);
+  auto turns = by_trajectory(tmp.dir / "run")["m0/gemm_n7168_k5120/0"];
+  REQUIRE(turns.size() == 3);
+  for (const auto &t : turns) CHECK(t["verdict"]["reused_from"].is_null());
+  const Json saved = Json::parse(slurp(tmp.dir / "run" / "run.json"));
+  CHECK(saved["config"]["reuse_verdicts"] == false);
+}
+
 TEST_CASE("loop: the sampling seed is seed + sample index, and each record says which it sent") {
   ScratchDir tmp;
   auto script = std::make_shared<Script>();

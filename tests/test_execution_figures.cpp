@@ -261,7 +261,13 @@ TEST_CASE(
         Solution{"mha_fwd_d128/wgmma_tma", "HGMMA.64x128x16.F32.BF16", hgmma128, 128, 24},
         Solution{"mha_fwd_d128_causal/wgmma_tma", "HGMMA.64x128x16.F32.BF16", hgmma128, 128, 24},
         // The dead-branch probe keeps all 24 in the SASS (executed 0 times on a GPU).
-        Solution{"mha_fwd_d128/probe_dead_wgmma", "HGMMA.64x128x16.F32.BF16", hgmma128, 128, 24}}) {
+        Solution{"mha_fwd_d128/probe_dead_wgmma", "HGMMA.64x128x16.F32.BF16", hgmma128, 128, 24},
+        // Attention backward: Sᵀ, dPᵀ (key blocks) and S, dP (query blocks), 8 each, as 64x64 tiles; dV, dK
+        // (key blocks) and dQ (query blocks), 4 k-steps each for the bf16 hi and lo terms, as 64x128 tiles.
+        Solution{"mha_bwd_d128/wgmma", "HGMMA.64x64x16.F32.BF16", 2.0 * 64 * 64 * 16, 128, 32},
+        Solution{"mha_bwd_d128/wgmma", "HGMMA.64x128x16.F32.BF16", hgmma128, 128, 24},
+        Solution{"mha_bwd_d128_causal/wgmma", "HGMMA.64x64x16.F32.BF16", 2.0 * 64 * 64 * 16, 128, 32},
+        Solution{"mha_bwd_d128_causal/wgmma", "HGMMA.64x128x16.F32.BF16", hgmma128, 128, 24}}) {
     CAPTURE(s.folder);
     const fs::path ptx_path = fs::path(PTXBENCH_SOURCE_DIR) / "tasks/solutions" / s.folder / "kernel.ptx";
     const auto ptx = ptxbench::util::read_file(ptx_path);

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the attention solution folders that are textual variants of a hand-written kernel.
 
-The hand-written sources are mha_fwd_d128/{simple_fwd,flash_fwd}/kernel.cu and
-mha_bwd_d128/simple_bwd/kernel.cu. Causal solutions are the same source with MHA_CAUSAL fixed to 1;
+The hand-written sources are mha_fwd_d128/{simple_fwd,flash_fwd,wgmma_tma}/kernel.cu and
+mha_bwd_d128/{simple_bwd,wgmma}/kernel.cu. Causal solutions are the same source with MHA_CAUSAL fixed to 1;
 each probe is a base kernel plus one planted defect, written here as an exact text substitution (the
 script fails if a substitution no longer matches, so a probe cannot silently lose its defect).
 Run this, then scripts/build_solutions.py, after editing a base kernel.
@@ -164,6 +164,7 @@ def main():
     write_variant("mha_fwd_d128/flash_fwd", "mha_fwd_d128_causal/flash_fwd", "", causal)
     write_variant("mha_bwd_d128/simple_bwd", "mha_bwd_d128_causal/simple_bwd", "", causal)
     write_variant("mha_fwd_d128/wgmma_tma", "mha_fwd_d128_causal/wgmma_tma", "", causal, manifest=True)
+    write_variant("mha_bwd_d128/wgmma", "mha_bwd_d128_causal/wgmma", "", causal, manifest=True)
 
     write_variant(
         "mha_fwd_d128/wgmma_tma", "mha_fwd_d128/probe_pv_mma_sync",
