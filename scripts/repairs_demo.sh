@@ -7,11 +7,11 @@
 #   scripts/repairs_demo.sh [BUILD_DIR] [OUT_DIR]
 #
 # Sizes (environment): TASKS (core), STUDENT_SKILL (25: the demo model's P), STUDENT_SAMPLES (2),
-# STUDENT_TURNS (2), MAX_SEEDS (10), CAP_PER_CATEGORY (4), CAP_PER_TASK (3), SEED (1), TEACHER_SAMPLES (1),
+# STUDENT_TURNS (2), MAX_SEEDS (8), CAP_PER_CATEGORY (4), CAP_PER_TASK (2), SEED (1), TEACHER_SAMPLES (1),
 # TEACHER_TURNS (2), TEACHER_FIXES (compile_error+no_kernel+targets_not_executed),
 # TEACHER_REASONING (server: the server returns reasoning | synthesized: it does not, and ptxbench asks
 # for an explanation of each verified repair), TIMING_MAX_SECONDS (2: caps each timed measurement).
-# With the defaults: at most 20 student and 20 teacher verdicts, a few minutes of GPU time on an H200.
+# With the defaults: at most 20 student and 16 teacher verdicts, a few minutes of GPU time on an H200.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -61,8 +61,8 @@ echo "== student run ($tasks, demo-$skill)"
 echo
 echo "== ptxbench repairs (teacher fixes: $fixes; reasoning: $reasoning)"
 "$ptxbench" repairs --from "$out/student" --teacher "$out/teacher.json" --samples "${TEACHER_SAMPLES:-1}" \
-  --turns "${TEACHER_TURNS:-2}" --max-seeds "${MAX_SEEDS:-10}" --cap-per-category "${CAP_PER_CATEGORY:-4}" \
-  --cap-per-task "${CAP_PER_TASK:-3}" --seed "${SEED:-1}" "${synthesize[@]}" --out "$out/repairs" \
+  --turns "${TEACHER_TURNS:-2}" --max-seeds "${MAX_SEEDS:-8}" --cap-per-category "${CAP_PER_CATEGORY:-4}" \
+  --cap-per-task "${CAP_PER_TASK:-2}" --seed "${SEED:-1}" "${synthesize[@]}" --out "$out/repairs" \
   --progress lines || [ $? -eq 4 ]
 echo
 echo "== export --format repair-pairs (the dataset card)"
