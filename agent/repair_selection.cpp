@@ -292,27 +292,43 @@ util::Expected<RepairSelection> select_repairs(const std::vector<traces::LoadedR
   }
   std::map<std::string, int> per_task, per_category;
   std::vector<Candidate *> chosen;
-  for (std::size_t round = 0;; ++round) {
-    bool any = false;
-    for (auto &[key, bucket] : strata) {
-      if (round >= bucket.size()) continue;
-      any = true;
-      Candidate *c = bucket[round];
-      auto &r = row(c->seed.task_id, c->seed.category);
-      if (settings.cap_per_category > 0 && per_category[c->seed.category] >= settings.cap_per_category) {
-        ++r.left_out[fmt::format("category cap ({})", settings.cap_per_category)];
-      } else if (settings.cap_per_task > 0 && per_task[c->seed.task_id] >= settings.cap_per_task) {
-        ++r.left_out[fmt::format("task cap ({})", settings.cap_per_task)];
-      } else if (settings.max_seeds > 0 && static_cast<int>(chosen.size()) >= settings.max_seeds) {
-        ++r.left_out[fmt::format("seed limit ({})", settings.max_seeds)];
-      } else {
-        ++per_category[c->seed.category];
-        ++per_task[c->seed.task_id];
-        ++r.selected;
-        chosen.push_back(c);
-      }
+  // Strata are drawn from one item at a time: the one drawn from least so far, then the one whose task has
+  // the fewest seeds of that category, then whose task has the fewest seeds, then a seeded rank. So every
+  // stratum keeps its share, and a category cap is spread over the tasks instead of filled in name order.
+  struct Stratum {
+    std::vector<Candidate *> *items;
+    std::string task, category;
+    std::size_t taken = 0;
+    std::uint64_t rank = 0;
+  };
+  std::vector<Stratum> visit;
+  for (auto &[key, bucket] : strata) visit.push_back({&bucket, std::get<0>(key), std::get<1>(key), 0, rng()});
+  std::map<std::pair<std::string, std::string>, int> per_task_category;
+  while (true) {
+    Stratum *next = nullptr;
+    auto priority = [&](const Stratum &st) {
+      return std::make_tuple(st.taken, per_task_category[{st.task, st.category}], per_task[st.task], st.rank);
+    };
+    for (auto &st : visit) {
+      if (st.taken >= st.items->size()) continue;
+      if (next == nullptr || priority(st) < priority(*next)) next = &st;
     }
-    if (!any) break;
+    if (next == nullptr) break;
+    Candidate *c = (*next->items)[next->taken++];
+    auto &r = row(c->seed.task_id, c->seed.category);
+    if (settings.cap_per_category > 0 && per_category[c->seed.category] >= settings.cap_per_category) {
+      ++r.left_out[fmt::format("category cap ({})", settings.cap_per_category)];
+    } else if (settings.cap_per_task > 0 && per_task[c->seed.task_id] >= settings.cap_per_task) {
+      ++r.left_out[fmt::format("task cap ({})", settings.cap_per_task)];
+    } else if (settings.max_seeds > 0 && static_cast<int>(chosen.size()) >= settings.max_seeds) {
+      ++r.left_out[fmt::format("seed limit ({})", settings.max_seeds)];
+    } else {
+      ++per_category[c->seed.category];
+      ++per_task[c->seed.task_id];
+      ++per_task_category[{c->seed.task_id, c->seed.category}];
+      ++r.selected;
+      chosen.push_back(c);
+    }
   }
   std::stable_sort(chosen.begin(), chosen.end(), [](const Candidate *a, const Candidate *b) {
     return std::tie(a->seed.task_id, a->seed.category, a->seed.student_turn) <

@@ -24,6 +24,7 @@ fixes=${TEACHER_FIXES:-compile_error+no_kernel+targets_not_executed}
 reasoning=${TEACHER_REASONING:-server}
 timing_max=${TIMING_MAX_SECONDS:-2}
 mkdir -p "$out"
+rm -rf "$out/student" "$out/repairs" "$out/report" "$out/repair_pairs.jsonl" "$out/repair_pairs.card.md"
 coproc SERVER { exec python3 "$root/tests/fake_openai_server.py" --log "$out/server.log"; }
 trap 'kill "$SERVER_PID" 2>/dev/null || true' EXIT
 read -r port <&"${SERVER[0]}"

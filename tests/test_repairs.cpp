@@ -375,6 +375,14 @@ TEST_CASE(
     CHECK(per_stratum[{"gemm_a", "compile_error", 1}] >= 1);
     CHECK(per_stratum[{"gemm_b", "compile_error", 0}] >= 1);
     CHECK(per_category["compile_error"] == 4);
+    // The category cap is spread over the tasks: two compile errors each, though gemm_a has more.
+    int compile_a = 0, compile_b = 0;
+    for (const auto &s : sel->seeds) {
+      compile_a += s.category == "compile_error" && s.task_id == "gemm_a";
+      compile_b += s.category == "compile_error" && s.task_id == "gemm_b";
+    }
+    CHECK(compile_a == 2);
+    CHECK(compile_b == 2);
     // What the caps left out is counted under its reason.
     int capped = 0;
     for (const auto &row : sel->coverage)
