@@ -431,7 +431,9 @@ class Builder {
   /// A repairs run's trajectory: system, task, the student's failed attempt, the feedback on it, and the
   /// teacher's verified repair (with its reasoning, or the synthesized explanation) as the trained turn.
   void teacher_repair(const detail::TrajectoryView &t, std::vector<Example> &out) {
-    const Json *kept = detail::kept_repair_turn(t);
+    // A repair is what the run's target says (correct, targets executed, its minimum speedup); --all keeps
+    // a correct turn whose targets did not run too.
+    const Json *kept = detail::kept_repair_turn(t, !options_.all);
     if (!kept) {
       ++counts_.candidates;
       ++counts_.filtered["teacher did not fix it"];

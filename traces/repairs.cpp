@@ -17,11 +17,12 @@ const Json *repair_of(const Json &record) {
   return object_field(record, "repair_of");
 }
 
-const Json *kept_repair_turn(const TrajectoryView &t) {
+const Json *kept_repair_turn(const TrajectoryView &t, bool require_target) {
   for (const Json *r : t.turns) {
     if (!repair_of(*r)) return nullptr;
-    if (string_field(*r, "stop_reason").value_or("") == "target_reached" && status_of(*r) == "ok" &&
-        correct_of(*r) == true && targets_executed_of(*r) == true)
+    if (status_of(*r) != "ok" || correct_of(*r) != true) continue;
+    if (!require_target) return r;
+    if (string_field(*r, "stop_reason").value_or("") == "target_reached" && targets_executed_of(*r) == true)
       return r;
   }
   return nullptr;
