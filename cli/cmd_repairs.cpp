@@ -190,7 +190,8 @@ void register_repairs_command(CLI::App &app, Action &action) {
   cmd->add_option("--max-seeds", args->selection.max_seeds, "at most N failed turns in all (0 = no cap)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", args->selection.seed,
-                  "seed of the shuffle within each (task, category, turn) stratum; recorded")
+                  "seeds which failed turns the caps keep (the order within each task, category and turn "
+                  "stratum, and ties between strata); recorded")
       ->capture_default_str();
   cmd->add_option("--category", args->selection.categories,
                   "only these failure categories (e.g. compile_error,targets_not_executed)")
