@@ -39,4 +39,27 @@ std::vector<llm::ChatMessage> build_messages(HistoryPolicy policy, const std::st
   return messages;
 }
 
+std::vector<llm::ChatMessage> build_seeded_messages(HistoryPolicy policy,
+                                                    const std::vector<llm::ChatMessage> &seed,
+                                                    const std::vector<Attempt> &history) {
+  std::vector<llm::ChatMessage> messages = seed;
+  if (history.empty()) return messages;
+  switch (policy) {
+    case HistoryPolicy::full:
+      for (const auto &a : history) {
+        messages.push_back({"assistant", visible(a.response_content)});
+        messages.push_back({"user", a.feedback});
+      }
+      break;
+    case HistoryPolicy::last_attempt:
+      messages.push_back({"assistant", visible(history.back().response_content)});
+      messages.push_back({"user", history.back().feedback});
+      break;
+    case HistoryPolicy::none:
+      messages.back().content += "\n\n" + history.back().feedback;
+      break;
+  }
+  return messages;
+}
+
 }  // namespace ptxbench::agent

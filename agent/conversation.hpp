@@ -25,4 +25,13 @@ std::vector<llm::ChatMessage> build_messages(HistoryPolicy policy, const std::st
                                              const std::string &task_prompt,
                                              const std::vector<Attempt> &history);
 
+/// A repairs trajectory's messages: the seeded conversation (a student's request, its answer and the
+/// feedback on it), then the teacher's own attempts under the policy:
+///   full:         seed, (assistant, feedback)*
+///   last_attempt: seed, assistant(last), feedback(last)
+///   none:         seed with feedback(last) appended to its final user message
+std::vector<llm::ChatMessage> build_seeded_messages(HistoryPolicy policy,
+                                                    const std::vector<llm::ChatMessage> &seed,
+                                                    const std::vector<Attempt> &history);
+
 }  // namespace ptxbench::agent

@@ -247,6 +247,20 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
       }
     }
   }
+  if (const auto *rep = root.get("repairs"); rep != nullptr && !rep->is_null()) {
+    FieldReader r(*rep, "repairs", errors);
+    RepairsConfig rc;
+    std::string seeds_file;
+    r.read("seeds_file", seeds_file);
+    if (seeds_file.empty()) r.error("seeds_file", "a repairs run needs its seeds file (repair_seeds.jsonl)");
+    rc.seeds_file = resolve(base_dir, seeds_file);
+    r.read("seeds_hash", rc.seeds_hash);
+    r.read("synthesize_reasoning", rc.synthesize_reasoning);
+    r.read("student_runs", rc.student_runs);
+    r.read_object("selection", rc.selection);
+    r.finish();
+    c.repairs = std::move(rc);
+  }
   if (const auto *b = root.get("budgets")) {
     FieldReader r(*b, "budgets", errors);
     r.read("tokens_per_trajectory", c.budgets.per_trajectory, 0);
@@ -351,6 +365,8 @@ util::Expected<void> validate(const RunConfig &c) {
           fmt::format("variant name '{}' must not contain '/' (it is part of trajectory ids)", v.name));
   }
   if (c.tasks.empty()) problems.push_back("no tasks: give task ids, \"core\" or \"all\"");
+  if (c.repairs && !c.variants.empty())
+    problems.push_back("a repairs run has no variants: the seeds fix the prompts");
   if (c.samples < 1) problems.push_back("samples must be >= 1");
   if (c.turns < 1) problems.push_back("turns must be >= 1");
   if (problems.empty()) return {};
@@ -378,7 +394,7 @@ nlohmann::json RunConfig::to_json() const {
       nlohmann::json{{"correct", stop.correct}, {"targets_executed", stop.targets_executed}};
   stop_json["min_speedup"] = stop.min_speedup ? nlohmann::json(*stop.min_speedup) : nlohmann::json(nullptr);
   const auto &s = evaluator;
-  return {
+  nlohmann::json j = {
       {"endpoints", eps},
       {"tasks", tasks},
       {"task_dir", task_dir.string()},
@@ -414,6 +430,17 @@ nlohmann::json RunConfig::to_json() const {
       {"out_dir", out_dir.string()},
       {"prices", prices_json()},
       {"variants", variants_json}};
+  // Only a repairs run has the key, so ordinary runs keep their config hash.
+  if (repairs) j["repairs"] = repairs->to_json();
+  return j;
+}
+
+nlohmann::json RepairsConfig::to_json() const {
+  return {{"seeds_file", seeds_file.string()},
+          {"seeds_hash", seeds_hash},
+          {"synthesize_reasoning", synthesize_reasoning},
+          {"student_runs", student_runs},
+          {"selection", selection}};
 }
 
 nlohmann::json Variant::to_json() const {

@@ -73,6 +73,19 @@ struct Variant {
   nlohmann::json to_json() const;
 };
 
+/// A repairs run (`ptxbench repairs`): its trajectories start from failed student turns (the seeds)
+/// instead of the task prompt; each is teacher × seed × sample. Absent in an ordinary run.
+struct RepairsConfig {
+  std::filesystem::path seeds_file;  ///< repair_seeds.jsonl: one agent::RepairSeed per line
+  std::string seeds_hash;  ///< FNV-1a 64 of the file: a resume or shard must read the seeds selected
+  bool synthesize_reasoning =
+      false;  ///< ask the teacher to explain a verified repair it sent no reasoning for
+  std::vector<std::string> student_runs;                ///< the student run directories the seeds came from
+  nlohmann::json selection = nlohmann::json::object();  ///< the selection's settings, as chosen
+
+  nlohmann::json to_json() const;
+};
+
 struct RunConfig {
   std::vector<llm::EndpointConfig> endpoints;  ///< the models; names must be unique
   std::vector<std::string> tasks{"core"};      ///< task ids, or "core" (suite=core) / "all"
@@ -91,11 +104,12 @@ struct RunConfig {
   /// "completion_usd_per_mtok"}), for the report's costs; endpoints without an entry are reported without
   /// cost.
   std::map<std::string, EndpointPrice> prices;
-  std::vector<Variant> variants;           ///< experiment arms; empty = one arm with the run's settings
+  std::vector<Variant> variants;         ///< experiment arms; empty = one arm with the run's settings
   /// true: a kernel resent unchanged within the run (same task, launch plan, settings and machine) takes
   /// the verdict made the first time, recorded as reused; false: every answer is evaluated afresh (e.g. to
   /// study the spread of repeated measurements)
   bool reuse_verdicts = true;
+  std::optional<RepairsConfig> repairs;  ///< a repairs run: trajectories start from student failures
 
   /// The arms the run iterates over: `variants`, or one unnamed arm when there are none.
   std::vector<Variant> arms() const;

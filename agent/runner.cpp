@@ -20,6 +20,7 @@
 #include "agent/detail/progress.hpp"
 #include "agent/detail/queues.hpp"
 #include "agent/prompt_builder.hpp"
+#include "agent/repair_selection.hpp"
 #include "evaluator/verdict_cache.hpp"
 #include "tasks/task.hpp"
 #include "util/files.hpp"
@@ -81,6 +82,8 @@ struct TrajectoryState {
   const tasks::Task *task = nullptr;
   int sample = 0;
   std::string id;  ///< "<model>/<task>/<sample>", or "<model>/<variant>/<task>/<sample>" with variants
+  const RepairSeed *seed = nullptr;  ///< a repairs run: the student failure this trajectory starts from
+  int repair_sample = 0;             ///< which of the seed's samples (its sample index counts per task)
   int next_turn = 0;
   std::vector<Attempt> history;
   std::int64_t tokens = 0;  ///< prompt + completion so far
@@ -110,6 +113,10 @@ struct TurnJob {
   double request_s = 0, cpu_stages_s = 0, gpu_stage_s = 0;
   std::int64_t orchestrator_ns = 0, client_ns = 0, evaluator_ns = 0;
   std::string verdict_key;  ///< verdict cache key ("" = not cacheable)
+  /// A repairs run: the teacher's explanation of its verified repair, asked for when it sent no reasoning.
+  std::optional<llm::ChatResponse> explanation;
+  std::optional<llm::ChatError> explanation_error;
+  std::string explanation_instruction;
 };
 using JobPtr = std::unique_ptr<TurnJob>;
 
@@ -163,6 +170,8 @@ struct Runner::Impl {
 
   detail::BlockingQueue<JobPtr> cpu_queue;
   detail::BlockingQueue<JobPtr> gpu_queue;
+  detail::BlockingQueue<JobPtr> explain_queue;  ///< verified repairs waiting for a synthesized explanation
+  std::vector<RepairSeed> repair_seeds;         ///< a repairs run's seeds (config.repairs)
 
   std::atomic<bool> stopping{false};
   std::mutex stop_mutex;
@@ -193,6 +202,9 @@ struct Runner::Impl {
   bool reuse_verdict(JobPtr &job);
   void remember_verdict(const TurnJob &job);
   void finalize(JobPtr job);
+  /// Finalizes the turn, or first asks for an explanation of a verified repair without reasoning.
+  void finish_turn(JobPtr job);
+  void explain_loop();
   void abandon(JobPtr job);
   void guarded(const char *stage, const std::function<void()> &body);
   std::string feedback_for(const TurnJob &job, const evaluator::Verdict *verdict) const;
@@ -273,6 +285,26 @@ util::Expected<std::vector<PlannedCell>> plan_cells(const RunConfig &config) {
   if (!selected) return util::unexpected(selected.error());
   std::vector<PlannedCell> cells;
   std::vector<CellIdentity> identities;
+  if (config.repairs) {
+    // Teacher × seed × sample; a seed's samples are numbered per task, after the task's earlier seeds.
+    auto seeds = load_repair_seeds(config.repairs->seeds_file, config.repairs->seeds_hash);
+    if (!seeds) return util::unexpected(seeds.error());
+    for (const auto &e : config.endpoints) {
+      std::map<std::string, int> next_sample;
+      for (const auto &seed : *seeds) {
+        for (int k = 0; k < config.samples; ++k) {
+          const int s = next_sample[seed.task_id]++;
+          cells.push_back({fmt::format("{}/{}/{}", e.name, seed.task_id, s), 0});
+          identities.push_back(trajectory_cell(e.name, seed.task_id, s));
+        }
+      }
+    }
+    if (config.shard) {
+      const std::vector<int> shard_of = assign_shards(identities, config.shard->count);
+      for (std::size_t i = 0; i < cells.size(); ++i) cells[i].shard = shard_of[i];
+    }
+    return cells;
+  }
   for (const auto &e : config.endpoints) {
     for (const auto &v : config.arms()) {
       for (const auto &t : *selected) {
@@ -351,7 +383,35 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
   // Trajectories in a stable order: model, variant, task, sample.
   std::uint64_t order = 0;
   std::size_t cells_total = 0;
-  for (std::size_t e = 0; e < config.endpoints.size(); ++e) {
+  if (config.repairs) {
+    auto seeds = load_repair_seeds(config.repairs->seeds_file, config.repairs->seeds_hash);
+    if (!seeds) return util::unexpected(seeds.error());
+    repair_seeds = std::move(*seeds);
+  }
+  for (std::size_t e = 0; e < config.endpoints.size() && config.repairs; ++e) {
+    // A repairs run: teacher × seed × sample, each starting from the seed's conversation. Samples are
+    // numbered per task so that readers, which key trajectories by (model, task, sample), see each apart.
+    std::map<std::string, int> next_sample;
+    for (const auto &seed : repair_seeds) {
+      auto task = std::find_if(tasks.begin(), tasks.end(),
+                               [&](const tasks::Task &t) { return t.id == seed.task_id; });
+      if (task == tasks.end())
+        return util::unexpected(
+            fmt::format("repair seed {}: task '{}' is not among the run's tasks", seed.id, seed.task_id));
+      for (int k = 0; k < config.samples; ++k) {
+        TrajectoryState st;
+        st.endpoint = e;
+        st.task = &*task;
+        st.sample = next_sample[seed.task_id]++;
+        st.seed = &seed;
+        st.repair_sample = k;
+        st.id = fmt::format("{}/{}/{}", config.endpoints[e].name, task->id, st.sample);
+        st.order = order++;
+        trajectories.push_back(std::move(st));
+      }
+    }
+  }
+  for (std::size_t e = 0; e < config.endpoints.size() && !config.repairs; ++e) {
     for (std::size_t a = 0; a < arms.size(); ++a) {
       for (const auto &t : tasks) {
         for (int s = 0; s < config.samples; ++s) {
@@ -584,7 +644,9 @@ void Runner::Impl::request_loop(std::size_t e) {
       job->turn = t.next_turn;
       job->started_at = detail::iso8601_utc_now();
       const auto &[system, task] = task_prompts.at({t.arm, t.task->id});
-      job->messages = build_messages(config.history_of(arms[t.arm]), system, task, t.history);
+      job->messages =
+          t.seed ? build_seeded_messages(config.history_of(arms[t.arm]), t.seed->conversation, t.history)
+                 : build_messages(config.history_of(arms[t.arm]), system, task, t.history);
       if (ep.dead) {
         job->error = dead_error_for(e);
         job->forced_stop = "request_failed";
@@ -691,7 +753,7 @@ void Runner::Impl::cpu_loop() {
       }
       remember_verdict(*job);
       job->orchestrator_ns += thread_cpu_ns() - c1;
-      finalize(std::move(job));
+      finish_turn(std::move(job));
     });
   }
 }
@@ -710,7 +772,7 @@ bool Runner::Impl::reuse_verdict(JobPtr &job) {
   c.verdict = std::move(*hit);
   job->compiled.emplace(std::move(c));
   ++verdicts_reused;
-  finalize(std::move(job));
+  finish_turn(std::move(job));
   return true;
 }
 
@@ -736,6 +798,58 @@ void Runner::Impl::gpu_loop(int ordinal) {
         gpu_busy_s[ordinal] += job->gpu_stage_s;
       }
       remember_verdict(*job);
+      finish_turn(std::move(job));
+    });
+  }
+}
+
+void Runner::Impl::finish_turn(JobPtr job) {
+  const evaluator::Verdict *verdict = job->compiled ? &job->compiled->verdict : nullptr;
+  const bool wants_explanation = config.repairs && config.repairs->synthesize_reasoning &&
+                                 job->trajectory->seed && job->response && verdict != nullptr &&
+                                 config.stop.reached(verdict->axes) &&
+                                 job->response->reasoning.find_first_not_of(" \t\r\n") == std::string::npos;
+  if (!wants_explanation) {
+    finalize(std::move(job));
+    return;
+  }
+  // The explanation is one more request: it waits on the request side, not on a CPU or GPU thread.
+  if (!explain_queue.push(std::move(job)))
+    throw std::logic_error("explanation queue closed with a turn in flight");
+}
+
+void Runner::Impl::explain_loop() {
+  while (auto next = explain_queue.pop()) {
+    JobPtr job = std::move(*next);
+    guarded("explanation", [&] {
+      TrajectoryState &t = *job->trajectory;
+      if (stopping) {
+        abandon(std::move(job));  // redone on resume
+        return;
+      }
+      llm::ChatRequest request;
+      request.messages = explanation_request(*t.seed, job->response->content, &job->explanation_instruction);
+      request.sampling = config.sampling_of(arms[t.arm]);
+      request.sampling.n = 1;
+      if (request.sampling.seed) *request.sampling.seed += t.sample;
+      request.task_id = t.task->id;
+      request.sample_index = t.sample;
+      request.turn_index = job->turn;
+      const std::int64_t c0 = thread_cpu_ns();
+      auto result = clients[t.endpoint]->complete(request);
+      job->client_ns += thread_cpu_ns() - c0;
+      if (!result) {
+        if (result.error().kind == llm::ChatErrorKind::cancelled || stopping) {
+          abandon(std::move(job));
+          return;
+        }
+        job->explanation_error = result.error();  // the repair stands; it is kept without reasoning
+      } else {
+        const auto &u = result->usage;
+        t.tokens += u.prompt_tokens + u.completion_tokens;
+        run_tokens += u.prompt_tokens + u.completion_tokens;
+        job->explanation = std::move(*result);
+      }
       finalize(std::move(job));
     });
   }
@@ -751,8 +865,7 @@ std::string Runner::Impl::feedback_for(const TurnJob &job, const evaluator::Verd
     return arm_prompts[job.trajectory->arm].feedback_unusable_response(fmt::format(
         "your answer was cut off at max_tokens ({}) before it was complete; send a shorter one: the kernel "
         "and the manifest, with little prose around them",
-        max_tokens ? fmt::format("{} tokens", *max_tokens)
-                                   : std::string("the server's limit")));
+        max_tokens ? fmt::format("{} tokens", *max_tokens) : std::string("the server's limit")));
   }
   const PromptBuilder &prompts = arm_prompts[job.trajectory->arm];
   if (verdict == nullptr) return prompts.feedback_unusable_response("the response could not be evaluated");
@@ -838,6 +951,34 @@ void Runner::Impl::finalize(JobPtr job) {
   }
   record["feedback"] = feedback;
   record["stop_reason"] = stop;
+  if (t.seed) {
+    const RepairSeed &seed = *t.seed;
+    record["repair_of"] = {{"seed_id", seed.id},
+                           {"student_run_id", seed.student_run_id},
+                           {"student_run_dir", seed.student_run_dir},
+                           {"student_model", seed.student_model},
+                           {"student_trajectory_id", seed.student_trajectory_id},
+                           {"student_turn", seed.student_turn},
+                           {"category", seed.category},
+                           {"feedback_source", seed.feedback_source},
+                           {"seed_messages", seed.conversation.size()},
+                           {"seed_sample", t.repair_sample}};
+  }
+  if (job->explanation) {
+    const auto &x = *job->explanation;
+    record["synthesized_reasoning"] = {{"content", x.content},
+                                       {"instruction", job->explanation_instruction},
+                                       {"finish_reason", x.finish_reason},
+                                       {"usage",
+                                        {{"prompt_tokens", x.usage.prompt_tokens},
+                                         {"completion_tokens", x.usage.completion_tokens},
+                                         {"estimated", x.usage.estimated}}},
+                                       {"error", nullptr}};
+  } else if (job->explanation_error) {
+    record["synthesized_reasoning"] = {{"content", nullptr},
+                                       {"instruction", job->explanation_instruction},
+                                       {"error", job->explanation_error->message}};
+  }
   record["gpu"] = job->gpu ? Json(*job->gpu) : Json(nullptr);
   record["seed"] = job->seed ? Json(*job->seed) : Json(nullptr);
   const std::int64_t own_ns = job->orchestrator_ns + (thread_cpu_ns() - c0);
@@ -976,6 +1117,11 @@ RunResult Runner::run() {
     if (m.gpu_enabled) {
       for (int g : m.gpus) threads.emplace_back([&m, g] { m.gpu_loop(g); });
     }
+    if (m.config.repairs && m.config.repairs->synthesize_reasoning) {
+      int n = 0;
+      for (const auto &e : m.config.endpoints) n += effective_max_in_flight(m.config, e.max_in_flight);
+      for (int i = 0; i < std::max(1, n); ++i) threads.emplace_back([&m] { m.explain_loop(); });
+    }
   }
 
   // Supervise: Ctrl-C, progress, the end.
@@ -999,6 +1145,7 @@ RunResult Runner::run() {
   for (auto &e : m.endpoints) e->queue.close(true);
   m.cpu_queue.close();
   m.gpu_queue.close();
+  m.explain_queue.close();
   for (auto &th : threads) th.join();
   m.progress->finish();
 

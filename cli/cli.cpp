@@ -24,6 +24,7 @@ int run_main(int argc, char **argv) {
   register_doctor_command(app, action);
   register_run_commands(app, action);
   register_export_command(app, action);
+  register_repairs_command(app, action);
   register_report_command(app, action);
   register_show_command(app, action);
   register_prompt_commands(app, action);

@@ -123,9 +123,12 @@ void register_export_command(CLI::App &app, Action &action) {
       "target turns with status ok that are correct and whose target instructions executed; repair pairs'\n"
       "fixed turns must be correct and executed. --all (or an explicit "
       "--status/--correct/--executed/--min-speedup)\n"
-      "replaces that default. Writes FILE and FILE's .card.md (which names the filter that applied).");
-  cmd->add_option("run_dirs", args->run_dirs,
-                  "Run directories (run.json + trajectories.jsonl), or directories of shards (`slurm submit`)")
+      "replaces that default. Writes FILE and FILE's .card.md (which names the filter that applied).\n"
+      "Over a `ptxbench repairs` directory, repair pairs are the student's failed attempt and its feedback,\n"
+      "then the teacher's verified repair with its reasoning; the card adds the teacher's fix rates.");
+  cmd->add_option(
+         "run_dirs", args->run_dirs,
+         "Run directories (run.json + trajectories.jsonl), or directories of shards (`slurm submit`)")
       ->required();
   cmd->add_option("--out", args->out, "Output JSONL file")->required();
   cmd->add_option("--format", args->format, "messages | sharegpt | repair-pairs | improve-pairs")

@@ -13,8 +13,8 @@
 
 #include "cli/cli.hpp"
 #include "traces/record.hpp"
-#include "traces/shards.hpp"
 #include "traces/report.hpp"
+#include "traces/shards.hpp"
 #include "traces/trajectory_view.hpp"
 #include "util/expected.hpp"
 
@@ -107,6 +107,17 @@ int run_report(const ReportArgs &in) {
                g->geomean_speedup ? fmt::format("{:.3f}x", *g->geomean_speedup) : "n/a",
                g->cost_per_success ? fmt::format(", ${:.4f} per success", *g->cost_per_success) : "");
   }
+  if (report->repairs) {
+    const auto &rep = *report->repairs;
+    const auto ci = rep.all.interval();
+    const auto tokens = rep.tokens_per_kept_example();
+    const auto cost = rep.cost_per_kept_example();
+    fmt::print(
+        "  repairs: fixed {}/{} [95% {:.2f}-{:.2f}] ({} of {} student failures), {} tokens{} per kept "
+        "example\n",
+        rep.all.fixed, rep.all.trajectories, ci ? ci->lo : 0.0, ci ? ci->hi : 0.0, rep.seeds_fixed, rep.seeds,
+        tokens ? fmt::format("{:.0f}", *tokens) : "-", cost ? fmt::format(", ${:.4f}", *cost) : "");
+  }
   if (!a.compare.empty())
     for (const auto &c : report->comparisons) print_comparison(c);
   for (const auto &p : *written) fmt::print("wrote {}\n", p.string());
@@ -121,7 +132,10 @@ void register_report_command(CLI::App &app, Action &action) {
       "report",
       "Compare models from run directories: compile / correct / executed / fast_p rates by turn, pass@k,\n"
       "speedups, failure taxonomy, tokens per success. Writes report.md, CSV files and report.html.");
-  cmd->add_option("run_dirs", args->run_dirs, "Run directories (run.json + trajectories.jsonl), or directories of shards (`slurm submit`)")->required();
+  cmd->add_option(
+         "run_dirs", args->run_dirs,
+         "Run directories (run.json + trajectories.jsonl), or directories of shards (`slurm submit`)")
+      ->required();
   cmd->add_option("--out", args->out, "Output directory (created)")->required();
   cmd->add_option("--fast", args->options.fast_thresholds, "Speedup thresholds p of fast_p (comma list)")
       ->delimiter(',')

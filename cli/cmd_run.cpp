@@ -17,6 +17,7 @@
 #include "agent/run_config.hpp"
 #include "agent/runner.hpp"
 #include "cli/cli.hpp"
+#include "cli/run_session.hpp"
 
 namespace ptxbench::cli {
 
@@ -33,7 +34,9 @@ extern "C" void on_sigint(int) {
   }
 }
 
-void install_sigint_handler() {
+}  // namespace
+
+void install_run_signal_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
@@ -41,6 +44,8 @@ void install_sigint_handler() {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
 }
+
+namespace {
 
 struct RunFlags {
   std::string config_file;
@@ -161,7 +166,9 @@ util::Expected<void> apply_flags(const RunFlags &f, agent::RunConfig &c) {
   return {};
 }
 
-int finish(const agent::RunResult &r) {
+}  // namespace
+
+int finish_run_session(const agent::RunResult &r) {
   fmt::print("\n{}", r.summary.table());
   const int turns = std::max(1, r.turns_recorded);
   fmt::print(
@@ -198,14 +205,12 @@ int finish(const agent::RunResult &r) {
   return kExitInternal;
 }
 
-agent::RunOptions options_for(const std::string &progress) {
+agent::RunOptions run_options_for(const std::string &progress) {
   agent::RunOptions o;
   o.progress = progress_mode(progress).value_or(agent::ProgressMode::automatic);
   o.interrupts = &g_interrupts;
   return o;
 }
-
-}  // namespace
 
 void register_run_commands(CLI::App &app, Action &action) {
   auto flags = std::make_shared<RunFlags>();
@@ -273,15 +278,15 @@ void register_run_commands(CLI::App &app, Action &action) {
         fmt::print(stderr, "error: {}\n", ok.error());
         return kExitUsage;
       }
-      install_sigint_handler();
+      install_run_signal_handlers();
       auto runner = agent::Runner::start(std::move(*config), agent::RunServices::defaults(),
-                                         options_for(flags->progress));
+                                         run_options_for(flags->progress));
       if (!runner) {
         fmt::print(stderr, "error: {}\n", runner.error());
         return kExitEnvironment;
       }
       fmt::print(stderr, "ptxbench run: writing {}\n", (*runner)->dir().string());
-      return finish((*runner)->run());
+      return finish_run_session((*runner)->run());
     };
   });
 
@@ -294,15 +299,15 @@ void register_run_commands(CLI::App &app, Action &action) {
       ->check(CLI::IsMember({"auto", "redraw", "lines", "quiet"}));
   resume->callback([resume_dir, resume_progress, &action] {
     action.run = [resume_dir, resume_progress]() -> int {
-      install_sigint_handler();
-      auto runner =
-          agent::Runner::resume(*resume_dir, agent::RunServices::defaults(), options_for(*resume_progress));
+      install_run_signal_handlers();
+      auto runner = agent::Runner::resume(*resume_dir, agent::RunServices::defaults(),
+                                          run_options_for(*resume_progress));
       if (!runner) {
         fmt::print(stderr, "error: {}\n", runner.error());
         return kExitEnvironment;
       }
       fmt::print(stderr, "ptxbench resume: continuing {}\n", (*runner)->dir().string());
-      return finish((*runner)->run());
+      return finish_run_session((*runner)->run());
     };
   });
 }

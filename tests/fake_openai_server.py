@@ -50,6 +50,15 @@ Behaviours:
                     whose PTX does not compile, or no kernel; the chance of a working answer is P% on the
                     first turn and grows by 15 points a turn. Draws are seeded by (model, task, turn, how
                     many such requests came before), so a rerun gives the same mix. Streams when asked.
+  teacher.<C1>+<C2>... a teacher for `ptxbench repairs`: it finds the student's failed attempt (the last
+                    assistant message that is not its own) and tells its failure category from it (no kernel
+                    block: no_kernel; the undeclared register break_ptx adds: compile_error; a copy of a
+                    reference solution or probe: that folder's outcome in tasks/solutions/<task>/expected.json,
+                    targets_not_executed for correct ones whose targets do not run). For the categories named
+                    it answers the task's solution whose targets execute (with reasoning_content), for the
+                    others an answer without a kernel. A request whose last message holds "## Verified repair"
+                    (the explanation ptxbench asks for) gets an explanation naming the category.
+  teacher-plain.<C>... the same without reasoning_content (so ptxbench can ask for an explanation).
 """
 import argparse
 import email.utils
@@ -135,7 +144,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         try:
             body = json.loads(raw)
         except ValueError:
-            self.send_json(400, {"error": {"message": "request is not JSON"}})
+            try:
+                self.send_json(400, {"error": {"message": "request is not JSON"}})
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # a client killed mid-request (the resume tests) sent part of a body and left
             return
         model = body.get("model", "")
         auth = self.headers.get("Authorization", "")
@@ -285,6 +297,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_json(200, completion(model, "y" * (10 * 1000 * 1000)))
         elif b.startswith("demo-"):
             self.demo(b, model)
+        elif b.startswith("teacher.") or b.startswith("teacher-plain."):
+            self.teacher(b, model)
         elif b == "repair":
             messages = self.request_body.get("messages", [])
             turn = sum(1 for m in messages if m.get("role") == "assistant")
@@ -358,7 +372,80 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_json(200, body)
 
 
+    def teacher(self, behaviour, model):
+        kind, _, fixes = behaviour.partition(".")
+        fixes = set(fixes.split("+"))
+        messages = self.request_body.get("messages", [])
+        prompt = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tasks", "solutions")
+        tasks = sorted((d for d in os.listdir(root) if d in prompt), key=len, reverse=True)
+        task = tasks[0] if tasks else ""
+        attempts = [str(m.get("content", "")) for m in messages
+                    if m.get("role") == "assistant" and not str(m.get("content", "")).startswith(TEACHER_MARK)]
+        last = str(messages[-1].get("content", "")) if messages else ""
+        if "## Verified repair" in last:
+            attempt = last.split("## Failed attempt", 1)[-1].split("## Feedback on it", 1)[0]
+            category = failure_category(root, task, attempt)
+            content = ("The failed attempt ended in %s. The verified repair replaces it with a kernel whose "
+                       "wgmma and TMA instructions do the work, so it is correct and its targets run." % category)
+            usage = {"prompt_tokens": max(1, len(json.dumps(messages)) // 4),
+                     "completion_tokens": max(1, len(content) // 4)}
+            self.send_json(200, completion(model, content, usage=usage))
+            return
+        category = failure_category(root, task, attempts[-1] if attempts else "")
+        fix = fixing_solution(root, task) if category in fixes else None
+        reasoning = ""
+        if fix:
+            content = TEACHER_MARK + "\n" + read_response(root, task, fix)
+            reasoning = "The attempt failed with %s; I rewrote it on the %s design." % (category, fix)
+        else:
+            content = TEACHER_MARK + "\nI could not find what is wrong with this attempt (%s)." % category
+        usage = {"prompt_tokens": max(1, len(json.dumps(messages)) // 4),
+                 "completion_tokens": max(1, (len(content) + len(reasoning)) // 4)}
+        if kind == "teacher-plain" or not reasoning:
+            self.send_json(200, completion(model, content, usage=usage))
+        else:
+            self.send_json(200, completion(model, content, "reasoning_content", reasoning, usage=usage))
+
+
 DEMO_DRAWS = {}
+TEACHER_MARK = "(teacher attempt)"
+
+
+def failure_category(root, task, attempt):
+    """The outcome the evaluator gives `attempt` on a GPU, as the solutions' expected.json says."""
+    if "```ptx" not in attempt and "```cuda" not in attempt:
+        return "no_kernel"
+    if "%r_undeclared" in attempt:
+        return "compile_error"
+    if not task:
+        return "unknown"
+    with open(os.path.join(root, task, "expected.json")) as f:
+        expected = json.load(f)
+    for folder, outcome in expected.items():
+        path = os.path.join(root, task, folder, "response.md")
+        if folder.startswith("_") or not os.path.exists(path):
+            continue
+        if read_response(root, task, folder).strip() in attempt:
+            status = outcome.get("status", "ok" if outcome.get("correct") else "incorrect")
+            if status == "ok" and outcome.get("correct") and not outcome.get("targets_executed"):
+                return "targets_not_executed"
+            return status
+    return "unknown"
+
+
+def fixing_solution(root, task):
+    """The task's reference solution whose target instructions execute, or None."""
+    if not task:
+        return None
+    with open(os.path.join(root, task, "expected.json")) as f:
+        expected = json.load(f)
+    for folder, outcome in sorted(expected.items()):
+        if folder.startswith("probe_") or folder.startswith("_"):
+            continue
+        if outcome.get("status") == "ok" and outcome.get("correct") and outcome.get("targets_executed"):
+            return folder
+    return None
 
 
 def read_response(root, task, folder):

@@ -7,7 +7,9 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "traces/detail/repair_view.hpp"
 #include "traces/detail/run_view.hpp"
+#include "traces/repairs.hpp"
 #include "util/files.hpp"
 
 namespace ptxbench::traces {
@@ -83,6 +85,8 @@ struct Example {
   long long token_count = 0;
   bool token_count_exact = true;
   std::size_t chars = 0;
+  const Json *repair = nullptr;  ///< a repairs run's example: the target's "repair_of"
+  std::string reasoning_source;  ///< repairs: teacher | synthesized | none
 };
 
 /// The model's answer and reasoning, with an inline <think> block at the start of the
@@ -261,7 +265,11 @@ class Builder {
         }
         break;
       case ExportFormat::repair_pairs:
-        pairs(t, out, false);
+        if (!t.turns.empty() && detail::repair_of(*t.turns.front())) {
+          teacher_repair(t, out);
+        } else {
+          pairs(t, out, false);
+        }
         break;
       case ExportFormat::improve_pairs:
         pairs(t, out, true);
@@ -420,6 +428,69 @@ class Builder {
     }
   }
 
+  /// A repairs run's trajectory: system, task, the student's failed attempt, the feedback on it, and the
+  /// teacher's verified repair (with its reasoning, or the synthesized explanation) as the trained turn.
+  void teacher_repair(const detail::TrajectoryView &t, std::vector<Example> &out) {
+    // A repair is what the run's target says (correct, targets executed, its minimum speedup); --all keeps
+    // a correct turn whose targets did not run too.
+    const Json *kept = detail::kept_repair_turn(t, !options_.all);
+    if (!kept) {
+      ++counts_.candidates;
+      ++counts_.filtered["teacher did not fix it"];
+      return;
+    }
+    const Json &repair = *detail::repair_of(*kept);
+    auto request = request_messages(*kept);
+    const auto seed_messages =
+        static_cast<std::size_t>(detail::int_field(repair, "seed_messages").value_or(0));
+    auto answer = answer_of(*kept);
+    if (!request || seed_messages < 3 || seed_messages > request->size() || !answer) {
+      unusable("repair record without its seeded conversation or answer");
+      return;
+    }
+    Example e;
+    e.trajectory = &t;
+    e.target = kept;
+    e.repair = &repair;
+    e.target_turn = turn_of(*kept);
+    e.source_turn = static_cast<int>(detail::int_field(repair, "student_turn").value_or(0));
+    e.source_category = detail::string_field(repair, "category").value_or("?");
+    std::optional<Message> system, task;
+    for (std::size_t i = 0; i + 2 < seed_messages; ++i) {
+      const Message &m = (*request)[i];
+      if (m.role == "system" && !system && !task) system = m;
+      if (m.role == "user" && !task) task = m;
+    }
+    const Message &attempt = (*request)[seed_messages - 2];
+    const Message &feedback = (*request)[seed_messages - 1];
+    if (!task || attempt.role != "assistant" || feedback.role != "user") {
+      unusable("repair record without its seeded conversation or answer");
+      return;
+    }
+    e.reasoning_source = detail::repair_reasoning_source(*kept);
+    if (answer->reasoning.empty() && e.reasoning_source == "synthesized")
+      answer->reasoning =
+          detail::string_field(*detail::object_field(*kept, "synthesized_reasoning"), "content").value_or("");
+    if (system) e.messages.push_back(*system);
+    e.messages.push_back(*task);
+    e.messages.push_back(attempt);
+    e.messages.push_back(feedback);
+    for (const auto &m : e.messages) e.token_count += estimate_tokens(m.content);
+    e.token_count_exact = false;
+    e.messages.push_back(assistant_message(*answer, options_.reasoning));
+    // The synthesized explanation's tokens were not part of the teacher's answer: estimate them.
+    if (e.reasoning_source == "synthesized" && options_.reasoning != ReasoningMode::drop) {
+      e.token_count += estimate_tokens(answer->content) + estimate_tokens(answer->reasoning);
+    } else {
+      add_answer_tokens(e, *kept, *answer, options_.reasoning);
+    }
+    e.loss_on = "last_message";
+    e.loss_messages = {static_cast<int>(e.messages.size()) - 1};
+    e.dedup_key =
+        detail::string_field(repair, "seed_id").value_or(t.trajectory_id) + ">" + answer_key(*kept, *answer);
+    finish(std::move(e), out);
+  }
+
   void finish(Example e, std::vector<Example> &out) {
     if (!roles_alternate(e.messages)) {
       unusable("roles do not alternate user/assistant");
@@ -517,6 +588,12 @@ Json metadata_of(const Example &e, const ExportOptions &o) {
   m["speedup"] = opt(detail::speedup_of(*e.target));
   if (e.source && o.format == ExportFormat::improve_pairs)
     m["source_speedup"] = opt(detail::speedup_of(*e.source));
+  if (e.repair) {
+    m["repair_of"] = *e.repair;
+    m["teacher"] = e.trajectory->model;
+    m["teacher_turn"] = e.target_turn;
+    m["reasoning_source"] = e.reasoning_source;
+  }
   return m;
 }
 
@@ -554,6 +631,40 @@ std::string count_table(const std::string &title, const std::string &column,
   if (m.empty()) out += "| (none) | 0 |\n";
   for (const auto &[k, v] : m) out += fmt::format("| {} | {} |\n", k, v);
   return out;
+}
+
+/// The student failures each repairs run chose from, as `ptxbench repairs` recorded them (run.json
+/// config.repairs.selection): per task and category, failed turns, seeds selected, and why others were not.
+std::string selection_coverage(const std::vector<LoadedRun> &runs) {
+  std::string md;
+  for (const auto &run : runs) {
+    const Json *config = detail::object_field(run.run, "config");
+    const Json *repairs = config ? detail::object_field(*config, "repairs") : nullptr;
+    const Json *selection = repairs ? detail::object_field(*repairs, "selection") : nullptr;
+    const Json *rows = selection ? detail::field(*selection, "coverage") : nullptr;
+    if (!rows || !rows->is_array()) continue;
+    md += fmt::format("\n### Selection coverage of `{}` (student failures)\n\n", run.dir.string());
+    if (const Json *settings = detail::object_field(*selection, "settings"))
+      md += fmt::format("Settings: {}.\n\n", settings->dump());
+    md += "| task | category | failed | selected | left out (why) |\n|---|---|---:|---:|---|\n";
+    for (const Json &row : *rows) {
+      std::string why;
+      if (const Json *left = detail::object_field(row, "left_out"))
+        for (const auto &[reason, n] : left->items())
+          why += fmt::format("{}{} {}", why.empty() ? "" : "; ", n.is_number() ? n.dump() : "?", reason);
+      md += fmt::format("| {} | {} | {} | {} | {} |\n", detail::string_field(row, "task_id").value_or("?"),
+                        detail::string_field(row, "category").value_or("?"),
+                        detail::int_field(row, "failed").value_or(0),
+                        detail::int_field(row, "selected").value_or(0), why.empty() ? "-" : why);
+    }
+    if (const Json *not_failures = detail::object_field(*selection, "not_failures")) {
+      std::string text;
+      for (const auto &[reason, n] : not_failures->items())
+        text += fmt::format("{}{} {}", text.empty() ? "" : "; ", n.is_number() ? n.dump() : "?", reason);
+      if (!text.empty()) md += "\nStudent turns that were not repair candidates: " + text + ".\n";
+    }
+  }
+  return md;
 }
 
 std::string render_card(const std::vector<LoadedRun> &runs, const ExportOptions &o, const ExportCounts &c,
@@ -613,6 +724,16 @@ std::string render_card(const std::vector<LoadedRun> &runs, const ExportOptions 
   if (c.by_turn.empty()) md += "| (none) | 0 |\n";
   for (const auto &[t, v] : c.by_turn) md += fmt::format("| {} | {} |\n", t, v);
   md += count_table("Written, by model", "model", c.by_model);
+  if (o.format == ExportFormat::repair_pairs && has_repairs(runs)) {
+    // Examples from repairs runs: the student side of the balance and the teacher's fix rate.
+    md += count_table("Written, by student model", "student model", c.by_student_model);
+    md += "\n### Written, by student turn\n\n| student turn | examples |\n|---|---:|\n";
+    if (c.by_student_turn.empty()) md += "| (none) | 0 |\n";
+    for (const auto &[t, v] : c.by_student_turn) md += fmt::format("| {} | {} |\n", t, v);
+    md += count_table("Written, by reasoning source", "reasoning", c.by_reasoning_source);
+    md += selection_coverage(runs);
+    md += render_repairs_markdown(summarize_repairs(runs, prices_of_runs(runs)), "##");
+  }
   if (!warnings.empty()) {
     md += "\n## Warnings\n\n";
     for (const auto &w : warnings) md += "- " + w + "\n";
@@ -705,6 +826,11 @@ util::Expected<ExportResult> build_export(const std::vector<LoadedRun> &runs, co
     ++counts.written;
     ++counts.by_task[e->trajectory->task_id];
     ++counts.by_model[e->trajectory->model];
+    if (e->repair) {
+      ++counts.by_student_model[detail::string_field(*e->repair, "student_model").value_or("?")];
+      ++counts.by_student_turn[e->source_turn.value_or(0)];
+      ++counts.by_reasoning_source[e->reasoning_source];
+    }
     ++counts.by_source_category[e->source_category];
     ++counts.by_turn[e->target_turn];
   }

@@ -97,6 +97,10 @@ struct ExportCounts {
   int written = 0;
   std::map<std::string, int> by_task, by_source_category, by_model;
   std::map<int, int> by_turn;  ///< target turn -> written examples
+  // Examples from repairs runs (`ptxbench repairs`): the student side and where the reasoning came from.
+  std::map<std::string, int> by_student_model;
+  std::map<int, int> by_student_turn;
+  std::map<std::string, int> by_reasoning_source;  ///< teacher | synthesized | none
 };
 
 struct ExportResult {

@@ -40,6 +40,13 @@ inline constexpr int kFormatVersion = 1;
 ///                     and in-process CPU-stage CPU time; orchestrator_cpu_ms excludes both and the compilers;
 ///                     ttft_s: seconds to the first streamed byte of a streamed request, else null)
 ///   gpu              int | null  the GPU ordinal that ran the GPU stages (added by the agent)
+///   repair_of        (repairs runs only) {seed_id, student_run_id, student_run_dir, student_model,
+///                     student_trajectory_id, student_turn, category, feedback_source, seed_messages,
+///                     seed_sample}: the failed student turn this teacher trajectory repairs; the first
+///                     seed_messages messages of the request are the student's conversation up to its feedback
+///   synthesized_reasoning  (repairs runs, verified repairs without reasoning, when asked)
+///                     {content, instruction, finish_reason, usage{prompt_tokens, completion_tokens, estimated},
+///                     error}: the teacher's explanation of its repair, from one more request
 ///   started_at, finished_at   ISO-8601 UTC
 struct TurnRecord {
   nlohmann::json data;

@@ -507,6 +507,7 @@ util::Expected<Report> build_report(const std::vector<LoadedRun> &runs, const Re
     report.comparisons.push_back(std::move(cmp));
   }
   report.pages = build_trajectory_pages(runs, report.prices);
+  if (has_repairs(runs)) report.repairs = summarize_repairs(runs, report.prices);
   return report;
 }
 
@@ -611,8 +612,9 @@ std::string render_markdown(const Report &r) {
   for (const auto &g : r.groups) {
     const bool nm = gpu_unmeasured(g);
     auto gpu_pct = [&](int num) { return nm ? std::string("not measured") : pct_ci(num, g.trajectories); };
-    md += fmt::format("| {} | {} | {} | {} | {} | {} |", g.model, g.task, g.trajectories,
-                      pct_ci(g.end.compiled, g.trajectories), gpu_pct(g.end.correct), gpu_pct(g.end.executed));
+    md +=
+        fmt::format("| {} | {} | {} | {} | {} | {} |", g.model, g.task, g.trajectories,
+                    pct_ci(g.end.compiled, g.trajectories), gpu_pct(g.end.correct), gpu_pct(g.end.executed));
     for (std::size_t i = 0; i < ps.size(); ++i) md += " " + gpu_pct(g.end.fast[i]) + " |";
     md += fmt::format(" {} | {} | {} | {} | {} | {} |\n",
                       nm ? std::string("not measured") : pass_ci(g.pass_correct, g.pass_correct_ci, 1),
@@ -649,7 +651,8 @@ std::string render_markdown(const Report &r) {
       const auto &m = which == 0 ? g.pass_correct : g.pass_fast1;
       const auto &ci = which == 0 ? g.pass_correct_ci : g.pass_fast1_ci;
       md += fmt::format("| {} | {} | {} |", g.model, g.task, which == 0 ? "correct" : "fast_1.0");
-      for (int k : r.options.pass_k) md += gpu_unmeasured(g) ? " not measured |" : " " + pass_ci(m, ci, k) + " |";
+      for (int k : r.options.pass_k)
+        md += gpu_unmeasured(g) ? " not measured |" : " " + pass_ci(m, ci, k) + " |";
       md += "\n";
     }
   }
@@ -717,6 +720,7 @@ std::string render_markdown(const Report &r) {
                       usd(g.cost_per_success), opt_fixed(g.mean_request_seconds, 2),
                       opt_fixed(g.mean_ttft_seconds, 2), g.wall_seconds, g.successes);
   }
+  if (r.repairs) md += render_repairs_markdown(*r.repairs, "##");
   md += fmt::format(
       "\n## Trajectories\n\nEvery trajectory has a page under `trajectories/` ({} pages), linked from "
       "report.html; `ptxbench show RUN_DIR --model M --task T --sample S` prints the same in a terminal.\n",
@@ -838,6 +842,20 @@ std::map<std::string, std::string> render_csv(const Report &r) {
       }
     }
     files["comparison.csv"] = s;
+  }
+  if (r.repairs) {
+    // Fix rates of a repairs run, each with its Wilson interval.
+    std::string rep = "group,key,trajectories,fixed,fix_rate,fix_lo,fix_hi\n";
+    auto add = [&](const std::string &group, const std::string &key, const FixCount &c) {
+      rep += fmt::format("{},{},{},{},{}\n", group, csv_field(key), c.trajectories, c.fixed,
+                         rate_lo_hi(c.fixed, c.trajectories));
+    };
+    add("all", "all", r.repairs->all);
+    for (const auto &[k, c] : r.repairs->by_category) add("category", k, c);
+    for (const auto &[k, c] : r.repairs->by_task) add("task", k, c);
+    for (const auto &[k, c] : r.repairs->by_student_model) add("student_model", k, c);
+    for (const auto &[k, c] : r.repairs->by_student_turn) add("student_turn", std::to_string(k), c);
+    files["repairs.csv"] = rep;
   }
   return files;
 }

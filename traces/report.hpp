@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "traces/record.hpp"
+#include "traces/repairs.hpp"
 #include "traces/stats.hpp"
 #include "traces/trajectory_view.hpp"
 #include "util/expected.hpp"
@@ -121,8 +122,9 @@ struct Report {
   std::vector<GroupReport> groups;
   std::vector<SpeedupPoint> speedups;  ///< every attempt counted in a geomean
   std::vector<Comparison> comparisons;
-  std::map<std::string, Price> prices;  ///< the prices used, per endpoint name
-  std::vector<TrajectoryPage> pages;    ///< every trajectory, turn by turn (the viewer pages)
+  std::map<std::string, Price> prices;    ///< the prices used, per endpoint name
+  std::vector<TrajectoryPage> pages;      ///< every trajectory, turn by turn (the viewer pages)
+  std::optional<RepairOutcomes> repairs;  ///< runs made by `ptxbench repairs`: the teacher's fix rates
   int skipped_partial_lines = 0;
   std::vector<std::string> warnings;
 

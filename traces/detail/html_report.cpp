@@ -486,6 +486,37 @@ std::string render_html_report(const Report &r) {
   }
   h += "</table>\n";
 
+  // A repairs run (`ptxbench repairs`): the teacher's fix rates and what a kept example cost.
+  if (r.repairs) {
+    const RepairOutcomes &o = *r.repairs;
+    h += fmt::format(
+        "<h2>Repairs: the teacher's fix rate</h2>\n<p class=\"note\">A trajectory (student failure × teacher "
+        "sample) is fixed when a turn is correct, executed its target instructions and reached the run's "
+        "target with status ok. {} trajectories over {} student failures; {} failures fixed by at least one "
+        "sample. Wilson 95% intervals.</p>\n",
+        o.trajectories, o.seeds, o.seeds_fixed);
+    auto rows = [&](const std::string &title, const auto &groups) {
+      h += fmt::format("<table><tr><th>{}</th><th>fixed</th><th>trajectories</th><th>fix rate</th></tr>\n",
+                       html_escape(title));
+      for (const auto &[key, c] : groups)
+        h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                         html_escape(fmt::format("{}", key)), c.fixed, c.trajectories,
+                         pct_ci(c.fixed, c.trajectories));
+      h += "</table>\n";
+    };
+    rows("failure category", o.by_category);
+    rows("task", o.by_task);
+    rows("student model", o.by_student_model);
+    const auto tokens = o.tokens_per_kept_example();
+    h += fmt::format(
+        "<table><tr><th>kept examples</th><th>reasoning: teacher / synthesized / none</th><th>tokens</th>"
+        "<th>tokens per kept example</th><th>cost</th><th>cost per kept example</th></tr>\n<tr><td>{}</td>"
+        "<td>{} / {} / {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>\n",
+        o.all.fixed, o.reasoning_from_teacher, o.reasoning_synthesized, o.reasoning_missing,
+        o.prompt_tokens + o.completion_tokens, tokens ? fmt::format("{:.0f}", *tokens) : "—", usd(o.cost_usd),
+        usd(o.cost_per_kept_example()));
+  }
+
   // Every trajectory, linked to its page: one row per model × task, one link per sample, a square per turn.
   h += "<h2>Trajectories</h2>\n<p class=\"note\">One square per turn, coloured by its verdict status; open a "
        "trajectory for its turns (feedback, reasoning, kernel diff, verdict).</p>\n<table class=\"traj\">"
