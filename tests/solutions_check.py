@@ -172,6 +172,8 @@ def main():
             if bad:
                 problems.append(f"{task}/{sol}: " + ", ".join(bad))
             rows.append(row(task, sol, v, "yes" if not bad else "NO: " + ", ".join(bad), wall))
+            # One line as each verdict arrives, so a run cut short by a time limit still shows its rows.
+            print("  ".join(str(c) for c in rows[-1]), file=sys.stderr, flush=True)
 
     hdr = ["task", "solution", "status", "correct", "targets", "speedup",
            "targets executed (warp instr., work/byte share)", "cand ms", "library ms", "speedup/wl", "TFLOP/s",
