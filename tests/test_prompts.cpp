@@ -178,7 +178,7 @@ TEST_CASE("task prompt: tensors with headline shapes, scalars, workloads, target
   CHECK_HAS(a, "computed by the reference from the other inputs");
   CHECK_HAS(a, "Causal: query i attends only to keys j <= i");
   CHECK_HAS(a, "cuDNN fused attention (SDPA backward)");
-  CHECK_HAS(a, "dQ: atol 0.025, rtol 0.03125");
+  CHECK_HAS(a, "dQ: atol 0.15, rtol 0.03125");
 }
 
 TEST_CASE("feedback: parse, manifest, static and compile failures quote the specific problem") {
