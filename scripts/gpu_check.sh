@@ -30,6 +30,8 @@
 #                           GPU-hour of each. GPU_CHECK_LOOP_TASKS (comma list, default the five core
 #                           tasks), GPU_CHECK_LOOP_SAMPLES / _TURNS (default 4 / 4), GPU_CHECK_LOOP_LIMIT
 #                           (seconds per run, default 600)
+#   GPU_CHECK_REPAIRS_DEMO=1 scripts/repairs_demo.sh (a student run, teacher repairs, the repair-pairs card and
+#                           the report; GPU stages on) into $OUT/repairs_demo
 #   GPU_CHECK_REPORT_DEMO=1 bench/report_demo.sh with the GPU stages on (3 models x 5 core tasks x 4 x 4);
 #                           the run and report land in $OUT/report_demo
 set -uo pipefail
@@ -133,6 +135,13 @@ PY
   fi
 fi
 
+if [[ -n ${GPU_CHECK_REPAIRS_DEMO:-} ]]; then
+  echo "== repairs demo (student run, teacher repairs, card, report; GPU stages on)"
+  bash "$ROOT/scripts/repairs_demo.sh" "$BUILD" "$OUT/repairs_demo" >"$OUT/repairs_demo.log" 2>&1
+  echo "repairs_demo exit $?" >>"$OUT/repairs_demo.log"
+  tail -n 30 "$OUT/repairs_demo.log"
+fi
+
 if [[ -n ${GPU_CHECK_REPORT_DEMO:-} ]]; then
   echo "== report demo (3 models x 5 core tasks x 4 samples x 4 turns, GPU stages on)"
   PTXBENCH_BUILD_DIR=$BUILD PTXBENCH_DEMO_GPU=1 bash "$ROOT/bench/report_demo.sh" "$OUT/report_demo" \
@@ -171,6 +180,7 @@ echo "================ summary ($OUT)"
 [[ -f $OUT/bench_eval_table.txt ]] && { echo; cat "$OUT/bench_eval_table.txt"; }
 [[ -f $OUT/fidelity.log ]] && { echo; grep -v '^{' "$OUT/fidelity.log"; }
 [[ -f $OUT/fidelity_attention.log ]] && { echo; tail -6 "$OUT/fidelity_attention.log"; }
+[[ -f $OUT/repairs_demo.log ]] && { echo; tail -n 12 "$OUT/repairs_demo.log"; }
 [[ -f $OUT/report_demo.log ]] && { echo; tail -n 8 "$OUT/report_demo.log"; }
 [[ -f $OUT/loop_table.txt ]] && { echo; cat "$OUT/loop_table.txt"; }
 exit 0
