@@ -11,9 +11,9 @@
 #include <fmt/core.h>
 
 #include "agent/detail/template.hpp"
+#include "util/files.hpp"
 #include "util/int_expr.hpp"
 #include "util/strings.hpp"
-#include "util/files.hpp"
 
 namespace ptxbench::agent {
 namespace {

@@ -104,7 +104,7 @@ struct RunConfig {
   /// "completion_usd_per_mtok"}), for the report's costs; endpoints without an entry are reported without
   /// cost.
   std::map<std::string, EndpointPrice> prices;
-  std::vector<Variant> variants;         ///< experiment arms; empty = one arm with the run's settings
+  std::vector<Variant> variants;  ///< experiment arms; empty = one arm with the run's settings
   /// true: a kernel resent unchanged within the run (same task, launch plan, settings and machine) takes
   /// the verdict made the first time, recorded as reused; false: every answer is evaluated afresh (e.g. to
   /// study the spread of repeated measurements)

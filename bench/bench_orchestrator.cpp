@@ -39,7 +39,9 @@ namespace {
 // SIGTERM/SIGINT (e.g. from `timeout`): the run finishes the turns in flight and the figures so far are
 // printed, so a run cut by a time limit still reports its busy fraction.
 std::atomic<int> g_interrupts{0};
-extern "C" void on_signal(int) { g_interrupts.fetch_add(1); }
+extern "C" void on_signal(int) {
+  g_interrupts.fetch_add(1);
+}
 
 double cpu_ms(const timeval &u, const timeval &s) {
   return (static_cast<double>(u.tv_sec) + static_cast<double>(s.tv_sec)) * 1e3 +
@@ -92,8 +94,7 @@ int main(int argc, char **argv) {
         if (comma > at) tasks.push_back(list.substr(at, comma - at));
         at = comma + 1;
       }
-    }
-    else {
+    } else {
       fmt::print(stderr,
                  "usage: bench_orchestrator [--base-url URL] [--model NAME] [--out DIR] [--samples N] "
                  "[--turns N] [--gpu] [--tasks ID,...] [--baseline]\n");
@@ -169,9 +170,10 @@ int main(int argc, char **argv) {
   const int n = std::max(1, result.turns_recorded);
   const double self_ms = cpu_ms(self1.ru_utime, self1.ru_stime) - cpu_ms(self0.ru_utime, self0.ru_stime);
   const double child_ms = cpu_ms(child1.ru_utime, child1.ru_stime) - cpu_ms(child0.ru_utime, child0.ru_stime);
-  fmt::print("bench_orchestrator: 2 models x {} tasks x {} samples x {} turns, client {}, GPU stages {}{}\n",
-             tasks.size(), samples, turns, base_url.empty() ? "scripted" : base_url, gpu ? "on" : "off",
-             baseline ? " (baseline: no verdict reuse, no pre-started workers, every trial, every count)" : "");
+  fmt::print(
+      "bench_orchestrator: 2 models x {} tasks x {} samples x {} turns, client {}, GPU stages {}{}\n",
+      tasks.size(), samples, turns, base_url.empty() ? "scripted" : base_url, gpu ? "on" : "off",
+      baseline ? " (baseline: no verdict reuse, no pre-started workers, every trial, every count)" : "");
   fmt::print("  turns recorded        {} in {:.2f} s wall ({})\n", result.turns_recorded, result.wall_seconds,
              result.end == agent::RunEnd::completed ? "completed" : result.message);
   std::string st;

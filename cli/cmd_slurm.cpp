@@ -39,7 +39,9 @@ struct SubmitArgs {
   bool dry_run = false;
 };
 
-fs::path own_executable() { return util::own_executable(); }
+fs::path own_executable() {
+  return util::own_executable();
+}
 
 /// sbatch --parsable --array=SPEC script; the job id or the reason it failed.
 util::Expected<std::string> sbatch(const slurm::CommandRunner &run, const fs::path &script,

@@ -20,9 +20,9 @@ enum class KernelLanguage { ptx, cuda };
 
 /// A fenced block found in the response.
 struct CodeBlock {
-  std::string info;      ///< the info string after the fence, lower-cased ("ptx", "cuda", "json", "")
+  std::string info;  ///< the info string after the fence, lower-cased ("ptx", "cuda", "json", "")
   std::string body;
-  int first_line = 0;    ///< 1-based line of the block's first body line in the response
+  int first_line = 0;  ///< 1-based line of the block's first body line in the response
 };
 
 /// What the response parser extracted. Rule for several blocks: the LAST
@@ -38,9 +38,9 @@ struct ParsedResponse {
 };
 
 struct ParseLimits {
-  std::size_t max_response_bytes = 4u << 20;  ///< bytes; larger responses are rejected unparsed
-  std::size_t max_kernel_bytes = 2u << 20;    ///< bytes of one kernel block
-  std::size_t max_manifest_bytes = 64u << 10; ///< bytes of the manifest block
+  std::size_t max_response_bytes = 4u << 20;   ///< bytes; larger responses are rejected unparsed
+  std::size_t max_kernel_bytes = 2u << 20;     ///< bytes of one kernel block
+  std::size_t max_manifest_bytes = 64u << 10;  ///< bytes of the manifest block
 };
 
 /// Error carries status (no_kernel or bad_manifest) and a message a model can act on.
@@ -48,7 +48,8 @@ struct ParseError {
   Status status = Status::no_kernel;
   std::string message;
 };
-util::Expected<ParsedResponse, ParseError> parse_response(std::string_view response, const ParseLimits &limits = {});
+util::Expected<ParsedResponse, ParseError> parse_response(std::string_view response,
+                                                          const ParseLimits &limits = {});
 
 enum class ParamKind { tensor, scalar, tensor_map };
 
@@ -58,22 +59,23 @@ std::string to_string(Swizzle);
 /// One kernel parameter as the manifest declares it.
 struct ManifestParam {
   ParamKind kind = ParamKind::tensor;
-  std::string name;                     ///< the task tensor or scalar (or symbol) it names
+  std::string name;  ///< the task tensor or scalar (or symbol) it names
   // tensor_map only:
-  std::vector<std::string> box;         ///< expressions, innermost first
-  std::vector<std::string> dims;        ///< optional view shape, innermost first (expressions); empty = tensor's shape
+  std::vector<std::string> box;  ///< expressions, innermost first
+  std::vector<std::string>
+      dims;  ///< optional view shape, innermost first (expressions); empty = tensor's shape
   Swizzle swizzle = Swizzle::none;
-  std::string l2_promotion = "none";    ///< none | 64B | 128B | 256B
-  std::string oob_fill = "zero";        ///< zero | nan
-  std::string interleave = "none";      ///< none | 16B | 32B
+  std::string l2_promotion = "none";  ///< none | 64B | 128B | 256B
+  std::string oob_fill = "zero";      ///< zero | nan
+  std::string interleave = "none";    ///< none | 16B | 32B
 };
 
 struct Manifest {
   std::string entry;
-  std::array<std::string, 3> grid{"1", "1", "1"};   ///< expressions
+  std::array<std::string, 3> grid{"1", "1", "1"};  ///< expressions
   std::array<std::string, 3> block{"1", "1", "1"};
   std::array<std::string, 3> cluster{"1", "1", "1"};
-  std::string shared_bytes = "0";                    ///< dynamic shared memory, expression
+  std::string shared_bytes = "0";  ///< dynamic shared memory, expression
   std::vector<ManifestParam> params;
 };
 
@@ -86,23 +88,23 @@ util::Expected<Manifest, std::string> parse_manifest(std::string_view json_text,
 struct ResolvedParam {
   ParamKind kind = ParamKind::tensor;
   std::string name;
-  std::string ptx_type;                    ///< declared PTX type of the entry parameter (".u64", ".f32", ...)
+  std::string ptx_type;  ///< declared PTX type of the entry parameter (".u64", ".f32", ...)
   // tensor_map:
-  std::vector<std::int64_t> dims;          ///< innermost first, elements
-  std::vector<std::int64_t> strides_bytes; ///< for dims[1..], bytes
-  std::vector<std::int64_t> box;           ///< innermost first
+  std::vector<std::int64_t> dims;           ///< innermost first, elements
+  std::vector<std::int64_t> strides_bytes;  ///< for dims[1..], bytes
+  std::vector<std::int64_t> box;            ///< innermost first
   Swizzle swizzle = Swizzle::none;
   std::string l2_promotion = "none";
   std::string oob_fill = "zero";
   std::string interleave = "none";
   // scalar only:
-  double scalar_value = 0;                 ///< the value passed (a workload symbol or the task scalar's value)
+  double scalar_value = 0;  ///< the value passed (a workload symbol or the task scalar's value)
   nlohmann::json to_json() const;
 };
 
 struct LaunchPlan {
-  std::string workload;                     ///< workload name
-  util::SymbolTable symbols;                ///< the workload's symbol values
+  std::string workload;       ///< workload name
+  util::SymbolTable symbols;  ///< the workload's symbol values
   std::array<std::int64_t, 3> grid{1, 1, 1};
   std::array<std::int64_t, 3> block{1, 1, 1};
   std::array<std::int64_t, 3> cluster{1, 1, 1};

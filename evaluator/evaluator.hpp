@@ -164,7 +164,8 @@ std::optional<std::filesystem::path> find_worker_binary(const EvaluatorSettings 
 /// found)").
 std::string gpu_unavailable_reason(const EvaluatorSettings &settings);
 /// Why the CUDA driver offers no usable device `device` ("" = it does); unlike gpu_unavailable_reason, says
-/// nothing about the worker binary, so a GPU test can tell "no GPU here" (skip) from "worker not built" (fail).
+/// nothing about the worker binary, so a GPU test can tell "no GPU here" (skip) from "worker not built"
+/// (fail).
 std::string gpu_driver_unavailable_reason(int device);
 
 }  // namespace ptxbench::evaluator

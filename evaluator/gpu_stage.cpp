@@ -460,7 +460,9 @@ std::string gpu_unavailable_reason(const EvaluatorSettings &settings) {
   return "";
 }
 
-std::string gpu_driver_unavailable_reason(int device) { return probe_driver(device); }
+std::string gpu_driver_unavailable_reason(int device) {
+  return probe_driver(device);
+}
 
 void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
                     const EvaluatorSettings &settings) {

@@ -26,9 +26,17 @@ enum class Status {
 std::string_view to_string(Status);
 std::optional<Status> status_from_string(std::string_view);
 /// Every status, in declaration order (for reports and taxonomies).
-inline constexpr Status kAllStatuses[] = {
-    Status::ok,         Status::no_kernel, Status::bad_manifest, Status::static_error,
-    Status::compile_error, Status::launch_error, Status::runtime_error, Status::timeout,
-    Status::incorrect,  Status::nondeterministic, Status::suspicious, Status::skipped};
+inline constexpr Status kAllStatuses[] = {Status::ok,
+                                          Status::no_kernel,
+                                          Status::bad_manifest,
+                                          Status::static_error,
+                                          Status::compile_error,
+                                          Status::launch_error,
+                                          Status::runtime_error,
+                                          Status::timeout,
+                                          Status::incorrect,
+                                          Status::nondeterministic,
+                                          Status::suspicious,
+                                          Status::skipped};
 
 }  // namespace ptxbench::evaluator

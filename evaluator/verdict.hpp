@@ -16,15 +16,15 @@ namespace ptxbench::evaluator {
 struct Diagnostic {
   std::string severity = "error";  ///< "error" | "warning" | "note"
   std::string text;
-  std::optional<int> line;         ///< 1-based line in the kernel source (PTX or CUDA), when known
+  std::optional<int> line;  ///< 1-based line in the kernel source (PTX or CUDA), when known
 };
 
 struct StageResult {
   Status status = Status::skipped;
-  std::string summary;                      ///< one line; for skipped: the reason
+  std::string summary;  ///< one line; for skipped: the reason
   std::vector<Diagnostic> diagnostics;
   nlohmann::json figures = nlohmann::json::object();  ///< stage-specific numbers (see ARCHITECTURE.md)
-  double wall_seconds = 0;                  ///< seconds spent in the stage
+  double wall_seconds = 0;                            ///< seconds spent in the stage
 };
 
 /// The three axes. nullopt = not measured.
@@ -35,16 +35,17 @@ struct Axes {
 };
 
 struct Verdict {
-  Status status = Status::skipped;  ///< overall: the first stage that is not ok (skipped GPU stages leave it ok)
+  Status status =
+      Status::skipped;  ///< overall: the first stage that is not ok (skipped GPU stages leave it ok)
   std::string task_id;
-  std::string kernel_hash;          ///< normalized kernel hash (comments/whitespace removed)
+  std::string kernel_hash;  ///< normalized kernel hash (comments/whitespace removed)
   StageResult parse;
   StageResult static_checks;
   StageResult compile;
   StageResult correctness;
   StageResult execution;
   StageResult timing;
-  StageResult sanitizer;            ///< compute-sanitizer rerun on runtime_error/timeout/nondeterministic
+  StageResult sanitizer;  ///< compute-sanitizer rerun on runtime_error/timeout/nondeterministic
   Axes axes;
   nlohmann::json settings = nlohmann::json::object();     ///< every policy/limit used (recorded in traces)
   nlohmann::json environment = nlohmann::json::object();  ///< GPU, driver, library versions, which GPU ran it

@@ -105,9 +105,9 @@ struct ChatResponse {
   std::string reasoning;      ///< reasoning_content / reasoning / <think> text
   std::string finish_reason;  ///< "stop", "length", ... ("" if the server sent none)
   Usage usage;
-  int attempts = 1;            ///< HTTP attempts made (retries + 1)
-  double latency_seconds = 0;  ///< wall time of complete(), retries and waits included
-  nlohmann::json raw_excerpt;  ///< id, model, created (no content duplication)
+  int attempts = 1;                       ///< HTTP attempts made (retries + 1)
+  double latency_seconds = 0;             ///< wall time of complete(), retries and waits included
+  nlohmann::json raw_excerpt;             ///< id, model, created (no content duplication)
   double first_byte_seconds = 0;          ///< from the start of the successful attempt to its first body byte
   std::vector<ChatChoice> extra_choices;  ///< choices 1..n-1 when n > 1
 };

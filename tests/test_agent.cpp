@@ -259,7 +259,8 @@ TEST_CASE("config: a full config parses, validates and round-trips through to_js
   REQUIRE_FALSE(up);
   CHECK(up.error().find("prices: 'nobody' is not an endpoint name") != std::string::npos);
   auto negative = agent::parse_run_config(
-      Json::parse(R"({"prices": {"q": {"prompt_usd_per_mtok": -1, "completion_usd_per_mtok": 1}}})"), "c", "/");
+      Json::parse(R"({"prices": {"q": {"prompt_usd_per_mtok": -1, "completion_usd_per_mtok": 1}}})"), "c",
+      "/");
   REQUIRE_FALSE(negative);
   CHECK(negative.error().find("prices.q.prompt_usd_per_mtok") != std::string::npos);
 

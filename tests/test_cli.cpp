@@ -45,7 +45,9 @@ Outcome run_cli(std::initializer_list<std::string> args, const fs::path &cwd = {
   return {r->exit_code, r->stdout_text, r->stderr_text};
 }
 
-bool has(const std::string &text, const std::string &part) { return text.find(part) != std::string::npos; }
+bool has(const std::string &text, const std::string &part) {
+  return text.find(part) != std::string::npos;
+}
 
 std::string solution(const std::string &task, const std::string &name) {
   return (kSource / "tasks" / "solutions" / task / name / "response.md").string();
@@ -56,8 +58,8 @@ std::string solution(const std::string &task, const std::string &name) {
 TEST_CASE("ptxbench: --help names every subcommand and the exit codes; --version; usage errors exit 2") {
   const Outcome help = run_cli({"--help"});
   CHECK(help.code == cli::kExitOk);
-  for (const char *sub : {"tasks", "eval", "doctor", "run", "resume", "export", "report", "show", "prompt",
-                          "slurm", "merge"})
+  for (const char *sub :
+       {"tasks", "eval", "doctor", "run", "resume", "export", "report", "show", "prompt", "slurm", "merge"})
     CHECK_MESSAGE(has(help.out, std::string("  ") + sub + " "), sub);
   CHECK(has(help.out, "Exit codes"));
   CHECK_FALSE(has(help.out, "  internal "));  // the NVRTC child helper stays hidden
@@ -97,12 +99,12 @@ TEST_CASE("tasks: list and show; an unknown task is an environment error naming 
 
 TEST_CASE("eval: ok, not ok, a missing file and an unknown task, in text and JSON") {
   const Outcome ok = run_cli({"eval", "--task", "gemm_n7168_k5120", "--no-gpu", "--response",
-                               solution("gemm_n7168_k5120", "simple")});
+                              solution("gemm_n7168_k5120", "simple")});
   CHECK(ok.code == cli::kExitOk);
   CHECK(has(ok.out, "gemm_n7168_k5120: ok"));
 
   const Outcome json = run_cli({"eval", "--task", "gemm_n7168_k5120", "--no-gpu", "--json", "--response",
-                                 solution("gemm_n7168_k5120", "wgmma_tma")});
+                                solution("gemm_n7168_k5120", "wgmma_tma")});
   CHECK(json.code == cli::kExitOk);
   const auto v = nlohmann::json::parse(json.out);
   CHECK(v["status"] == "ok");
@@ -112,7 +114,8 @@ TEST_CASE("eval: ok, not ok, a missing file and an unknown task, in text and JSO
   util::TempDir tmp("ptxbench-test-cli");
   const fs::path prose = tmp.path() / "prose.md";
   std::ofstream(prose) << "I would write a kernel, but here is only prose.\n";
-  const Outcome not_ok = run_cli({"eval", "--task", "gemm_n7168_k5120", "--no-gpu", "--response", prose.string()});
+  const Outcome not_ok =
+      run_cli({"eval", "--task", "gemm_n7168_k5120", "--no-gpu", "--response", prose.string()});
   CHECK(not_ok.code == cli::kExitVerdictFailed);
   CHECK(has(not_ok.out, "no_kernel"));
   CHECK(has(not_ok.out, "```ptx"));  // the message says what was expected
@@ -121,8 +124,8 @@ TEST_CASE("eval: ok, not ok, a missing file and an unknown task, in text and JSO
   CHECK(missing.code == cli::kExitEnvironment);
   CHECK(has(missing.err, "/no/such/file.md"));
 
-  const Outcome unknown = run_cli({"eval", "--task", "no_such_task", "--no-gpu", "--response",
-                                    solution("gemm_n7168_k5120", "simple")});
+  const Outcome unknown = run_cli(
+      {"eval", "--task", "no_such_task", "--no-gpu", "--response", solution("gemm_n7168_k5120", "simple")});
   CHECK(unknown.code == cli::kExitEnvironment);
   CHECK(has(unknown.err, "unknown task 'no_such_task'"));
 

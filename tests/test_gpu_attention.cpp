@@ -340,10 +340,11 @@ void check_backward(const Case &c, std::uint64_t seed, const OutputTolerance *ta
     if (task_tolerance) {
       // The task's own per-element check applied to the library: a tolerance that cuDNN fails would
       // call a standard flash-attention backward incorrect.
-      const ToleranceCount tc =
-          count_outside(to_float(cud[t]->download()), *refs[t], task_tolerance[t].atol, task_tolerance[t].rtol);
-      MESSAGE("cuDNN " << std::string(names[t]) << " under the task tolerance (atol " << task_tolerance[t].atol
-                       << ", rtol " << task_tolerance[t].rtol << "): " << tc.outside << " of " << refs[t]->size()
+      const ToleranceCount tc = count_outside(to_float(cud[t]->download()), *refs[t], task_tolerance[t].atol,
+                                              task_tolerance[t].rtol);
+      MESSAGE("cuDNN " << std::string(names[t]) << " under the task tolerance (atol "
+                       << task_tolerance[t].atol << ", rtol " << task_tolerance[t].rtol << "): " << tc.outside
+                       << " of " << refs[t]->size()
                        << " elements outside, largest share of the tolerance used " << tc.max_used
                        << ", atol needed at this rtol " << tc.atol_needed);
       CHECK(tc.outside == 0);
@@ -394,10 +395,10 @@ TEST_CASE("attention backward: cuDNN passes the core tasks' own tolerance on the
     INFO(id);
     // One batch of the task's workload (its H heads at its S and D): the worst element over many heads is
     // what a verdict sees; the full B would take four times the host-side draws and compares.
-    check_backward({1, sym.at("H").get<std::int64_t>(),
-                    sym.at("S").get<std::int64_t>(), sym.at("D").get<std::int64_t>(),
-                    task.at("causal").get<bool>(), task.at("scalars").at(0).at("value").get<float>()},
-                   211, t);
+    check_backward(
+        {1, sym.at("H").get<std::int64_t>(), sym.at("S").get<std::int64_t>(), sym.at("D").get<std::int64_t>(),
+         task.at("causal").get<bool>(), task.at("scalars").at(0).at("value").get<float>()},
+        211, t);
   }
 }
 

@@ -386,7 +386,7 @@ TEST_CASE("Retry-After is capped by backoff_max; retries exhausted give the stat
     CHECK(gap < 0.6);
   }
   CHECK(server().requests("always429#cap").size() == 3);
-  CHECK(seconds_since(start) < 2.0);
+  CHECK(seconds_since(start) < 5.0);  // not the 30 s Retry-After (loose: a loaded machine delays the server)
 }
 
 TEST_CASE("a wait past the retry budget ends the request with kind budget") {
@@ -400,7 +400,7 @@ TEST_CASE("a wait past the retry budget ends the request with kind budget") {
   CHECK(result.error().http_status == 429);
   CHECK(result.error().attempts == 1);
   CHECK(result.error().message.find("retry budget of 500 ms") != std::string::npos);
-  CHECK(seconds_since(start) < 1.0);  // did not sit out the 30 s Retry-After
+  CHECK(seconds_since(start) < 5.0);  // did not sit out the 30 s Retry-After
 }
 
 TEST_CASE("a burst of 5xx is retried with exponential backoff") {
@@ -442,7 +442,9 @@ TEST_CASE("a server that hangs past the timeout: kind timeout after the retries"
   CHECK(result.error().message.find("request_timeout (300 ms)") != std::string::npos);
   const double elapsed = seconds_since(start);
   CHECK(elapsed >= 0.6);
-  CHECK(elapsed < 2.5);
+  // The server never answers: finishing at all shows the timeout works. The bound is loose because a
+  // loaded 2-core machine delays the fake server's accepts (2.5 s failed there once).
+  CHECK(elapsed < 10.0);
 }
 
 TEST_CASE("a stalled stream times out on stream_idle_timeout and keeps the partial text") {
@@ -456,7 +458,7 @@ TEST_CASE("a stalled stream times out on stream_idle_timeout and keeps the parti
   CHECK(result.error().kind == ChatErrorKind::timeout);
   CHECK(result.error().message.find("stream stalled") != std::string::npos);
   CHECK(result.error().partial_content == "first words");
-  CHECK(seconds_since(start) < 2.0);
+  CHECK(seconds_since(start) < 5.0);  // well before request_timeout
 }
 
 TEST_CASE("a stream still trickling at request_timeout is a timeout with the partial text") {

@@ -269,7 +269,8 @@ TEST_CASE("fnv1a64_hex: known vectors") {
   CHECK(fnv1a64_hex("foobar") == "85944171f73967e8");
 }
 
-TEST_CASE("data_dir: the environment first, then the installed folder beside the executable, then the fallback") {
+TEST_CASE(
+    "data_dir: the environment first, then the installed folder beside the executable, then the fallback") {
   TempDir installed("ptxbench-test-install");
   const fs::path fallback = "/nonexistent/fallback";
   ::unsetenv("PTXBENCH_TEST_DATA_DIR");

@@ -36,17 +36,19 @@ inline constexpr int kFormatVersion = 1;
 ///   feedback         string: the user message fed back for the next turn ("" on the last turn)
 ///   stop_reason      "" | "target_reached" | "turn_limit" | "token_budget" | "request_failed" | "run_budget"
 ///   timings          {request_s, cpu_stages_s, gpu_stage_s, orchestrator_cpu_ms,
-///                     client_cpu_ms, evaluator_cpu_ms, ttft_s}  (client_cpu_ms, evaluator_cpu_ms: chat client
-///                     and in-process CPU-stage CPU time; orchestrator_cpu_ms excludes both and the compilers;
-///                     ttft_s: seconds to the first streamed byte of a streamed request, else null)
+///                     client_cpu_ms, evaluator_cpu_ms, ttft_s}  (client_cpu_ms, evaluator_cpu_ms: chat
+///                     client and in-process CPU-stage CPU time; orchestrator_cpu_ms excludes both and the
+///                     compilers; ttft_s: seconds to the first streamed byte of a streamed request, else
+///                     null)
 ///   gpu              int | null  the GPU ordinal that ran the GPU stages (added by the agent)
 ///   repair_of        (repairs runs only) {seed_id, student_run_id, student_run_dir, student_model,
 ///                     student_trajectory_id, student_turn, category, feedback_source, seed_messages,
 ///                     seed_sample}: the failed student turn this teacher trajectory repairs; the first
-///                     seed_messages messages of the request are the student's conversation up to its feedback
+///                     seed_messages messages of the request are the student's conversation up to its
+///                     feedback
 ///   synthesized_reasoning  (repairs runs, verified repairs without reasoning, when asked)
-///                     {content, instruction, finish_reason, usage{prompt_tokens, completion_tokens, estimated},
-///                     error}: the teacher's explanation of its repair, from one more request
+///                     {content, instruction, finish_reason, usage{prompt_tokens, completion_tokens,
+///                     estimated}, error}: the teacher's explanation of its repair, from one more request
 ///   started_at, finished_at   ISO-8601 UTC
 struct TurnRecord {
   nlohmann::json data;

@@ -145,8 +145,8 @@ class FamilyHandler {
 std::unique_ptr<FamilyHandler> make_family_handler(const std::string &family, const std::string &reference);
 
 /// Per-family factories called by make_family_handler (nullptr when the reference is unknown).
-std::unique_ptr<FamilyHandler> make_gemm_handler(const std::string &reference);       // gemm_family.cu
-std::unique_ptr<FamilyHandler> make_attention_handler(const std::string &family,      // attention_family.cpp
+std::unique_ptr<FamilyHandler> make_gemm_handler(const std::string &reference);   // gemm_family.cu
+std::unique_ptr<FamilyHandler> make_attention_handler(const std::string &family,  // attention_family.cpp
                                                       const std::string &reference);
 
 }  // namespace ptxbench::worker
