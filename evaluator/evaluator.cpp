@@ -417,10 +417,8 @@ CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view respo
                fmt::format("the PTX is {} bytes, more than the limit of {}", c.ptx.size(),
                            settings.compile.max_ptx_bytes));
   } else if (auto parsed_ptx = parse_ptx(c.ptx); !parsed_ptx) {
-    // "line N, ...": keep the line for the diagnostic.
-    std::optional<int> line;
-    if (parsed_ptx.error().starts_with("line ")) line = std::atoi(parsed_ptx.error().c_str() + 5);
-    fail_stage(v.static_checks, Status::static_error, "PTX syntax: " + parsed_ptx.error(), line);
+    fail_stage(v.static_checks, Status::static_error, "PTX syntax: " + parsed_ptx.error().text(),
+               parsed_ptx.error().line);
   } else {
     module = std::move(*parsed_ptx);
     have_module = true;

@@ -78,14 +78,19 @@ std::string PtxInstruction::base() const {
   return mnemonic.substr(0, mnemonic.find('.'));
 }
 
-util::Expected<std::vector<PtxToken>, std::string> lex_ptx(std::string_view s) {
+std::string PtxSyntaxError::text() const {
+  return column ? fmt::format("line {}, column {}: {}", line, *column, message)
+                : fmt::format("line {}: {}", line, message);
+}
+
+util::Expected<std::vector<PtxToken>, PtxSyntaxError> lex_ptx(std::string_view s) {
   std::vector<PtxToken> tokens;
   int line = 1;
   std::size_t line_start = 0;
   std::size_t i = 0;
   auto column = [&](std::size_t pos) { return static_cast<int>(pos - line_start) + 1; };
   auto error = [&](std::size_t pos, const std::string &what) {
-    return util::unexpected(fmt::format("line {}, column {}: {}", line, column(pos), what));
+    return util::unexpected(PtxSyntaxError{line, column(pos), what});
   };
   while (i < s.size()) {
     char c = s[i];
@@ -193,11 +198,11 @@ class Parser {
  public:
   explicit Parser(const std::vector<PtxToken> &tokens) : t_(tokens) {}
 
-  util::Expected<PtxModule, std::string> run() {
+  util::Expected<PtxModule, PtxSyntaxError> run() {
     try {
       module_.normalized_hash = hash();
       while (!done()) module_statement();
-    } catch (const std::string &e) {
+    } catch (const PtxSyntaxError &e) {
       return util::unexpected(e);
     }
     return std::move(module_);
@@ -219,7 +224,7 @@ class Parser {
   }
   int last_line() const { return t_.empty() ? 1 : t_.back().line; }
   [[noreturn]] void fail(const std::string &what) const {
-    throw fmt::format("line {}: {}", done() ? last_line() : peek().line, what);
+    throw PtxSyntaxError{done() ? last_line() : peek().line, std::nullopt, what};
   }
   const PtxToken &next() {
     if (done()) fail("unexpected end of the module");
@@ -436,8 +441,9 @@ class Parser {
     int depth = 1;
     while (depth > 0) {
       if (done())
-        throw fmt::format("line {}: the body of '{}' is never closed (no matching '}}')", open_line,
-                          function_name);
+        throw PtxSyntaxError{
+            open_line, std::nullopt,
+            fmt::format("the body of '{}' is never closed (no matching '}}')", function_name)};
       const PtxToken &tok = peek();
       if (tok.text == "{") {
         ++depth;
@@ -485,7 +491,7 @@ class Parser {
     while (!done() && !is(";")) {
       if (is("{")) ++braces;
       if (is("}") && --braces < 0)
-        throw fmt::format("line {}: missing ';' after '{}'", inst.line, inst.mnemonic);
+        throw PtxSyntaxError{inst.line, std::nullopt, fmt::format("missing ';' after '{}'", inst.mnemonic)};
       ++i_;
     }
     expect(";", "after the instruction '" + inst.mnemonic + "'");
@@ -495,13 +501,13 @@ class Parser {
 
 }  // namespace
 
-util::Expected<PtxModule, std::string> parse_ptx(std::string_view source) {
+util::Expected<PtxModule, PtxSyntaxError> parse_ptx(std::string_view source) {
   auto tokens = lex_ptx(source);
   if (!tokens) return util::unexpected(tokens.error());
   return parse_ptx_tokens(*tokens);
 }
 
-util::Expected<PtxModule, std::string> parse_ptx_tokens(const std::vector<PtxToken> &tokens) {
+util::Expected<PtxModule, PtxSyntaxError> parse_ptx_tokens(const std::vector<PtxToken> &tokens) {
   return Parser(tokens).run();
 }
 

@@ -32,7 +32,16 @@ struct PtxToken {
 };
 
 /// Error: "line 12, column 3: unterminated /* comment" etc.
-util::Expected<std::vector<PtxToken>, std::string> lex_ptx(std::string_view source);
+/// Where and why a PTX module does not lex or parse. The line travels as a number, for diagnostics that
+/// point at it; text() is what a model reads.
+struct PtxSyntaxError {
+  int line = 0;               ///< 1-based line of the PTX
+  std::optional<int> column;  ///< 1-based byte column, when the lexer knows it
+  std::string message;        ///< what is wrong, e.g. "expected '(' after the .entry name"
+  std::string text() const;   ///< "line 7: ..." or "line 7, column 3: ..."
+};
+
+util::Expected<std::vector<PtxToken>, PtxSyntaxError> lex_ptx(std::string_view source);
 
 struct PtxParam {
   std::string name;
@@ -113,9 +122,9 @@ struct PtxModule {
 };
 
 /// Parses a whole module. Errors say what and where ("line 7: expected '(' after the .entry name").
-util::Expected<PtxModule, std::string> parse_ptx(std::string_view source);
+util::Expected<PtxModule, PtxSyntaxError> parse_ptx(std::string_view source);
 /// The same from lex_ptx's tokens (token indices in the module refer to `tokens`).
-util::Expected<PtxModule, std::string> parse_ptx_tokens(const std::vector<PtxToken> &tokens);
+util::Expected<PtxModule, PtxSyntaxError> parse_ptx_tokens(const std::vector<PtxToken> &tokens);
 
 /// Bytes of a PTX fundamental type (".u64" -> 8, ".b8" -> 1, ".pred" -> 0 unknown).
 int ptx_type_bytes(std::string_view type);

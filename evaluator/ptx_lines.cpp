@@ -29,11 +29,11 @@ util::Expected<PtxLineAnnotation, std::string> annotate_ptx_line_info(std::strin
   if (file_name.empty() || file_name.find_first_of("\"\\\n\r") != std::string_view::npos)
     return util::unexpected(fmt::format("'{}' cannot be named in a PTX .file directive", file_name));
   auto tokens = lex_ptx(ptx);
-  if (!tokens) return util::unexpected("the PTX does not parse: " + tokens.error());
+  if (!tokens) return util::unexpected("the PTX does not parse: " + tokens.error().text());
   const std::vector<PtxToken> &t = *tokens;
   // The parser locates instructions, the header and the debug directives (token indices into t).
   auto module = parse_ptx_tokens(t);
-  if (!module) return util::unexpected("the PTX does not parse: " + module.error());
+  if (!module) return util::unexpected("the PTX does not parse: " + module.error().text());
 
   // Byte offset of each line's start; token columns are 1-based byte columns.
   std::vector<std::size_t> line_start{0};

@@ -167,7 +167,7 @@ TEST_CASE("ptx lexer: comments and strings are not code") {
 }
 )";
   auto m = parse_ptx(src);
-  REQUIRE_MESSAGE(m.has_value(), m.error());
+  REQUIRE_MESSAGE(m.has_value(), m.error().text());
   REQUIRE(m->instructions.size() == 1);
   CHECK(m->instructions[0].mnemonic == "ret");
   CHECK(m->instructions[0].line == 9);
@@ -179,7 +179,7 @@ TEST_CASE("ptx lexer: tokens") {
   auto toks = lex_ptx(
       "mov.f32 %f1, 0f3F800000; mov.f64 %fd1, 0d3FF0000000000000;\n"
       "@!%p1 bra $L__BB0_2; .shared::cta {%r1, %r2} %tid.x 1.5e-3 0x1F \"s\\\"q\"");
-  REQUIRE_MESSAGE(toks.has_value(), toks.error());
+  REQUIRE_MESSAGE(toks.has_value(), toks.error().text());
   std::vector<std::string> texts;
   for (const auto &t : *toks) texts.push_back(t.text);
   CHECK(texts == std::vector<std::string>{"mov.f32",
@@ -218,16 +218,17 @@ TEST_CASE("ptx lexer: tokens") {
 TEST_CASE("ptx lexer: errors carry a line") {
   auto a = lex_ptx(".version 8.0\n/* never closed\nret;");
   REQUIRE_FALSE(a.has_value());
-  CHECK(a.error() == "line 2, column 1: unterminated /* comment (no closing */)");
+  CHECK(a.error().text() == "line 2, column 1: unterminated /* comment (no closing */)");
+  CHECK(a.error().line == 2);
   auto b = lex_ptx("mov.f32 %f1, 0f3F80;");
   REQUIRE_FALSE(b.has_value());
-  CHECK(b.error().find("hex float '0f3F80' needs exactly 8 hex digits") != std::string::npos);
+  CHECK(b.error().text().find("hex float '0f3F80' needs exactly 8 hex digits") != std::string::npos);
   auto c = lex_ptx("ret;\n\x01");
   REQUIRE_FALSE(c.has_value());
-  CHECK(c.error().find("line 2, column 1: unexpected byte 0x01") != std::string::npos);
+  CHECK(c.error().text().find("line 2, column 1: unexpected byte 0x01") != std::string::npos);
   auto d = lex_ptx(".file 1 \"unterminated\n");
   REQUIRE_FALSE(d.has_value());
-  CHECK(d.error().find("unterminated string") != std::string::npos);
+  CHECK(d.error().text().find("unterminated string") != std::string::npos);
 }
 
 // ---------------------------------------------------------------- PTX parser
@@ -235,7 +236,7 @@ TEST_CASE("ptx lexer: errors carry a line") {
 TEST_CASE("ptx parser: the nvcc-generated wgmma + TMA kernel") {
   std::string src = data_file("gemm_tma_wgmma.ptx");
   auto m = parse_ptx(src);
-  REQUIRE_MESSAGE(m.has_value(), m.error());
+  REQUIRE_MESSAGE(m.has_value(), m.error().text());
   CHECK(m->version == "9.0");
   CHECK(m->target == "sm_90a");
   CHECK(m->address_size == 64);
@@ -300,7 +301,7 @@ TEST_CASE("ptx parser: module variables, .func, prototypes and errors") {
 }
 )";
   auto m = parse_ptx(src);
-  REQUIRE_MESSAGE(m.has_value(), m.error());
+  REQUIRE_MESSAGE(m.has_value(), m.error().text());
   REQUIRE(m->module_variables.size() == 3);
   CHECK(m->module_variables[0].name == "counter");
   CHECK(m->module_variables[0].state_space == ".global");
@@ -324,10 +325,12 @@ TEST_CASE("ptx parser: module variables, .func, prototypes and errors") {
 
   auto unclosed = parse_ptx(".version 8.0\n.target sm_90a\n.visible .entry k()\n{\n ret;\n");
   REQUIRE_FALSE(unclosed.has_value());
-  CHECK(unclosed.error() == "line 4: the body of 'k' is never closed (no matching '}')");
+  CHECK(unclosed.error().text() == "line 4: the body of 'k' is never closed (no matching '}')");
+  CHECK(unclosed.error().line == 4);
+  CHECK_FALSE(unclosed.error().column.has_value());
   auto missing_semicolon = parse_ptx(".visible .entry k()\n{\n mov.u32 %r1, 1\n}\n");
   REQUIRE_FALSE(missing_semicolon.has_value());
-  CHECK(missing_semicolon.error().find("missing ';' after 'mov.u32'") != std::string::npos);
+  CHECK(missing_semicolon.error().text().find("missing ';' after 'mov.u32'") != std::string::npos);
 }
 
 TEST_CASE("ptx: normalized hash ignores comments, whitespace and .loc") {
@@ -555,7 +558,7 @@ TEST_CASE("manifest: a valid tensor-map view with dims") {
 namespace {
 StageResult static_stage(const std::string &ptx, const std::string &manifest_text = kGoodManifest) {
   auto module = parse_ptx(ptx);
-  REQUIRE_MESSAGE(module.has_value(), module.error());
+  REQUIRE_MESSAGE(module.has_value(), module.error().text());
   auto m = parse_manifest(manifest_text, gemm_task());
   REQUIRE_MESSAGE(m.has_value(), m.error());
   std::vector<LaunchPlan> plans;
@@ -848,7 +851,7 @@ std::string solution_ptx(const std::string &task, const std::string &solution) {
 /// For each line of the annotated module: the `.loc` line number in effect there (0 = none yet).
 std::map<int, int> loc_in_effect(const std::string &annotated) {
   auto tokens = lex_ptx(annotated);
-  REQUIRE_MESSAGE(tokens.has_value(), tokens.error());
+  REQUIRE_MESSAGE(tokens.has_value(), tokens.error().text());
   std::map<int, int> by_line;
   int loc = 0;
   const auto &t = *tokens;
@@ -864,8 +867,8 @@ void check_lines_follow_original(const std::string &original, const std::string 
                                  bool same_hash = true) {
   auto before = parse_ptx(original);
   auto after = parse_ptx(annotated);
-  REQUIRE_MESSAGE(before.has_value(), before.error());
-  REQUIRE_MESSAGE(after.has_value(), after.error());
+  REQUIRE_MESSAGE(before.has_value(), before.error().text());
+  REQUIRE_MESSAGE(after.has_value(), after.error().text());
   REQUIRE(after->instructions.size() == before->instructions.size());
   const auto loc = loc_in_effect(annotated);
   int wrong = 0;
@@ -1171,7 +1174,7 @@ TEST_CASE("sanitizer: CUDA candidates' line info names kernel.cu lines (what the
   auto ptx = nvrtc_compile_in_process(source, "sm_90a");
   REQUIRE_MESSAGE(ptx.has_value(), ptx.error());
   auto module = parse_ptx(*ptx);
-  REQUIRE_MESSAGE(module.has_value(), module.error());
+  REQUIRE_MESSAGE(module.has_value(), module.error().text());
   auto tokens = lex_ptx(*ptx);
   REQUIRE(tokens.has_value());
   // .file <n> "kernel.cu" (perhaps with a path) and a .loc naming line 3, the store's line.
