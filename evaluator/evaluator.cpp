@@ -201,9 +201,10 @@ void run_compile(CompiledCandidate &c, const tasks::Task &task, const EvaluatorS
   auto disassembler = find_disassembler(settings.disassembler_path);
   auto pending = std::make_shared<detail::PendingSass>();
   pending->task = &task;
+  // The static stage's answer (figures.targets_in_ptx), not a second search of the module.
+  const json &in_ptx = c.verdict.static_checks.figures.value("targets_in_ptx", json::object());
   for (const auto &t : task.targets)
-    if (module && !module->instructions_with_prefix(t.ptx_mnemonic).empty())
-      pending->targets_in_ptx.push_back(t.name);
+    if (module && in_ptx.value(t.name, false)) pending->targets_in_ptx.push_back(t.name);
   if (!disassembler) {
     pending->listing = std::async(std::launch::deferred, [] {
       return util::Expected<std::string>(
