@@ -39,10 +39,6 @@ struct SubmitArgs {
   bool dry_run = false;
 };
 
-fs::path own_executable() {
-  return util::own_executable();
-}
-
 /// sbatch --parsable --array=SPEC script; the job id or the reason it failed.
 util::Expected<std::string> sbatch(const slurm::CommandRunner &run, const fs::path &script,
                                    const std::vector<int> &shards) {
@@ -79,7 +75,7 @@ int run_submit(const SubmitArgs &a) {
                                             : fs::path("runs") / o.run_id;
   std::error_code ec;
   o.top_dir = fs::absolute(top, ec).lexically_normal();
-  o.ptxbench = a.ptxbench.empty() ? own_executable() : fs::absolute(a.ptxbench, ec);
+  o.ptxbench = a.ptxbench.empty() ? util::own_executable() : fs::absolute(a.ptxbench, ec);
   for (const auto &e : config->endpoints) {
     if (!e.api_key_env.empty()) o.key_env_names.push_back(e.api_key_env);
   }

@@ -230,8 +230,8 @@ util::Expected<std::string> disassemble_cubin(const Disassembler &disassembler, 
   spec.env = util::scrubbed_environment(home.string());
   if (disassembler.kind == DisassemblerKind::nvdisasm) {
     // -c: code sections only; the listing keeps the /*offset*/ comments we join on. -ndf: no dataflow
-    // analysis, which only names branch-stack jump targets (opcodes and offsets are the same) and is a
-    // quarter of nvdisasm's run time, most of which is start-up paid once per candidate.
+    // analysis, which only names branch-stack jump targets (opcodes and offsets are the same) and costs
+    // time an incorrect candidate's verdict waits for.
     spec.argv = {disassembler.path.string(), "-c", "-ndf", cubin.string()};
   } else {
     fs::path nv =

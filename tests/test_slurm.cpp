@@ -184,7 +184,7 @@ TEST_CASE("shard split: every cell in exactly one shard, sizes within one, indep
 }
 
 TEST_CASE("config hash: ignores per-process settings, sees what the cells compute") {
-  agent::RunConfig c = small_config("/tmp/x");
+  agent::RunConfig c = small_config("run-dir-never-written");
   const std::string h = agent::config_hash(c);
   agent::RunConfig other = c;
   other.out_dir = "/elsewhere";
@@ -201,7 +201,7 @@ TEST_CASE("config hash: ignores per-process settings, sees what the cells comput
 }
 
 TEST_CASE("endpoint limits: per shard by default, divided by the shard count with in_flight_scope run") {
-  agent::RunConfig c = small_config("/tmp/x");
+  agent::RunConfig c = small_config("run-dir-never-written");
   CHECK(agent::effective_max_in_flight(c, 16) == 16);
   c.shard = agent::ShardSpec{0, 4};
   CHECK(agent::effective_max_in_flight(c, 16) == 16);
