@@ -337,7 +337,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             # Probes that hang or fault are left out: they cost the GPU minutes without adding to the demo.
             good = [f for f in folders if os.path.isdir(os.path.join(root, task, f)) and not f.startswith("probe_")]
             wrong = [f for f in folders if f.startswith("probe_") and f not in ("probe_endless_loop", "probe_illegal_address")]
-            best = [f for f in good if f in ("wgmma_tma", "flash_fwd")] or good
+            best = [f for f in good if f in ("wgmma_tma", "wgmma", "flash_fwd")] or good
             if rng.random() < min(0.95, skill + 0.15 * turn):
                 folder = rng.choice(best) if rng.random() < skill else rng.choice(good)
                 content = read_response(root, task, folder)
