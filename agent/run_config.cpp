@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 
 #include "agent/detail/json_fields.hpp"
+#include "evaluator/protocol/error.hpp"
 #include "util/files.hpp"
 
 namespace ptxbench::agent {
@@ -53,6 +54,19 @@ fs::path resolve(const fs::path &base, const std::string &p) {
   if (p.empty()) return {};
   fs::path path(p);
   return path.is_absolute() ? path : (base / path).lexically_normal();
+}
+
+/// A policy object read by the protocol's one reader (evaluator/protocol/policies.hpp); its error names
+/// the field under this reader's path.
+template <class Policy>
+void read_policy(FieldReader &r, std::string_view key, Policy &policy) {
+  const auto *j = r.get(key);
+  if (!j) return;
+  try {
+    policy = j->get<Policy>();
+  } catch (const protocol::ProtocolError &e) {
+    r.error(e.field().empty() ? std::string(key) : std::string(key) + "." + e.field(), e.message());
+  }
 }
 
 void parse_sampling(FieldReader &r, llm::SamplingParams &s) {
@@ -277,35 +291,15 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
     if (!worker.empty()) s.worker_path = resolve(base_dir, worker);
     r.read("lock_dir", lock_dir);
     if (!lock_dir.empty()) s.lock_dir = resolve(base_dir, lock_dir);
+    // Older configs give the worker's limits as flat fields; `worker` (below) is the policy's own form.
     r.read("worker_wall_ms", s.worker.wall);
     r.read("kernel_hang_ms", s.worker.kernel_hang);
     r.read("incorrect_execution_budget_ms", s.worker.incorrect_execution_budget);
     r.read("prestart_workers", s.worker.prestart);
     r.read("ptxas_wall_ms", s.compile.ptxas_wall);
-    if (const auto *corr = r.get("correctness")) {
-      FieldReader cr(*corr, "evaluator.correctness", errors);
-      cr.read("trials", s.correctness.trials, 1, 1000);
-      cr.read("base_seed", s.correctness.base_seed);
-      cr.read("check_determinism", s.correctness.check_determinism);
-      cr.read("all_trials", s.correctness.all_trials);
-      cr.finish();
-    }
-    if (const auto *t = r.get("timing")) {
-      FieldReader tr(*t, "evaluator.timing", errors);
-      tr.read("warmup_launches", s.timing.warmup_launches, 0, 10000);
-      tr.read("min_samples", s.timing.min_samples, 1, 1000000);
-      tr.read("target_rel_spread", s.timing.target_rel_spread, 0.0);
-      tr.read("min_seconds", s.timing.min_seconds, 0.0);
-      tr.read("max_seconds", s.timing.max_seconds, 0.0);
-      tr.read("cooldown_ratio", s.timing.cooldown_ratio, 0.0);
-      tr.read("cooldown_max_ms", s.timing.cooldown_max_ms, 0.0);
-      tr.read("library_preroll", s.timing.library_preroll);
-      tr.read("l2_flush_factor", s.timing.l2_flush_factor, 0.0);
-      tr.read("input_sets", s.timing.input_sets, 1, 16);
-      tr.read("reverify_random_launch", s.timing.reverify_random_launch);
-      tr.read("sol_slack", s.timing.sol_slack, 0.0);
-      tr.finish();
-    }
+    read_policy(r, "worker", s.worker);
+    read_policy(r, "correctness", s.correctness);
+    read_policy(r, "timing", s.timing);
     r.finish();
   }
   root.finish();
@@ -416,17 +410,10 @@ nlohmann::json RunConfig::to_json() const {
         {"run_sanitizer", s.run_sanitizer},
         {"worker_path", s.worker_path.string()},
         {"lock_dir", s.lock_dir.string()},
-        {"worker_wall_ms", s.worker.wall.count()},
-        {"kernel_hang_ms", s.worker.kernel_hang.count()},
-        {"incorrect_execution_budget_ms", s.worker.incorrect_execution_budget.count()},
-        {"prestart_workers", s.worker.prestart},
         {"ptxas_wall_ms", s.compile.ptxas_wall.count()},
-        {"correctness",
-         {{"trials", s.correctness.trials},
-          {"base_seed", s.correctness.base_seed},
-          {"check_determinism", s.correctness.check_determinism},
-          {"all_trials", s.correctness.all_trials}}},
-        {"timing", s.timing.to_json()}}},
+        {"worker", s.worker},
+        {"correctness", s.correctness},
+        {"timing", s.timing}}},
       {"out_dir", out_dir.string()},
       {"prices", prices_json()},
       {"variants", variants_json}};

@@ -109,6 +109,7 @@ std::string config_hash(const RunConfig &config) {
   if (auto it = j.find("evaluator"); it != j.end() && it->is_object()) {
     it->erase("worker_path");
     it->erase("lock_dir");
+    if (auto w = it->find("worker"); w != it->end() && w->is_object()) w->erase("selection_cache_dir");
   }
   if (auto it = j.find("endpoints"); it != j.end() && it->is_array()) {
     for (auto &e : *it) {

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "evaluator/protocol/job.hpp"
 #include "evaluator/status.hpp"
 #include "tasks/task.hpp"
 #include "util/expected.hpp"
@@ -51,10 +52,8 @@ struct ParseError {
 util::Expected<ParsedResponse, ParseError> parse_response(std::string_view response,
                                                           const ParseLimits &limits = {});
 
-enum class ParamKind { tensor, scalar, tensor_map };
-
-enum class Swizzle { none, b32, b64, b128 };
-std::string to_string(Swizzle);
+using protocol::ParamKind;
+using protocol::Swizzle;
 
 /// One kernel parameter as the manifest declares it.
 struct ManifestParam {
@@ -84,34 +83,9 @@ struct Manifest {
 /// checked without a GPU). Error message is specific: field, value, reason.
 util::Expected<Manifest, std::string> parse_manifest(std::string_view json_text, const tasks::Task &task);
 
-/// A fully resolved launch for one workload: every expression evaluated.
-struct ResolvedParam {
-  ParamKind kind = ParamKind::tensor;
-  std::string name;
-  std::string ptx_type;  ///< declared PTX type of the entry parameter (".u64", ".f32", ...)
-  // tensor_map:
-  std::vector<std::int64_t> dims;           ///< innermost first, elements
-  std::vector<std::int64_t> strides_bytes;  ///< for dims[1..], bytes
-  std::vector<std::int64_t> box;            ///< innermost first
-  Swizzle swizzle = Swizzle::none;
-  std::string l2_promotion = "none";
-  std::string oob_fill = "zero";
-  std::string interleave = "none";
-  // scalar only:
-  double scalar_value = 0;  ///< the value passed (a workload symbol or the task scalar's value)
-  nlohmann::json to_json() const;
-};
-
-struct LaunchPlan {
-  std::string workload;       ///< workload name
-  util::SymbolTable symbols;  ///< the workload's symbol values
-  std::array<std::int64_t, 3> grid{1, 1, 1};
-  std::array<std::int64_t, 3> block{1, 1, 1};
-  std::array<std::int64_t, 3> cluster{1, 1, 1};
-  std::int64_t shared_bytes = 0;
-  std::vector<ResolvedParam> params;
-  nlohmann::json to_json() const;
-};
+/// A fully resolved launch for one workload, as the job carries it (evaluator/protocol/job.hpp).
+using protocol::LaunchPlan;
+using protocol::ResolvedParam;
 
 /// Resolves every expression of a (parsed) manifest for one workload and checks
 /// what can be checked without a GPU: grid/block/cluster limits, shared memory,

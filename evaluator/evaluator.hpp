@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/candidate.hpp"
+#include "evaluator/protocol/policies.hpp"
 #include "evaluator/sass.hpp"
 #include "evaluator/verdict.hpp"
 #include "tasks/task.hpp"
@@ -30,64 +31,10 @@ struct CompileLimits {
   std::chrono::milliseconds disassembler_wall{30'000};
 };
 
-/// Correctness protocol.
-struct CorrectnessPolicy {
-  int trials = 3;                  ///< trials per workload, each with a fresh seed
-  std::uint64_t base_seed = 0;     ///< 0 = derive from time; recorded in the verdict either way
-  std::size_t guard_bytes = 4096;  ///< bytes of guard region before and after every buffer
-  bool check_determinism = true;   ///< second identical launch must match bit for bit
-  /// false: the first failing trial ends the stage (an incorrect verdict keeps that trial's diagnostics
-  /// and skips the remaining trials); true: every trial runs and the counts cover them all
-  bool all_trials = false;
-};
-
-/// Timing protocol.
-struct TimingPolicy {
-  int warmup_launches = 3;  ///< untimed launches before sampling
-  int min_samples = 10;     ///< at least this many timed samples each
-  /// Stop when the median's relative 95% CI half-width, 1.57·IQR/(median·√n), is <= this (and
-  /// min_seconds passed).
-  double target_rel_spread = 0.005;
-  double min_seconds = 0.5;            ///< seconds of sampling at least
-  double max_seconds = 15.0;           ///< seconds of sampling at most (cap)
-  double l2_flush_factor = 2.0;        ///< bytes written between samples = factor x L2 size
-  int input_sets = 2;                  ///< input sets rotated between samples
-  bool reverify_random_launch = true;  ///< re-check the output of one random timed launch
-  double sol_slack = 0.9;              ///< time < sol_slack x speed-of-light floor -> suspicious
-  /// After each timed launch the GPU idles for this multiple of the launch's time. Interleaved back to
-  /// back, the power one kernel draws sets the clocks the other runs at (on the H200 the library's time
-  /// moved by 7% with the candidate beside it); idling decouples them.
-  double cooldown_ratio = 1.0;
-  /// ms; the idle after a launch is at most this. Longer idles let the clocks fall: on the H200 the
-  /// library ran 29% slower after 5.8 ms idles beside a slow candidate.
-  double cooldown_max_ms = 1.0;
-  /// One untimed library launch (and an L2 flush) right before each timed one, so the library is timed
-  /// after itself rather than after the candidate: on the H200, beside a 5.8 ms FFMA candidate, cuBLASLt
-  /// took 0.194 ms with a 17% spread without it and 0.175 ms with a 0.3% spread with it (0.177 ms beside
-  /// a wgmma candidate). The library is trusted code; the candidate gets no pre-roll, since a launch on
-  /// the same inputs right before the timed one is what caching cheats feed on.
-  bool library_preroll = true;
-  nlohmann::json to_json() const;
-};
-
-struct WorkerLimits {
-  std::chrono::milliseconds wall{120'000};  ///< ms; the worker's process group is killed past it -> timeout
-  std::chrono::milliseconds kernel_hang{10'000};  ///< ms; one launch that takes longer counts as a hang
-  std::uint64_t cpu_seconds = 300;
-  /// ms; an incorrect kernel's instructions are counted (execution stage) only when the instrumented
-  /// launch is expected to take at most this long (200x its plain launch): a fast kernel's counts are
-  /// cheap and help the repair feedback (a target that never runs); a slow kernel's would hold the GPU
-  /// for longer than the rest of its verdict
-  std::chrono::milliseconds incorrect_execution_budget{250};
-  /// true: the next worker process is started ahead (context, handles, CUPTI ready before its job)
-  bool prestart = true;
-  /// true: a pre-started worker also sets up the CUPTI profiler (about 0.1 s) before its job, i.e.
-  /// before timing. Off by default: whether an initialised profiler shifts the timings has not been
-  /// measured within one session, and timing fidelity comes before the 0.1 s.
-  bool prestart_cupti = false;
-  /// library selections (cuBLASLt algorithm, cuDNN plan) kept across workers; "" = the system temp dir
-  std::filesystem::path selection_cache_dir;
-};
+/// The GPU stages' policies: one struct each, one JSON form (evaluator/protocol/policies.hpp).
+using protocol::CorrectnessPolicy;
+using protocol::TimingPolicy;
+using protocol::WorkerLimits;
 
 /// Everything that decides a verdict; recorded in every verdict and trace.
 struct EvaluatorSettings {

@@ -20,6 +20,8 @@
 #include "evaluator/detail/sanitizer.hpp"
 #include "evaluator/detail/worker_pool.hpp"
 #include "evaluator/evaluator.hpp"
+#include "evaluator/protocol/job.hpp"
+#include "evaluator/protocol/result.hpp"
 #include "evaluator/sass.hpp"
 #include "util/files.hpp"
 #include "util/int_expr.hpp"
@@ -31,7 +33,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char *kGpuStages[] = {"correctness", "execution", "timing"};
+using protocol::kGpuStageNames;
 
 StageResult &stage_of(Verdict &v, const std::string &name) {
   if (name == "correctness") return v.correctness;
@@ -40,7 +42,7 @@ StageResult &stage_of(Verdict &v, const std::string &name) {
 }
 
 void skip_gpu_stages(Verdict &v, const std::string &reason) {
-  for (const char *s : kGpuStages) {
+  for (const char *s : kGpuStageNames) {
     stage_of(v, s).status = Status::skipped;
     stage_of(v, s).summary = reason;
   }
@@ -128,134 +130,63 @@ fs::path lock_file(const EvaluatorSettings &settings) {
   return settings.lock_dir / ("gpu" + std::to_string(settings.device) + ".lock");
 }
 
-std::string param_kind(ParamKind k) {
-  switch (k) {
-    case ParamKind::tensor:
-      return "tensor";
-    case ParamKind::scalar:
-      return "scalar";
-    case ParamKind::tensor_map:
-      return "tensor_map";
-  }
-  return "tensor";
-}
-
-std::string scalar_type_for(const tasks::Scalar &s) {
-  return s.type;
-}
-
 /// One workload of the job: concrete shapes, tolerances, flops/bytes and the resolved launch.
-json job_workload(const tasks::Task &task, const LaunchPlan &plan) {
+protocol::JobWorkload job_workload(const tasks::Task &task, const LaunchPlan &plan) {
   tasks::Workload workload;
   workload.name = plan.workload;
   workload.symbols = plan.symbols;
-  json tensors = json::array();
+  protocol::JobWorkload w;
+  protocol::WorkloadSpec &spec = w.spec;
+  spec.name = plan.workload;
+  spec.symbols.insert(plan.symbols.begin(), plan.symbols.end());
   for (const auto &t : task.tensors) {
-    json jt = {{"name", t.name},
-               {"dtype", tasks::to_string(t.dtype)},
-               {"shape", task.shape_of(t, workload)},
-               {"role", t.role == tasks::TensorRole::output ? "output" : "input"},
-               {"distribution", tasks::to_string(t.distribution)}};
+    protocol::TensorSpec ts;
+    ts.name = t.name;
+    const auto type = protocol::elem_type_from_string(tasks::to_string(t.dtype));
+    const auto distribution = protocol::distribution_from_string(tasks::to_string(t.distribution));
+    if (!type || !distribution)
+      throw std::logic_error("task tensor " + t.name + ": no worker element type or distribution for it");
+    ts.type = *type;
+    ts.distribution = *distribution;
+    ts.shape = task.shape_of(t, workload);
+    ts.is_output = t.role == tasks::TensorRole::output;
     if (auto it = task.tolerances.find(t.name); it != task.tolerances.end()) {
-      jt["atol"] = it->second.atol;
-      jt["rtol"] = it->second.rtol;
+      ts.atol = it->second.atol;
+      ts.rtol = it->second.rtol;
     }
-    tensors.push_back(jt);
+    spec.tensors.push_back(std::move(ts));
   }
-  json scalars = json::array();
-  for (const auto &s : task.scalars)
-    scalars.push_back({{"name", s.name}, {"type", scalar_type_for(s)}, {"value", s.value}});
+  for (const auto &s : task.scalars) spec.scalars.push_back({s.name, s.type, s.value});
   auto figure = [&](const std::string &expr) -> double {
     if (expr.empty()) return 0;
     auto v = util::evaluate_int_expression(expr, plan.symbols);
     return v ? static_cast<double>(*v) : 0.0;
   };
-  json params = json::array();
-  for (const auto &p : plan.params)
-    params.push_back({{"kind", param_kind(p.kind)},
-                      {"name", p.name},
-                      {"ptx_type", p.ptx_type},
-                      {"dims", p.dims},
-                      {"strides_bytes", p.strides_bytes},
-                      {"box", p.box},
-                      {"swizzle", to_string(p.swizzle)},
-                      {"l2_promotion", p.l2_promotion},
-                      {"oob_fill", p.oob_fill},
-                      {"interleave", p.interleave}});
-  json symbols = json::object();
-  for (const auto &[k, v] : plan.symbols) symbols[k] = v;
-  return json{{"name", plan.workload},
-              {"symbols", symbols},
-              {"flops", figure(task.flops)},
-              {"bytes", figure(task.bytes)},
-              {"causal", task.causal},
-              {"tensors", tensors},
-              {"scalars", scalars},
-              {"launch",
-               {{"grid", plan.grid},
-                {"block", plan.block},
-                {"cluster", plan.cluster},
-                {"shared_bytes", plan.shared_bytes},
-                {"params", params}}}};
+  spec.flops = figure(task.flops);
+  spec.bytes = figure(task.bytes);
+  spec.causal = task.causal;
+  w.launch = plan;
+  return w;
 }
 
-json sass_entries(const SassListing &listing) {
-  json sass = json::array();
-  for (const auto &i : listing.instructions)
-    sass.push_back(
-        {{"function", i.function}, {"offset", i.offset}, {"opcode", i.opcode}, {"family", i.family}});
-  return sass;
-}
-
-json build_job(const CompiledCandidate &c, const tasks::Task &task, const EvaluatorSettings &settings,
-               const fs::path &cubin_path, const json &sass) {
-  json workloads = json::array();
-  for (const auto &plan : c.plans) workloads.push_back(job_workload(task, plan));
-  json targets = json::array();
-  for (const auto &t : task.targets)
-    targets.push_back({{"name", t.name}, {"sass_families", t.sass_families}});
-  const auto &cp = settings.correctness;
-  return json{{"version", 1},
-              {"task_id", task.id},
-              {"family", tasks::to_string(task.family)},
-              {"reference", task.reference},
-              {"mode", "full"},
-              {"device", 0},  // CUDA_VISIBLE_DEVICES pins the chosen GPU as ordinal 0
-              {"cubin_path", cubin_path.string()},
-              {"entry", c.manifest.entry},
-              {"stages", {"correctness", "execution", "timing"}},
-              {"workloads", workloads},
-              {"targets", targets},
-              {"sass", sass},
-              {"correctness",
-               {{"trials", cp.trials},
-                {"base_seed", cp.base_seed},
-                {"guard_bytes", cp.guard_bytes},
-                {"check_determinism", cp.check_determinism},
-                {"all_trials", cp.all_trials}}},
-              {"timing", settings.timing.to_json()},
-              {"kernel_hang_ms", static_cast<double>(settings.worker.kernel_hang.count())},
-              {"incorrect_execution_budget_ms",
-               static_cast<double>(settings.worker.incorrect_execution_budget.count())},
-              {"cache_dir", selection_cache_dir(settings).string()},
-              {"task", task.to_json()}};
-}
-
-StageResult stage_from_result(const json &j) {
-  StageResult s;
-  const auto status = status_from_string(j.value("status", "skipped"));
-  s.status = status.value_or(Status::runtime_error);
-  s.summary = j.value("summary", "");
-  for (const auto &d : j.value("diagnostics", json::array())) {
-    Diagnostic diag;
-    diag.severity = d.value("severity", "error");
-    diag.text = d.value("text", "");
-    if (d.contains("line") && d["line"].is_number_integer()) diag.line = d["line"].get<int>();
-    s.diagnostics.push_back(diag);
-  }
-  s.figures = j.value("figures", json::object());
-  s.wall_seconds = j.value("wall_seconds", 0.0);
-  return s;
+protocol::Job build_job(const CompiledCandidate &c, const tasks::Task &task,
+                        const EvaluatorSettings &settings, const fs::path &cubin_path) {
+  protocol::Job job;
+  job.task_id = task.id;
+  job.family = tasks::to_string(task.family);
+  job.reference = task.reference;
+  job.device = 0;  // CUDA_VISIBLE_DEVICES pins the chosen GPU as ordinal 0
+  job.cubin_path = cubin_path.string();
+  job.entry = c.manifest.entry;
+  job.stages = {"correctness", "execution", "timing"};
+  for (const auto &plan : c.plans) job.workloads.push_back(job_workload(task, plan));
+  for (const auto &t : task.targets) job.targets.push_back({t.name, t.sass_families});
+  job.correctness = settings.correctness;
+  job.timing = settings.timing;
+  job.limits = settings.worker;
+  job.cache_dir = selection_cache_dir(settings).string();
+  job.task = task.to_json();
+  return job;
 }
 
 std::string signal_name(int sig) {
@@ -267,18 +198,27 @@ struct WorkerRun {
   bool started = false;
   std::string start_error;
   util::ProcessResult process;
-  json result;  ///< parsed result.json, or null
+  protocol::WorkerResult result;  ///< result.json as the worker left it (empty when none)
+  bool has_result = false;        ///< result.json was there and read
+  std::string result_error;       ///< why result.json could not be read ("" = read, or none written)
 };
 
-/// result.json as the worker left it, or null (none, or unparsable).
-json read_result(const fs::path &result_path) {
-  if (auto text = util::read_file(result_path, 64u << 20)) {
-    try {
-      return json::parse(*text);
-    } catch (const json::exception &) {
-    }
+/// Reads result.json into `run` (no file: no stages; an unreadable one: no stages and why).
+void read_result(const fs::path &result_path, WorkerRun &run) {
+  std::error_code ec;
+  if (!fs::exists(result_path, ec)) return;
+  auto text = util::read_file(result_path, 64u << 20);
+  if (!text) {
+    run.result_error = text.error();
+    return;
   }
-  return nullptr;
+  try {
+    run.result = json::parse(*text).get<protocol::WorkerResult>();
+    run.has_result = true;
+  } catch (const std::exception &e) {  // json::exception or protocol::ProtocolError
+    run.result = {};
+    run.result_error = std::string("the worker's result file is malformed: ") + e.what();
+  }
 }
 
 WorkerRun run_worker(const std::vector<std::string> &argv, const fs::path &job_dir,
@@ -303,7 +243,7 @@ WorkerRun run_worker(const std::vector<std::string> &argv, const fs::path &job_d
   }
   run.started = true;
   run.process = std::move(*r);
-  run.result = read_result(result_path);
+  read_result(result_path, run);
   return run;
 }
 
@@ -313,7 +253,7 @@ WorkerRun run_prestarted(util::StartedProcess worker, const fs::path &job_path, 
   WorkerRun run;
   run.started = true;
   run.process = worker.finish(job_path.string() + "\t" + result_path.string() + "\n", wall);
-  run.result = read_result(result_path);
+  read_result(result_path, run);
   return run;
 }
 
@@ -370,8 +310,9 @@ SanitizerTarget sanitizer_target(const CompiledCandidate &c, const tasks::Task &
   return t;
 }
 
-void run_sanitizer(CompiledCandidate &c, const tasks::Task &task, const json &job, const fs::path &job_dir,
-                   const fs::path &worker, const SassListing &listing, const EvaluatorSettings &settings) {
+void run_sanitizer(CompiledCandidate &c, const tasks::Task &task, const protocol::Job &job,
+                   const fs::path &job_dir, const fs::path &worker, const SassListing &listing,
+                   const EvaluatorSettings &settings) {
   Verdict &v = c.verdict;
   StageResult &s = v.sanitizer;
   const auto tool_path = util::find_program("compute-sanitizer", {"/usr/local/cuda/bin"});
@@ -383,26 +324,21 @@ void run_sanitizer(CompiledCandidate &c, const tasks::Task &task, const json &jo
   const bool race = v.correctness.status == Status::nondeterministic;
   const std::string tool = race ? "racecheck" : "memcheck";
   // Reduced job: one trial of the smallest workload, correctness only, a short hang limit.
-  json small = job;
-  small["mode"] = "sanitize";
-  small["stages"] = {"correctness"};
-  small["kernel_hang_ms"] = 10'000.0;
-  auto &w = small["workloads"];
+  protocol::Job small = job;
+  small.mode = protocol::JobMode::sanitize;
+  small.stages = {"correctness"};
+  small.limits.kernel_hang = std::chrono::milliseconds(10'000);
   std::size_t pick = 0;
-  for (std::size_t i = 1; i < w.size(); ++i)
-    if (w[i].value("flops", 0.0) < w[pick].value("flops", 0.0)) pick = i;
-  small["workloads"] = json::array({w[pick]});
-  const SanitizerTarget target =
-      sanitizer_target(c, task, job_dir, job.value("cubin_path", std::string()), listing, settings);
-  small["cubin_path"] = target.cubin.string();
-  json sass = json::array();
-  for (const auto &i : target.listing.instructions)
-    sass.push_back(
-        {{"function", i.function}, {"offset", i.offset}, {"opcode", i.opcode}, {"family", i.family}});
-  small["sass"] = sass;
+  for (std::size_t i = 1; i < job.workloads.size(); ++i)
+    if (job.workloads[i].spec.flops < job.workloads[pick].spec.flops) pick = i;
+  small.workloads = {job.workloads[pick]};
+  const SanitizerTarget target = sanitizer_target(c, task, job_dir, job.cubin_path, listing, settings);
+  small.cubin_path = target.cubin.string();
+  small.sass = target.listing.instructions;
+  small.sass_path.clear();
   const fs::path job_path = job_dir / "sanitize_job.json";
   const fs::path result_path = job_dir / "sanitize_result.json";
-  if (!util::write_file_atomic(job_path, small.dump())) {
+  if (!util::write_file_atomic(job_path, json(small).dump())) {
     s.status = Status::skipped;
     s.summary = "could not write the sanitizer job file";
     return;
@@ -424,7 +360,7 @@ void run_sanitizer(CompiledCandidate &c, const tasks::Task &task, const json &jo
   s.figures = {{"tool", tool},
                {"exit", run.process.describe()},
                {"reports", s.diagnostics.size()},
-               {"workload", small["workloads"][0].value("name", "")}};
+               {"workload", small.workloads[0].spec.name}};
   s.figures.update(target.figures);
   if (s.diagnostics.empty()) {
     s.status = Status::ok;
@@ -486,12 +422,15 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   // A listing still being made goes to the worker as a file when it is done; the worker needs it only
   // for the execution stage, after correctness and timing.
   const fs::path sass_path = dir.path() / "sass.json";
-  json job = build_job(candidate, task, settings, cubin_path,
-                       candidate.pending_sass ? json::array() : sass_entries(candidate.sass_listing));
-  if (candidate.pending_sass) job["sass_path"] = sass_path.string();
+  protocol::Job job = build_job(candidate, task, settings, cubin_path);
+  if (candidate.pending_sass)
+    job.sass_path = sass_path.string();
+  else
+    job.sass = candidate.sass_listing.instructions;
   if (auto w1 = util::write_file_atomic(cubin_path, candidate.cubin); !w1)
     throw std::runtime_error(w1.error());
-  if (auto w2 = util::write_file_atomic(job_path, job.dump()); !w2) throw std::runtime_error(w2.error());
+  if (auto w2 = util::write_file_atomic(job_path, json(job).dump()); !w2)
+    throw std::runtime_error(w2.error());
 
   // A worker that set itself up ahead (under the GPU lock, which it has released by now): taken before
   // the lock, since one still setting up waits for that lock.
@@ -520,14 +459,18 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   if (candidate.pending_sass)
     sass_handover = std::jthread([&candidate, &sass_path] {
       // finish_sass touches only the compile stage and `sass`, which nothing reads until the join.
-      json file;
+      protocol::SassHandover file;
       try {
         const std::string error = finish_sass(candidate);
-        file = error.empty() ? json{{"sass", sass_entries(candidate.sass_listing)}} : json{{"error", error}};
+        if (error.empty())
+          file.sass = candidate.sass_listing.instructions;
+        else
+          file.error = error;
       } catch (const std::exception &e) {
-        file = {{"error", std::string("the SASS listing failed: ") + e.what()}};
+        file.error = std::string("the SASS listing failed: ") + e.what();
       }
-      (void)util::write_file_atomic(sass_path, file.dump());  // unwritten: the worker gives up and says so
+      (void)util::write_file_atomic(sass_path,
+                                    json(file).dump());  // unwritten: the worker gives up and says so
     });
   const auto worker_start = std::chrono::steady_clock::now();
   const auto one_shot = [&] {
@@ -557,16 +500,18 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   }
 
   // Stages the worker finished, in its words.
-  const json stages = run.result.is_object() ? run.result.value("stages", json::object()) : json::object();
-  for (const char *name : kGpuStages)
-    if (stages.contains(name)) stage_of(v, name) = stage_from_result(stages[name]);
+  const auto &stages = run.result.stages;
+  for (const char *name : kGpuStageNames)
+    if (stages.contains(name)) stage_of(v, name) = stages.at(name);
 
   // The first stage it did not finish ran into the crash, the kill or the wall limit.
   const util::ProcessResult &p = run.process;
-  const bool clean = !p.signaled && !p.timed_out && (p.exit_code == 0 || p.exit_code == 3);
+  const bool clean =
+      !p.signaled && !p.timed_out && run.result_error.empty() &&
+      (p.exit_code == protocol::exit_code::kFinished || p.exit_code == protocol::exit_code::kStopped);
   if (!clean) {
     std::string stage_name;
-    for (const char *name : {"correctness", "timing", "execution"})  // the worker's running order
+    for (const char *name : protocol::kGpuStageNames)  // the worker's running order
       if (!stages.contains(name)) {
         stage_name = name;
         break;
@@ -574,7 +519,10 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
     if (stage_name.empty()) stage_name = "execution";
     StageResult &s = stage_of(v, stage_name);
     const std::string err_tail = tail(p.stderr_text);
-    if (p.exit_code == 4) {
+    if (!run.result_error.empty()) {
+      s.status = Status::runtime_error;
+      s.summary = run.result_error + " (" + p.describe() + ")";
+    } else if (p.exit_code == protocol::exit_code::kNoDevice) {
       s.status = Status::skipped;
       s.summary = "the worker found no usable GPU: " + tail(p.stderr_text, 300);
     } else if (p.timed_out) {
@@ -592,7 +540,7 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
     if (!err_tail.empty()) s.diagnostics.push_back({"error", "worker stderr: " + err_tail, std::nullopt});
     s.diagnostics.insert(s.diagnostics.begin(), Diagnostic{"error", s.summary, std::nullopt});
   }
-  for (const char *name : kGpuStages) {
+  for (const char *name : kGpuStageNames) {
     StageResult &s = stage_of(v, name);
     if (!stages.contains(name) && s.summary.empty()) {
       s.status = Status::skipped;
@@ -600,19 +548,18 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
     }
   }
 
-  if (v.timing.status != Status::skipped) v.timing.figures["policy"] = settings.timing.to_json();
+  if (v.timing.status != Status::skipped) v.timing.figures["policy"] = settings.timing;
 
   // Environment: what ran it.
-  if (run.result.is_object() && run.result.contains("environment"))
-    for (auto &[k, val] : run.result["environment"].items()) v.environment[k] = val;
+  if (run.result.environment.is_object())
+    for (auto &[k, val] : run.result.environment.items()) v.environment[k] = val;
   v.environment["gpu_index"] = settings.device;
   v.environment["worker"] = worker.string();
-  if (run.result.is_object() && run.result.contains("base_seed"))
-    v.settings["correctness_base_seed"] = run.result["base_seed"];
+  if (run.has_result) v.settings["correctness_base_seed"] = run.result.base_seed;
   // The worker's own set-up and the handover: worker run minus the stages it timed.
-  if (run.result.is_object() && run.result.contains("worker")) profile["worker_setup"] = run.result["worker"];
+  if (run.has_result) profile["worker_setup"] = run.result.worker;
   double stage_seconds = 0;
-  for (const char *name : kGpuStages) stage_seconds += stage_of(v, name).wall_seconds;
+  for (const char *name : kGpuStageNames) stage_seconds += stage_of(v, name).wall_seconds;
   profile["outside_stages_seconds"] = profile["worker_run_seconds"].get<double>() - stage_seconds;
   v.profile = profile;
 

@@ -135,10 +135,7 @@ ManifestParam parse_param(const json &p, const std::string &path, const tasks::T
     if (p.contains("dims")) param.dims = expression_list(p["dims"], path + ".dims");
     if (p.contains("swizzle")) {
       std::string s = one_of(p, "swizzle", path, {"none", "32B", "64B", "128B"});
-      param.swizzle = s == "32B"    ? Swizzle::b32
-                      : s == "64B"  ? Swizzle::b64
-                      : s == "128B" ? Swizzle::b128
-                                    : Swizzle::none;
+      param.swizzle = protocol::swizzle_from_string(s).value_or(Swizzle::none);
     }
     if (p.contains("l2_promotion"))
       param.l2_promotion = one_of(p, "l2_promotion", path, {"none", "64B", "128B", "256B"});
@@ -169,20 +166,6 @@ int swizzle_bytes(Swizzle s) {
 }
 
 }  // namespace
-
-std::string to_string(Swizzle s) {
-  switch (s) {
-    case Swizzle::none:
-      return "none";
-    case Swizzle::b32:
-      return "32B";
-    case Swizzle::b64:
-      return "64B";
-    case Swizzle::b128:
-      return "128B";
-  }
-  return "none";
-}
 
 namespace {
 
@@ -405,33 +388,6 @@ util::Expected<LaunchPlan, std::string> resolve_launch(const Manifest &m, const 
     return util::unexpected(f.message);
   }
   return plan;
-}
-
-nlohmann::json ResolvedParam::to_json() const {
-  json j{{"kind", kind == ParamKind::tensor   ? "tensor"
-                  : kind == ParamKind::scalar ? "scalar"
-                                              : "tensor_map"},
-         {"name", name},
-         {"ptx_type", ptx_type}};
-  if (kind == ParamKind::scalar) j["value"] = scalar_value;
-  if (kind == ParamKind::tensor_map) {
-    j["dims"] = dims;
-    j["strides_bytes"] = strides_bytes;
-    j["box"] = box;
-    j["swizzle"] = to_string(swizzle);
-    j["l2_promotion"] = l2_promotion;
-    j["oob_fill"] = oob_fill;
-    j["interleave"] = interleave;
-  }
-  return j;
-}
-
-nlohmann::json LaunchPlan::to_json() const {
-  json params_json = json::array();
-  for (const auto &p : params) params_json.push_back(p.to_json());
-  return json{{"workload", workload}, {"symbols", symbols}, {"grid", grid},
-              {"block", block},       {"cluster", cluster}, {"shared_bytes", shared_bytes},
-              {"params", params_json}};
 }
 
 }  // namespace ptxbench::evaluator

@@ -49,11 +49,6 @@ std::string function_header(std::string_view line) {
 
 }  // namespace
 
-std::string sass_family(std::string_view opcode) {
-  std::size_t dot = opcode.find('.');
-  return std::string(opcode.substr(0, dot));
-}
-
 SassListing parse_sass_listing(std::string_view text) {
   SassListing listing;
   std::string function;

@@ -14,19 +14,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "evaluator/protocol/job.hpp"
 #include "tasks/task.hpp"
 #include "util/expected.hpp"
 #include "util/subprocess.hpp"
 
 namespace ptxbench::evaluator {
 
-struct SassInstruction {
-  std::string function;      ///< mangled or extern "C" name, e.g. "gemm_tma_wgmma"
-  std::uint32_t offset = 0;  ///< byte offset (PC) inside the function; 16-byte steps on sm_90
-  std::string opcode;        ///< full opcode with modifiers, e.g. "HGMMA.64x128x16.F32.BF16"
-  std::string family;        ///< opcode up to the first '.', e.g. "HGMMA"
-  std::string predicate;     ///< guard predicate as written: "@P0", "@!PT", or "" when unguarded
-};
+/// One instruction of the listing, as the job hands it to the worker (evaluator/protocol/job.hpp).
+using protocol::SassInstruction;
 
 struct SassListing {
   std::string arch;  ///< e.g. "sm_90a" (from "code for ..." or ".target"); "" when absent
@@ -40,8 +36,7 @@ struct SassListing {
   const SassInstruction *find(std::string_view function, std::uint32_t offset) const;
 };
 
-/// The opcode family: text up to the first '.', e.g. "UTMALDG.2D" -> "UTMALDG".
-std::string sass_family(std::string_view opcode);
+using protocol::sass_family;
 
 /// Parses either disassembler's text format. Lines that are not instructions
 /// (headers, encodings, labels, directives) are skipped.

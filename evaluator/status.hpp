@@ -1,42 +1,13 @@
-// The closed set of outcomes a stage or a whole evaluation can have.
-// Written verbatim into traces; never reorder the strings.
+// The evaluator's outcomes are the protocol's closed status enum (evaluator/protocol/status.hpp).
 #pragma once
 
-#include <optional>
-#include <string>
-#include <string_view>
+#include "evaluator/protocol/status.hpp"
 
 namespace ptxbench::evaluator {
 
-enum class Status {
-  ok,
-  no_kernel,         ///< response has no kernel block (or no manifest)
-  bad_manifest,      ///< manifest JSON invalid, unknown symbol, bad expression, param mismatch
-  static_error,      ///< PTX lexer/static checks failed (target, entry, params, forbidden state)
-  compile_error,     ///< NVRTC or ptxas failed
-  launch_error,      ///< the device refused the launch configuration
-  runtime_error,     ///< the kernel faulted (illegal address, trap, ...) or the worker crashed
-  timeout,           ///< wall-clock limit hit (hang)
-  incorrect,         ///< values outside tolerance, guard damage, inputs mutated, unwritten outputs
-  nondeterministic,  ///< a second identical launch differed bit-for-bit
-  suspicious,        ///< faster than the speed-of-light floor, or output changed when re-verified
-  skipped,           ///< not run (with a reason): no GPU, an earlier stage failed, ...
-};
-
-std::string_view to_string(Status);
-std::optional<Status> status_from_string(std::string_view);
-/// Every status, in declaration order (for reports and taxonomies).
-inline constexpr Status kAllStatuses[] = {Status::ok,
-                                          Status::no_kernel,
-                                          Status::bad_manifest,
-                                          Status::static_error,
-                                          Status::compile_error,
-                                          Status::launch_error,
-                                          Status::runtime_error,
-                                          Status::timeout,
-                                          Status::incorrect,
-                                          Status::nondeterministic,
-                                          Status::suspicious,
-                                          Status::skipped};
+using protocol::kAllStatuses;
+using protocol::Status;
+using protocol::status_from_string;
+using protocol::to_string;
 
 }  // namespace ptxbench::evaluator

@@ -8,24 +8,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "evaluator/protocol/result.hpp"
 #include "evaluator/status.hpp"
 
 namespace ptxbench::evaluator {
 
-/// One message a model (or a person) can act on.
-struct Diagnostic {
-  std::string severity = "error";  ///< "error" | "warning" | "note"
-  std::string text;
-  std::optional<int> line;  ///< 1-based line in the kernel source (PTX or CUDA), when known
-};
-
-struct StageResult {
-  Status status = Status::skipped;
-  std::string summary;  ///< one line; for skipped: the reason
-  std::vector<Diagnostic> diagnostics;
-  nlohmann::json figures = nlohmann::json::object();  ///< stage-specific numbers (see ARCHITECTURE.md)
-  double wall_seconds = 0;                            ///< seconds spent in the stage
-};
+/// A stage's outcome: the same type (and JSON) the worker writes back (evaluator/protocol/result.hpp).
+using protocol::Diagnostic;
+using protocol::StageResult;
 
 /// The three axes. nullopt = not measured.
 struct Axes {
@@ -58,7 +48,10 @@ struct Verdict {
   nlohmann::json reused_from = nullptr;
 
   nlohmann::json to_json() const;
-  static Verdict from_json(const nlohmann::json &j);  ///< throws nlohmann::json::exception on malformed input
+  /// Throws nlohmann::json::exception or protocol::ProtocolError on malformed input. A stage status
+  /// outside the enum reads as runtime_error naming it (protocol::StageResult), and an unknown overall
+  /// status is recomputed from the stages.
+  static Verdict from_json(const nlohmann::json &j);
   /// Recomputes `status` from the stages (first non-ok, non-skipped stage in pipeline order).
   void finalize_status();
 };

@@ -30,7 +30,7 @@ std::optional<std::string> VerdictCache::key(const tasks::Task &task, std::strin
   for (const auto &w : task.workloads) {
     auto plan = resolve_launch(*manifest, task, w);
     if (!plan) return std::nullopt;
-    plans.push_back(plan->to_json());
+    plans.push_back(*plan);
   }
   std::string kernel;
   if (parsed->language == KernelLanguage::ptx) {

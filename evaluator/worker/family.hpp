@@ -23,17 +23,15 @@
 #include <cuda_runtime_api.h>
 #include <nlohmann/json.hpp>
 
+#include "evaluator/protocol/job.hpp"
+
 namespace ptxbench::worker {
 
-/// Element types the worker can allocate, fill and compare.
-enum class ElemType { bf16, f16, f32, e4m3, e5m2, i32 };
-ElemType elem_type_from_string(const std::string &name);  ///< throws WorkerError on an unknown name
-std::string to_string(ElemType);
-std::size_t size_of(ElemType);
-
-/// How fresh inputs are drawn (tasks::Distribution, by name).
-enum class InputDistribution { normal, uniform, spiky, derived };
-InputDistribution distribution_from_string(const std::string &name);
+/// Element types and input distributions, by the names the job uses (evaluator/protocol/job.hpp).
+using protocol::ElemType;
+using protocol::InputDistribution;
+using protocol::size_of;
+using protocol::to_string;
 
 /// A failure inside the worker that ends the current stage. `kind` says how
 /// the worker reports it: "runtime_error" (sticky CUDA error: context is dead),
@@ -49,37 +47,10 @@ class WorkerError : public std::runtime_error {
   std::string kind_;
 };
 
-/// One tensor of one workload, concrete (resolved by the orchestrator).
-struct TensorSpec {
-  std::string name;
-  ElemType type = ElemType::bf16;
-  std::vector<std::int64_t> shape;  ///< elements, outermost first
-  bool is_output = false;
-  InputDistribution distribution = InputDistribution::normal;
-  double atol = 0;  ///< outputs: |x - ref| <= atol + rtol·|ref|
-  double rtol = 0;
-  std::int64_t elements() const;
-  std::size_t bytes() const { return static_cast<std::size_t>(elements()) * size_of(type); }
-};
-
-struct ScalarSpec {
-  std::string name;
-  std::string type = "f32";  ///< "f32" | "u32" | "s32" | "u64" | "s64"
-  double value = 0;
-};
-
-/// One workload, concrete: shapes, scalars and the figures the orchestrator evaluated.
-struct WorkloadSpec {
-  std::string name;
-  std::map<std::string, std::int64_t> symbols;  ///< M, N, K / B, H, S, D
-  std::vector<TensorSpec> tensors;
-  std::vector<ScalarSpec> scalars;
-  double flops = 0;  ///< FLOPs of one launch (task formula)
-  double bytes = 0;  ///< minimum DRAM bytes of one launch (task formula)
-  bool causal = false;
-  const TensorSpec *find_tensor(const std::string &name) const;
-  const ScalarSpec *find_scalar(const std::string &name) const;
-};
+/// One workload, concrete (resolved by the evaluator): its tensors, scalars and figures.
+using protocol::ScalarSpec;
+using protocol::TensorSpec;
+using protocol::WorkloadSpec;
 
 /// A device buffer with guard regions before and after the data.
 struct DeviceTensor {

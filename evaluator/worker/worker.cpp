@@ -88,17 +88,18 @@ std::string read_all(const std::string &path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-json stage_json(const std::string &status, const std::string &summary, json diagnostics = json::array(),
-                json figures = json::object(), double wall = 0) {
-  return json{{"status", status},
-              {"summary", summary},
-              {"diagnostics", std::move(diagnostics)},
-              {"figures", std::move(figures)},
-              {"wall_seconds", wall}};
+using protocol::Status;
+namespace exit_code = protocol::exit_code;
+
+/// A stage's result; `diagnostics` is a JSON array of diag() entries (stages collect them as JSON).
+protocol::StageResult stage_json(Status status, const std::string &summary, json diagnostics = json::array(),
+                                 json figures = json::object(), double wall = 0) {
+  return protocol::StageResult{status, summary, diagnostics.get<std::vector<protocol::Diagnostic>>(),
+                               std::move(figures), wall};
 }
 
 json diag(const std::string &text, const std::string &severity = "error") {
-  return json{{"severity", severity}, {"text", text}, {"line", nullptr}};
+  return protocol::Diagnostic{severity, text, std::nullopt};
 }
 
 std::string fmt_num(double v) {
@@ -307,10 +308,8 @@ class Worker {
  public:
   Worker(Job job, std::string result_path, Device device, json worker_figures)
       : job_(std::move(job)), result_path_(std::move(result_path)), device_(device) {
-    result_ = json{{"environment", device_.facts.to_json()},
-                   {"stages", json::object()},
-                   {"finished", false},
-                   {"worker", std::move(worker_figures)}};
+    result_.environment = device_.facts.to_json();
+    result_.worker = std::move(worker_figures);
     set_selection_cache(job_.cache_dir, device_.facts.uuid + "|driver " +
                                             std::to_string(device_.facts.driver_version) + "|runtime " +
                                             std::to_string(device_.facts.runtime_version));
@@ -318,32 +317,32 @@ class Worker {
     if (job_.correctness.base_seed == 0)
       job_.correctness.base_seed = mix(static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
                                        static_cast<std::uint64_t>(getpid()));
-    result_["base_seed"] = job_.correctness.base_seed;
+    result_.base_seed = job_.correctness.base_seed;
     flush();
   }
 
   int run() {
-    const auto fail_all = [&](const std::string &status, const std::string &why) {
-      for (const char *s : {"correctness", "timing", "execution"})
+    const auto fail_all = [&](Status status, const std::string &why) {
+      for (const char *s : protocol::kGpuStageNames)
         if (job_.wants(s))
-          result_["stages"][s] = stage_json(s == std::string("correctness") ? status : "skipped", why);
+          result_.stages[s] = stage_json(s == std::string("correctness") ? status : Status::skipped, why);
       finish();
-      return kWorkerFinished;
+      return exit_code::kFinished;
     };
     if (!family_)
-      return fail_all("skipped", "no GPU evaluation for family '" + job_.family + "' with reference '" +
-                                     job_.reference + "' in this worker");
+      return fail_all(Status::skipped, "no GPU evaluation for family '" + job_.family + "' with reference '" +
+                                           job_.reference + "' in this worker");
     for (const auto &w : job_.workloads)
       if (std::string why = family_->check_workload(w.spec); !why.empty())
-        return fail_all("skipped", "workload " + w.spec.name + ": " + why);
+        return fail_all(Status::skipped, "workload " + w.spec.name + ": " + why);
     std::string cubin;
     try {
       cubin = read_all(job_.cubin_path);
     } catch (const WorkerError &e) {
-      return fail_all("skipped", e.what());
+      return fail_all(Status::skipped, e.what());
     }
     if (std::string why = kernel_.load(cubin, job_.entry); !why.empty())
-      fatal("correctness", "launch_error", why);
+      fatal("correctness", Status::launch_error, why);
 
     bool correct = true;
     if (job_.wants("correctness")) correct = correctness_stage();
@@ -351,38 +350,38 @@ class Worker {
       if (correct)
         timing_stage();
       else
-        set_stage("timing", stage_json("skipped", "not timed: the outputs were not correct"));
+        set_stage("timing", stage_json(Status::skipped, "not timed: the outputs were not correct"));
     }
     if (job_.wants("execution")) execution_stage(correct);
     finish();
-    return kWorkerFinished;
+    return exit_code::kFinished;
   }
 
  private:
   // ---- result bookkeeping ---------------------------------------------------------------
-  void flush() { write_atomic(result_path_, result_.dump(1)); }
-  void set_stage(const std::string &name, json stage) {
-    result_["stages"][name] = std::move(stage);
+  void flush() { write_atomic(result_path_, json(result_).dump(1)); }
+  void set_stage(const std::string &name, protocol::StageResult stage) {
+    result_.stages[name] = std::move(stage);
     flush();
   }
   void finish() {
-    result_["finished"] = true;
+    result_.finished = true;
     flush();
   }
   /// A stage ended the worker (runtime_error, timeout, launch_error): record and exit now.
   /// _Exit: no destructors, since a faulted or hung context must not be touched again.
-  [[noreturn]] void fatal(const std::string &stage, const std::string &status, const std::string &summary,
+  [[noreturn]] void fatal(const std::string &stage, Status status, const std::string &summary,
                           json figures = json::object()) {
     json diagnostics = json::array({diag(summary)});
-    result_["stages"][stage] = stage_json(status, summary, diagnostics, std::move(figures), 0);
-    result_["fatal"] = {{"stage", stage}, {"status", status}};
+    result_.stages[stage] = stage_json(status, summary, diagnostics, std::move(figures), 0);
+    result_.fatal = protocol::FatalStage{stage, status};
     try {
       flush();
     } catch (...) {
     }
     std::fflush(stdout);
     std::fflush(stderr);
-    std::_Exit(kWorkerStopped);
+    std::_Exit(exit_code::kStopped);
   }
 
   std::string launch_context(const JobWorkload &w, const std::string &what) const {
@@ -401,9 +400,9 @@ class Worker {
     const CUresult r = kernel_.launch(w.launch, params, device_.stream);
     if (r != CUDA_SUCCESS) {
       if (detail::is_sticky(r))
-        fatal(stage, "runtime_error",
+        fatal(stage, Status::runtime_error,
               "the kernel faulted: " + detail::describe(r) + " (" + launch_context(w, what) + ")");
-      fatal(stage, "launch_error",
+      fatal(stage, Status::launch_error,
             "the device refused the launch: " + detail::describe(r) + " (" + launch_context(w, what) + ")");
     }
     wait_candidate(stage, w, what, deadline_ms, instrumented);
@@ -411,39 +410,39 @@ class Worker {
 
   void wait_candidate(const std::string &stage, const JobWorkload &w, const std::string &what,
                       double deadline_ms = -1, bool instrumented = false) {
-    if (deadline_ms < 0) deadline_ms = job_.kernel_hang_ms;
+    if (deadline_ms < 0) deadline_ms = kernel_hang_ms();
     const detail::WaitOutcome o = detail::wait_with_deadline(device_.stream, deadline_ms);
     if (o.kind == detail::WaitOutcome::hang && instrumented) {
       // The same launch finished uninstrumented; counting every instruction made it this slow.
       const std::string why = "the instrumented launch ran past " + fmt_num(deadline_ms / 1000.0) +
                               " s (the kernel is too slow to count instructions within the limit)";
-      result_["stages"][stage] = stage_json("skipped", why, json::array({diag(why, "warning")}));
+      result_.stages[stage] = stage_json(Status::skipped, why, json::array({diag(why, "warning")}));
       try {
         flush();
       } catch (...) {
       }
       std::fflush(stderr);
-      std::_Exit(kWorkerStopped);  // the context is busy with the kernel: leave, results are written
+      std::_Exit(exit_code::kStopped);  // the context is busy with the kernel: leave, results are written
     }
     if (o.kind == detail::WaitOutcome::hang)
-      fatal(stage, "timeout",
-            "the kernel did not finish within " + fmt_num(job_.kernel_hang_ms / 1000.0) + " s (" +
+      fatal(stage, Status::timeout,
+            "the kernel did not finish within " + fmt_num(kernel_hang_ms() / 1000.0) + " s (" +
                 launch_context(w, what) +
                 "): an endless loop or a deadlock, e.g. an mbarrier wait whose phase never completes");
     if (o.kind == detail::WaitOutcome::fault)
-      fatal(stage, "runtime_error",
+      fatal(stage, Status::runtime_error,
             "the kernel faulted: " + detail::describe(o.error) + " (" + launch_context(w, what) + ")");
   }
 
   void prepare(const std::string &stage, const JobWorkload &w) {
     if (std::string why = kernel_.prepare_launch(w.launch); !why.empty())
-      fatal(stage, "launch_error", "workload " + w.spec.name + ": " + why);
+      fatal(stage, Status::launch_error, "workload " + w.spec.name + ": " + why);
   }
 
   void pack(const std::string &stage, const JobWorkload &w, const TensorSet &tensors,
             detail::PackedParams &out) {
     if (std::string why = kernel_.pack(w.launch, w.spec, tensors, out); !why.empty())
-      fatal(stage, "launch_error", "workload " + w.spec.name + ": " + why);
+      fatal(stage, Status::launch_error, "workload " + w.spec.name + ": " + why);
   }
 
   void fill_inputs(const WorkloadSpec &spec, const TensorSet &tensors, std::uint64_t seed) {
@@ -488,7 +487,7 @@ class Worker {
     PhaseSeconds phases{device_.stream};
     json workloads = json::array(), diagnostics = json::array();
     bool all_correct = true, all_deterministic = true, stopped_early = false;
-    const bool sanitize = job_.mode == "sanitize";
+    const bool sanitize = job_.mode == JobMode::sanitize;
     std::size_t workloads_skipped = 0;
     for (std::size_t wi = 0; wi < job_.workloads.size(); ++wi) {
       if (stopped_early) {
@@ -629,12 +628,13 @@ class Worker {
                  "blocks, or a read of memory nothing wrote)"));
       }
     }
-    std::string status = "ok", summary = "correct on every workload";
+    Status status = Status::ok;
+    std::string summary = "correct on every workload";
     if (!all_correct) {
-      status = "incorrect";
+      status = Status::incorrect;
       summary = diagnostics.empty() ? "incorrect" : diagnostics[0]["text"].get<std::string>();
     } else if (!all_deterministic) {
-      status = "nondeterministic";
+      status = Status::nondeterministic;
       summary = diagnostics[0]["text"].get<std::string>();
     } else {
       summary = "correct on " + std::to_string(job_.workloads.size()) + " workloads x " +
@@ -648,14 +648,14 @@ class Worker {
                     {"slowest_launch_ms", correctness_launch_ms_},
                     {"phase_seconds", phases.seconds}};
     set_stage("correctness", stage_json(status, summary, diagnostics, figures, seconds_since(start)));
-    return status == "ok";
+    return status == Status::ok;
   }
 
   // ---- timing ---------------------------------------------------------------------------
   void timing_stage() {
     const auto start = Clock::now();
     PhaseSeconds phases{device_.stream};
-    const TimingSettings &tp = job_.timing;
+    const TimingPolicy &tp = job_.timing;
     json workloads = json::array(), diagnostics = json::array();
     json library = json::object();
     std::vector<double> speedups;
@@ -721,7 +721,7 @@ class Worker {
         if (e.kind() == "runtime_error") throw;
         cudaFree(scratch);
         set_stage("timing",
-                  stage_json("skipped", std::string("the reference library could not run: ") + e.what(),
+                  stage_json(Status::skipped, std::string("the reference library could not run: ") + e.what(),
                              json::array({diag(e.what(), "warning")})));
         return;
       }
@@ -766,7 +766,7 @@ class Worker {
           if (candidate_turn) {
             const CUresult r = kernel_.launch(w.launch, params[s], device_.stream);
             if (r != CUDA_SUCCESS)
-              fatal("timing", detail::is_sticky(r) ? "runtime_error" : "launch_error",
+              fatal("timing", detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
                     "timed launch failed: " + detail::describe(r) + " (" + launch_context(w, "timing") + ")");
             PTXB_CUDA(cudaEventRecord(ev_stop, device_.stream));
             wait_candidate("timing", w, "timed launch " + std::to_string(i + 1));
@@ -880,8 +880,8 @@ class Worker {
                                            : "speedup " + fmt_num(geomean) + "x geomean (min " +
                                                  fmt_num(min_speedup) + "x) over " +
                                                  library.value("name", "library");
-    set_stage("timing", stage_json(suspicious ? "suspicious" : "ok", summary, diagnostics, figures,
-                                   seconds_since(start)));
+    set_stage("timing", stage_json(suspicious ? Status::suspicious : Status::ok, summary, diagnostics,
+                                   figures, seconds_since(start)));
   }
 
   // ---- execution (CUPTI SASS metrics) --------------------------------------------------
@@ -897,10 +897,15 @@ class Worker {
     }
     std::ifstream in(job_.sass_path);
     const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) return "the SASS listing file is not JSON";
-    if (j.contains("error"))
-      return j["error"].is_string() ? j["error"].get<std::string>() : "no SASS listing";
-    job_.sass = parse_sass_entries(j.value("sass", json::array()));
+    if (j.is_discarded()) return "the SASS listing file is not JSON";
+    SassHandover handover;
+    try {
+      handover = j.get<SassHandover>();
+    } catch (const protocol::ProtocolError &e) {
+      return std::string("the SASS listing file is malformed: ") + e.what();
+    }
+    if (handover.error) return *handover.error;
+    job_.sass = std::move(handover.sass);
     return "";
   }
 
@@ -910,26 +915,26 @@ class Worker {
     // repair feedback (a target in the SASS that never runs), so they are taken when that is cheap; a
     // kernel too slow to count within the budget is left uncounted instead of holding the GPU.
     const double launch_ms = std::max(slowest_launch_ms_, correctness_launch_ms_);
-    if (!correct && 200.0 * launch_ms > job_.incorrect_execution_budget_ms) {
+    if (!correct && 200.0 * launch_ms > incorrect_execution_budget_ms()) {
       set_stage(
           "execution",
-          stage_json("skipped",
+          stage_json(Status::skipped,
                      "not counted: the outputs were not correct and counting instructions would take "
                      "about " +
                          fmt_num(200.0 * launch_ms / 1000.0) + " s (200x its " + fmt_num(launch_ms) +
-                         " ms launch; budget " + fmt_num(job_.incorrect_execution_budget_ms / 1000.0) + " s)",
+                         " ms launch; budget " + fmt_num(incorrect_execution_budget_ms() / 1000.0) + " s)",
                      json::array(), json{{"estimated_seconds", 200.0 * launch_ms / 1000.0}},
                      seconds_since(start)));
       return;
     }
     if (const std::string why = await_sass_listing(); !why.empty()) {
       set_stage("execution",
-                stage_json("skipped", "no SASS listing of the cubin to join the counts with: " + why));
+                stage_json(Status::skipped, "no SASS listing of the cubin to join the counts with: " + why));
       return;
     }
     if (job_.sass.empty()) {
       set_stage("execution",
-                stage_json("skipped",
+                stage_json(Status::skipped,
                            "no SASS listing of the cubin to join the counts with (cuobjdump/nvdisasm "
                            "missing on this machine)"));
       return;
@@ -951,20 +956,21 @@ class Worker {
     const detail::SassCountResult counts =
         detail::count_sass_instructions(device_.ctx, device_.facts.ordinal, [&] {
           // Instrumented code runs many times slower: allow 200x the slowest timed launch, within limits.
-          const double deadline = std::clamp(200.0 * launch_ms, job_.kernel_hang_ms, 60'000.0);
+          const double deadline = std::clamp(200.0 * launch_ms, kernel_hang_ms(), 60'000.0);
           launch_and_wait("execution", w, params, "instrumented launch", deadline, /*instrumented=*/true);
         });
     if (!counts.available) {
-      set_stage("execution", stage_json("skipped", "CUPTI cannot count instructions here: " + counts.reason,
-                                        json::array({diag(counts.reason, "warning")}), json::object(),
-                                        seconds_since(start)));
+      set_stage(
+          "execution",
+          stage_json(Status::skipped, "CUPTI cannot count instructions here: " + counts.reason,
+                     json::array({diag(counts.reason, "warning")}), json::object(), seconds_since(start)));
       return;
     }
     // The largest TMA box of the launch: an upper bound on what one UTMALDG moves (which map a PC uses
     // is not in the SASS), so a token TMA load is judged generously and still cannot pass.
     double box_bytes = 0;
     for (const auto &p : w.launch.params) {
-      if (p.kind != "tensor_map") continue;
+      if (p.kind != ParamKind::tensor_map) continue;
       double elems = 1;
       for (auto b : p.box) elems *= static_cast<double>(b);
       for (const auto &t : w.spec.tensors)
@@ -1007,13 +1013,18 @@ class Worker {
       summary += (summary.empty() ? "" : "; ") + line;
     }
     if (summary.empty()) summary = "the task names no target instructions";
-    set_stage("execution", stage_json("ok", summary, diagnostics, figures, seconds_since(start)));
+    set_stage("execution", stage_json(Status::ok, summary, diagnostics, figures, seconds_since(start)));
+  }
+
+  double kernel_hang_ms() const { return static_cast<double>(job_.limits.kernel_hang.count()); }
+  double incorrect_execution_budget_ms() const {
+    return static_cast<double>(job_.limits.incorrect_execution_budget.count());
   }
 
   Job job_;
   std::string result_path_;
   Device device_;
-  json result_;
+  protocol::WorkerResult result_;
   double slowest_launch_ms_ =
       0;  ///< ms: slowest median candidate launch timed so far (sizes the instrumented deadline)
   double correctness_launch_ms_ = 0;  ///< ms: slowest correctness launch, wall clock (launch + wait)
@@ -1031,25 +1042,28 @@ int run_job_on(const std::string &job_path, const std::string &result_path, cons
                json figures) {
   Job job;
   try {
-    job = parse_job(json::parse(read_all(job_path)));
+    job = json::parse(read_all(job_path)).get<Job>();
+  } catch (const protocol::ProtocolError &e) {
+    std::fprintf(stderr, "ptxbench-worker: malformed job %s: %s\n", job_path.c_str(), e.what());
+    return exit_code::kBadJob;
   } catch (const json::exception &e) {
     std::fprintf(stderr, "ptxbench-worker: malformed job %s: %s\n", job_path.c_str(), e.what());
-    return kWorkerBadJob;
+    return exit_code::kBadJob;
   } catch (const WorkerError &e) {
     std::fprintf(stderr, "ptxbench-worker: %s\n", e.what());
-    return kWorkerBadJob;
+    return exit_code::kBadJob;
   }
   if (job.device != device.facts.ordinal) {
     std::fprintf(stderr, "ptxbench-worker: the job names device %d, this worker holds device %d\n",
                  job.device, device.facts.ordinal);
-    return kWorkerBadJob;
+    return exit_code::kBadJob;
   }
   std::unique_ptr<Worker> worker;
   try {
     worker = std::make_unique<Worker>(std::move(job), result_path, device, std::move(figures));
   } catch (const WorkerError &e) {
     std::fprintf(stderr, "ptxbench-worker: no usable GPU: %s\n", e.what());
-    return kWorkerNoDevice;
+    return exit_code::kNoDevice;
   }
   try {
     return worker->run();
@@ -1058,7 +1072,7 @@ int run_job_on(const std::string &job_path, const std::string &result_path, cons
     // kernel corrupted memory): the orchestrator maps "error" to runtime_error.
     std::fprintf(stderr, "ptxbench-worker: %s: %s\n", e.kind().c_str(), e.what());
     std::fflush(stderr);
-    std::_Exit(e.kind() == "runtime_error" ? kWorkerStopped : 70);
+    std::_Exit(e.kind() == "runtime_error" ? exit_code::kStopped : exit_code::kInternal);
   }
 }
 
@@ -1079,7 +1093,7 @@ int run_job_file(const std::string &job_path, const std::string &result_path) {
     device.emplace(job_device(job_path));
   } catch (const WorkerError &e) {
     std::fprintf(stderr, "ptxbench-worker: no usable GPU: %s\n", e.what());
-    return kWorkerNoDevice;
+    return exit_code::kNoDevice;
   }
   return run_job_on(job_path, result_path, *device,
                     json{{"prestarted", false}, {"phase_seconds", {{"context", seconds_since(start)}}}});
@@ -1107,7 +1121,7 @@ int serve_prestarted(int device_ordinal, const std::string &lock_path, bool cupt
     device.emplace(device_ordinal);
   } catch (const WorkerError &e) {
     std::fprintf(stderr, "ptxbench-worker: no usable GPU: %s\n", e.what());
-    return kWorkerNoDevice;
+    return exit_code::kNoDevice;
   }
   mark("context");
   // Both libraries, whatever the job: it is not known yet. A failure here is the job's to report.
@@ -1123,12 +1137,12 @@ int serve_prestarted(int device_ordinal, const std::string &lock_path, bool cupt
   std::fputs("ready\n", stdout);
   std::fflush(stdout);
   std::string line;
-  if (!std::getline(std::cin, line)) return kWorkerFinished;  // the pool closed: no job for this worker
+  if (!std::getline(std::cin, line)) return exit_code::kFinished;  // the pool closed: no job for this worker
   mark("idle");
   const std::size_t tab = line.find('\t');
   if (tab == std::string::npos) {
     std::fprintf(stderr, "ptxbench-worker: expected JOB<TAB>RESULT on stdin, got '%s'\n", line.c_str());
-    return kWorkerBadJob;
+    return exit_code::kBadJob;
   }
   json figures = {{"prestarted", true}, {"phase_seconds", phases}};
   if (!warm.empty()) figures["prewarm_errors"] = warm;

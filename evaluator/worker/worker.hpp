@@ -5,16 +5,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "evaluator/protocol/result.hpp"
+
 namespace ptxbench::worker {
 
-/// Exit codes of ptxbench-worker.
-enum WorkerExit : int {
-  kWorkerFinished = 0,  ///< every requested stage ran (whatever their verdicts)
-  kWorkerStopped =
-      3,  ///< a fatal outcome (runtime_error, timeout, launch_error) ended it; result.json says which
-  kWorkerBadJob = 2,    ///< unreadable or malformed job / arguments
-  kWorkerNoDevice = 4,  ///< no usable CUDA device or driver
-};
+/// Exit codes: protocol::exit_code (evaluator/protocol/result.hpp).
 
 /// Runs the job; writes result.json atomically after each stage. Never runs a shell.
 int run_job_file(const std::string &job_path, const std::string &result_path);

@@ -20,7 +20,7 @@ int usage() {
                "       ptxbench-worker --prestart [--device N] [--lock FILE] [--prewarm-cupti]\n"
                "       ptxbench-worker --probe [--device N] [--no-cupti]\n"
                "       ptxbench-worker --check-reference [--device N]\n");
-  return ptxbench::worker::kWorkerBadJob;
+  return ptxbench::protocol::exit_code::kBadJob;
 }
 
 }  // namespace
@@ -52,20 +52,21 @@ int main(int argc, char **argv) {
   try {
     if (mode == "--probe") {
       std::cout << ptxbench::worker::probe(device, cupti).dump(2) << "\n";
-      return 0;
+      return ptxbench::protocol::exit_code::kFinished;
     }
     if (mode == "--prestart") return ptxbench::worker::serve_prestarted(device, lock, prewarm_cupti);
     if (mode == "--check-reference") {
       std::cout << ptxbench::worker::check_reference_gemm(device).dump(2) << "\n";
-      return 0;
+      return ptxbench::protocol::exit_code::kFinished;
     }
     if (job.empty() || result.empty()) return usage();
     return ptxbench::worker::run_job_file(job, result);
   } catch (const ptxbench::worker::WorkerError &e) {
     std::fprintf(stderr, "ptxbench-worker: %s: %s\n", e.kind().c_str(), e.what());
-    return e.kind() == "device" ? ptxbench::worker::kWorkerNoDevice : 70;
+    return e.kind() == "device" ? ptxbench::protocol::exit_code::kNoDevice
+                                : ptxbench::protocol::exit_code::kInternal;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "ptxbench-worker: internal error: %s\n", e.what());
-    return 70;
+    return ptxbench::protocol::exit_code::kInternal;
   }
 }

@@ -93,7 +93,7 @@ int CandidateKernel::registers() const {
   return function_attribute(function_, CU_FUNC_ATTRIBUTE_NUM_REGS);
 }
 
-std::string CandidateKernel::prepare_launch(const LaunchSpec &l) {
+std::string CandidateKernel::prepare_launch(const LaunchPlan &l) {
   for (int i = 0; i < 3; ++i)
     if (l.grid[i] < 1 || l.block[i] < 1 || l.cluster[i] < 1)
       return "grid " + dims(l.grid) + ", block " + dims(l.block) + " and cluster " + dims(l.cluster) +
@@ -162,20 +162,20 @@ std::string CandidateKernel::prepare_launch(const LaunchSpec &l) {
   return "";
 }
 
-std::string CandidateKernel::pack(const LaunchSpec &l, const WorkloadSpec &w, const TensorSet &tensors,
+std::string CandidateKernel::pack(const LaunchPlan &l, const WorkloadSpec &w, const TensorSet &tensors,
                                   PackedParams &out) const {
   out.slots.assign(l.params.size(), PackedParams::Slot{});
   out.pointers.clear();
   for (std::size_t i = 0; i < l.params.size(); ++i) {
-    const LaunchParam &p = l.params[i];
+    const ResolvedParam &p = l.params[i];
     unsigned char *slot = out.slots[i].bytes;
     const std::string where = "parameter " + std::to_string(i) + " ('" + p.name + "')";
-    if (p.kind == "tensor") {
+    if (p.kind == ParamKind::tensor) {
       auto it = tensors.find(p.name);
       if (it == tensors.end()) return where + ": no tensor of that name";
       const CUdeviceptr ptr = reinterpret_cast<CUdeviceptr>(it->second.data);
       std::memcpy(slot, &ptr, sizeof(ptr));
-    } else if (p.kind == "scalar") {
+    } else if (p.kind == ParamKind::scalar) {
       double value;
       if (const ScalarSpec *s = w.find_scalar(p.name))
         value = s->value;
@@ -198,12 +198,12 @@ std::string CandidateKernel::pack(const LaunchSpec &l, const WorkloadSpec &w, co
       } else {
         return where + ": unsupported scalar parameter type ." + t;
       }
-    } else if (p.kind == "tensor_map") {
+    } else if (p.kind == ParamKind::tensor_map) {
       auto it = tensors.find(p.name);
       if (it == tensors.end()) return where + ": no tensor of that name for the tensor map";
       const DeviceTensor &t = it->second;
       const auto type = tensor_map_type(t.spec->type);
-      const auto swz = swizzle_of(p.swizzle);
+      const auto swz = swizzle_of(to_string(p.swizzle));
       const auto l2 = l2_of(p.l2_promotion);
       const auto il = interleave_of(p.interleave);
       if (!type || !swz || !l2 || !il) return where + ": unsupported tensor-map setting";
@@ -241,14 +241,14 @@ std::string CandidateKernel::pack(const LaunchSpec &l, const WorkloadSpec &w, co
       static_assert(sizeof(map) == 128);
       std::memcpy(slot, &map, sizeof(map));
     } else {
-      return where + ": unknown parameter kind '" + p.kind + "'";
+      return where + ": unknown parameter kind '" + to_string(p.kind) + "'";
     }
     out.pointers.push_back(slot);
   }
   return "";
 }
 
-CUresult CandidateKernel::launch(const LaunchSpec &l, PackedParams &params, CUstream stream) const {
+CUresult CandidateKernel::launch(const LaunchPlan &l, PackedParams &params, CUstream stream) const {
   CUlaunchConfig config{};
   CUlaunchAttribute attr{};
   config.gridDimX = static_cast<unsigned>(l.grid[0]);

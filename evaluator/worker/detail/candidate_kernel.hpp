@@ -36,14 +36,14 @@ class CandidateKernel {
 
   /// "" when the device can run this configuration, else why not and the limit.
   /// Raises the dynamic shared memory limit (and the cluster-size limit) when needed.
-  std::string prepare_launch(const LaunchSpec &launch);
+  std::string prepare_launch(const LaunchPlan &launch);
 
   /// Packs the parameters; error text (launch_error) names the parameter and the reason.
-  std::string pack(const LaunchSpec &launch, const WorkloadSpec &workload, const TensorSet &tensors,
+  std::string pack(const LaunchPlan &launch, const WorkloadSpec &workload, const TensorSet &tensors,
                    PackedParams &out) const;
 
   /// Enqueues one launch; returns the driver's answer (non-success = launch_error or sticky fault).
-  CUresult launch(const LaunchSpec &launch, PackedParams &params, CUstream stream) const;
+  CUresult launch(const LaunchPlan &launch, PackedParams &params, CUstream stream) const;
 
   CUfunction function() const { return function_; }
   int registers() const;

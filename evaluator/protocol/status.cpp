@@ -1,6 +1,8 @@
-#include "evaluator/status.hpp"
+#include "evaluator/protocol/status.hpp"
 
-namespace ptxbench::evaluator {
+#include "evaluator/protocol/error.hpp"
+
+namespace ptxbench::protocol {
 
 std::string_view to_string(Status s) {
   switch (s) {
@@ -26,4 +28,16 @@ std::optional<Status> status_from_string(std::string_view text) {
   return std::nullopt;
 }
 
-}  // namespace ptxbench::evaluator
+void to_json(nlohmann::json &j, Status s) {
+  j = std::string(to_string(s));
+}
+
+void from_json(const nlohmann::json &j, Status &s) {
+  if (!j.is_string()) throw ProtocolError("", "a status is a string, got " + j.dump());
+  const auto text = j.get<std::string>();
+  const auto parsed = status_from_string(text);
+  if (!parsed) throw ProtocolError("", "unknown status '" + text + "'");
+  s = *parsed;
+}
+
+}  // namespace ptxbench::protocol

@@ -1,0 +1,112 @@
+// One field list per struct drives both directions: `fields(io, value)` names each member once, and a
+// FieldWriter or FieldReader walks it. The reader checks types and bounds and rejects unknown keys, so
+// what one side writes the other reads back unchanged, and a hand-edited file gets a message naming
+// the field.
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "evaluator/protocol/error.hpp"
+
+namespace ptxbench::protocol::detail {
+
+/// Inclusive bounds of a numeric field (the reader's check; the writer ignores them).
+struct Bounds {
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+};
+
+/// Milliseconds travel as seconds (a number), under a key ending in _seconds.
+class FieldWriter {
+ public:
+  template <class T>
+  void operator()(const char *key, const T &value, Bounds = {}) {
+    out[key] = value;
+  }
+  void operator()(const char *key, const std::chrono::milliseconds &value, Bounds = {}) {
+    out[key] = static_cast<double>(value.count()) / 1000.0;
+  }
+  void operator()(const char *key, const std::filesystem::path &value, Bounds = {}) {
+    out[key] = value.string();
+  }
+  nlohmann::json out = nlohmann::json::object();
+};
+
+class FieldReader {
+ public:
+  explicit FieldReader(const nlohmann::json &in) : in_(in) {
+    if (!in_.is_object()) throw ProtocolError("", "expected an object, got " + std::string(in_.type_name()));
+  }
+
+  template <class T>
+  void operator()(const char *key, T &value, Bounds bounds = {}) {
+    known_.insert(key);
+    const auto it = in_.find(key);
+    if (it == in_.end()) return;  // absent: the struct's default
+    if constexpr (std::is_same_v<T, bool>) {
+      if (!it->is_boolean()) throw ProtocolError(key, "expected true or false");
+      value = it->template get<bool>();
+    } else if constexpr (std::is_arithmetic_v<T>) {
+      if (!it->is_number()) throw ProtocolError(key, "expected a number");
+      if constexpr (std::is_integral_v<T>)
+        if (!it->is_number_integer()) throw ProtocolError(key, "expected an integer");
+      const double v = it->template get<double>();
+      if (v < bounds.min || v > bounds.max)
+        throw ProtocolError(key, "must be within [" + nlohmann::json(bounds.min).dump() + ", " +
+                                     nlohmann::json(bounds.max).dump() + "], got " + it->dump());
+      if constexpr (std::is_unsigned_v<T>)
+        if (v < 0) throw ProtocolError(key, "expected an integer >= 0");
+      value = it->template get<T>();
+    } else if constexpr (std::is_same_v<T, std::chrono::milliseconds>) {
+      if (!it->is_number()) throw ProtocolError(key, "expected a number of seconds");
+      const double s = it->template get<double>();
+      if (!(s >= 0) || s > 1e9) throw ProtocolError(key, "must be seconds >= 0, got " + it->dump());
+      value = std::chrono::milliseconds(std::llround(s * 1000.0));
+    } else if constexpr (std::is_same_v<T, std::filesystem::path>) {
+      if (!it->is_string()) throw ProtocolError(key, "expected a string");
+      value = it->template get<std::string>();
+    } else {
+      try {
+        value = it->template get<T>();
+      } catch (const ProtocolError &e) {
+        throw ProtocolError(std::string(key) + (e.field().empty() ? "" : "." + e.field()), e.message());
+      } catch (const nlohmann::json::exception &e) {
+        throw ProtocolError(key, e.what());
+      }
+    }
+  }
+
+  /// Every key of the object must have been named.
+  void finish() const {
+    for (const auto &[key, value] : in_.items())
+      if (!known_.count(key)) throw ProtocolError(key, "unknown field");
+  }
+
+ private:
+  const nlohmann::json &in_;
+  std::set<std::string, std::less<>> known_;
+};
+
+/// to_json / from_json of a struct that has a `fields(io, value)` overload.
+template <class T>
+nlohmann::json write_fields(T &value) {
+  FieldWriter w;
+  fields(w, value);
+  return std::move(w.out);
+}
+
+template <class T>
+void read_fields(const nlohmann::json &j, T &value) {
+  FieldReader r(j);
+  fields(r, value);
+  r.finish();
+}
+
+}  // namespace ptxbench::protocol::detail

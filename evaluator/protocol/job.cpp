@@ -1,0 +1,349 @@
+#include "evaluator/protocol/job.hpp"
+
+#include <algorithm>
+
+#include "evaluator/protocol/detail/fields.hpp"
+#include "evaluator/protocol/error.hpp"
+
+namespace ptxbench::protocol {
+
+using detail::Bounds;
+using nlohmann::json;
+
+namespace {
+
+/// A closed enum's names, in declaration order: to_string and from_string both read this table.
+template <class E, std::size_t N>
+struct EnumNames {
+  std::array<std::pair<E, const char *>, N> names;
+  std::string name(E e) const {
+    for (const auto &[value, text] : names)
+      if (value == e) return text;
+    return "?";
+  }
+  std::optional<E> parse(std::string_view text) const {
+    for (const auto &[value, name] : names)
+      if (text == name) return value;
+    return std::nullopt;
+  }
+};
+
+constexpr EnumNames<ParamKind, 3> kParamKinds{
+    {{{ParamKind::tensor, "tensor"}, {ParamKind::scalar, "scalar"}, {ParamKind::tensor_map, "tensor_map"}}}};
+constexpr EnumNames<Swizzle, 4> kSwizzles{
+    {{{Swizzle::none, "none"}, {Swizzle::b32, "32B"}, {Swizzle::b64, "64B"}, {Swizzle::b128, "128B"}}}};
+constexpr EnumNames<ElemType, 6> kElemTypes{{{{ElemType::bf16, "bf16"},
+                                              {ElemType::f16, "f16"},
+                                              {ElemType::f32, "f32"},
+                                              {ElemType::e4m3, "e4m3"},
+                                              {ElemType::e5m2, "e5m2"},
+                                              {ElemType::i32, "i32"}}}};
+constexpr EnumNames<InputDistribution, 4> kDistributions{{{{InputDistribution::normal, "normal"},
+                                                           {InputDistribution::uniform, "uniform"},
+                                                           {InputDistribution::spiky, "spiky"},
+                                                           {InputDistribution::derived, "derived"}}}};
+constexpr EnumNames<JobMode, 2> kJobModes{{{{JobMode::full, "full"}, {JobMode::sanitize, "sanitize"}}}};
+
+template <class E, std::size_t N>
+E read_enum(const json &j, const EnumNames<E, N> &names, const char *what) {
+  if (!j.is_string()) throw ProtocolError("", std::string("a ") + what + " is a string, got " + j.dump());
+  const auto e = names.parse(j.get<std::string>());
+  if (!e) throw ProtocolError("", std::string("unknown ") + what + " " + j.dump());
+  return *e;
+}
+
+}  // namespace
+
+std::string to_string(ParamKind k) {
+  return kParamKinds.name(k);
+}
+std::optional<ParamKind> param_kind_from_string(std::string_view s) {
+  return kParamKinds.parse(s);
+}
+std::string to_string(Swizzle s) {
+  return kSwizzles.name(s);
+}
+std::optional<Swizzle> swizzle_from_string(std::string_view s) {
+  return kSwizzles.parse(s);
+}
+std::string to_string(ElemType t) {
+  return kElemTypes.name(t);
+}
+std::optional<ElemType> elem_type_from_string(std::string_view s) {
+  return kElemTypes.parse(s);
+}
+std::string to_string(InputDistribution d) {
+  return kDistributions.name(d);
+}
+std::optional<InputDistribution> distribution_from_string(std::string_view s) {
+  return kDistributions.parse(s);
+}
+std::string to_string(JobMode m) {
+  return kJobModes.name(m);
+}
+
+// Enums as their names (the field lists below read and write them through these).
+void to_json(json &j, ParamKind k) {
+  j = to_string(k);
+}
+void from_json(const json &j, ParamKind &k) {
+  k = read_enum(j, kParamKinds, "parameter kind");
+}
+void to_json(json &j, Swizzle s) {
+  j = to_string(s);
+}
+void from_json(const json &j, Swizzle &s) {
+  s = read_enum(j, kSwizzles, "swizzle");
+}
+void to_json(json &j, ElemType t) {
+  j = to_string(t);
+}
+void from_json(const json &j, ElemType &t) {
+  t = read_enum(j, kElemTypes, "element type");
+}
+void to_json(json &j, InputDistribution d) {
+  j = to_string(d);
+}
+void from_json(const json &j, InputDistribution &d) {
+  d = read_enum(j, kDistributions, "input distribution");
+}
+void to_json(json &j, JobMode m) {
+  j = to_string(m);
+}
+void from_json(const json &j, JobMode &m) {
+  m = read_enum(j, kJobModes, "job mode");
+}
+
+std::size_t size_of(ElemType t) {
+  switch (t) {
+    case ElemType::bf16:
+    case ElemType::f16:
+      return 2;
+    case ElemType::f32:
+    case ElemType::i32:
+      return 4;
+    case ElemType::e4m3:
+    case ElemType::e5m2:
+      return 1;
+  }
+  return 0;
+}
+
+std::int64_t TensorSpec::elements() const {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+const TensorSpec *WorkloadSpec::find_tensor(const std::string &n) const {
+  for (const auto &t : tensors)
+    if (t.name == n) return &t;
+  return nullptr;
+}
+
+const ScalarSpec *WorkloadSpec::find_scalar(const std::string &n) const {
+  for (const auto &s : scalars)
+    if (s.name == n) return &s;
+  return nullptr;
+}
+
+bool Job::wants(const std::string &stage) const {
+  return std::find(stages.begin(), stages.end(), stage) != stages.end();
+}
+
+std::string sass_family(std::string_view opcode) {
+  return std::string(opcode.substr(0, opcode.find('.')));
+}
+
+// ---- field lists ------------------------------------------------------------------------------------
+
+template <class IO>
+void fields(IO &io, ResolvedParam &p) {
+  io("kind", p.kind);
+  io("name", p.name);
+  io("ptx_type", p.ptx_type);
+  io("dims", p.dims);
+  io("strides_bytes", p.strides_bytes);
+  io("box", p.box);
+  io("swizzle", p.swizzle);
+  io("l2_promotion", p.l2_promotion);
+  io("oob_fill", p.oob_fill);
+  io("interleave", p.interleave);
+  io("scalar_value", p.scalar_value);
+}
+
+template <class IO>
+void fields(IO &io, LaunchPlan &p) {
+  io("workload", p.workload);
+  io("symbols", p.symbols);
+  io("grid", p.grid);
+  io("block", p.block);
+  io("cluster", p.cluster);
+  io("shared_bytes", p.shared_bytes, Bounds{0});
+  io("params", p.params);
+}
+
+template <class IO>
+void fields(IO &io, ScalarSpec &s) {
+  io("name", s.name);
+  io("type", s.type);
+  io("value", s.value);
+}
+
+template <class IO>
+void fields(IO &io, SassInstruction &i) {
+  io("function", i.function);
+  io("offset", i.offset);
+  io("opcode", i.opcode);
+  io("family", i.family);
+  io("predicate", i.predicate);
+}
+
+template <class IO>
+void fields(IO &io, TargetSpec &t) {
+  io("name", t.name);
+  io("sass_families", t.sass_families);
+}
+
+template <class IO>
+void fields(IO &io, Job &job) {
+  int version = kJobVersion;
+  io("version", version);
+  if (version != kJobVersion)
+    throw ProtocolError("version", "this worker reads job version " + std::to_string(kJobVersion) + ", got " +
+                                       std::to_string(version));
+  io("task_id", job.task_id);
+  io("family", job.family);
+  io("reference", job.reference);
+  io("mode", job.mode);
+  io("device", job.device, Bounds{0, 1024});
+  io("cubin_path", job.cubin_path);
+  io("entry", job.entry);
+  io("stages", job.stages);
+  io("workloads", job.workloads);
+  io("targets", job.targets);
+  io("sass", job.sass);
+  io("sass_path", job.sass_path);
+  io("correctness", job.correctness);
+  io("timing", job.timing);
+  io("limits", job.limits);
+  io("cache_dir", job.cache_dir);
+  io("task", job.task);
+}
+
+// ---- to_json / from_json ------------------------------------------------------------------------------
+// The writers only read the members; the field lists take them by reference for the readers' sake.
+
+void to_json(json &j, const ResolvedParam &p) {
+  j = detail::write_fields(const_cast<ResolvedParam &>(p));
+}
+void from_json(const json &j, ResolvedParam &p) {
+  detail::read_fields(j, p);
+}
+void to_json(json &j, const LaunchPlan &p) {
+  j = detail::write_fields(const_cast<LaunchPlan &>(p));
+}
+void from_json(const json &j, LaunchPlan &p) {
+  detail::read_fields(j, p);
+}
+void to_json(json &j, const ScalarSpec &s) {
+  j = detail::write_fields(const_cast<ScalarSpec &>(s));
+}
+void from_json(const json &j, ScalarSpec &s) {
+  detail::read_fields(j, s);
+}
+void to_json(json &j, const SassInstruction &i) {
+  j = detail::write_fields(const_cast<SassInstruction &>(i));
+}
+void from_json(const json &j, SassInstruction &i) {
+  detail::read_fields(j, i);
+  if (i.opcode.empty()) throw ProtocolError("opcode", "missing or empty");
+  if (i.family.empty()) i.family = sass_family(i.opcode);
+}
+void to_json(json &j, const TargetSpec &t) {
+  j = detail::write_fields(const_cast<TargetSpec &>(t));
+}
+void from_json(const json &j, TargetSpec &t) {
+  detail::read_fields(j, t);
+}
+
+// A tensor's role is a word ("input" | "output") rather than a flag, as tasks/ spell it.
+void to_json(json &j, const TensorSpec &t) {
+  j = json{{"name", t.name},
+           {"dtype", t.type},
+           {"shape", t.shape},
+           {"role", t.is_output ? "output" : "input"},
+           {"distribution", t.distribution},
+           {"atol", t.atol},
+           {"rtol", t.rtol}};
+}
+
+void from_json(const json &j, TensorSpec &t) {
+  std::string role = "input";
+  detail::FieldReader r(j);
+  r("name", t.name);
+  r("dtype", t.type);
+  r("shape", t.shape);
+  r("role", role);
+  r("distribution", t.distribution);
+  r("atol", t.atol, Bounds{0});
+  r("rtol", t.rtol, Bounds{0});
+  r.finish();
+  if (role != "input" && role != "output") throw ProtocolError("role", "expected \"input\" or \"output\"");
+  t.is_output = role == "output";
+  if (t.name.empty()) throw ProtocolError("name", "missing or empty");
+}
+
+// A job workload: the workload's fields with its launch plan under "launch".
+void to_json(json &j, const JobWorkload &w) {
+  const WorkloadSpec &s = w.spec;
+  j = json{{"name", s.name},     {"symbols", s.symbols}, {"flops", s.flops},     {"bytes", s.bytes},
+           {"causal", s.causal}, {"tensors", s.tensors}, {"scalars", s.scalars}, {"launch", w.launch}};
+}
+
+void from_json(const json &j, JobWorkload &w) {
+  WorkloadSpec &s = w.spec;
+  detail::FieldReader r(j);
+  r("name", s.name);
+  r("symbols", s.symbols);
+  r("flops", s.flops, Bounds{0});
+  r("bytes", s.bytes, Bounds{0});
+  r("causal", s.causal);
+  r("tensors", s.tensors);
+  r("scalars", s.scalars);
+  if (!j.contains("launch")) throw ProtocolError("launch", "missing");
+  r("launch", w.launch);
+  r.finish();
+  if (s.name.empty()) throw ProtocolError("name", "missing or empty");
+}
+
+void to_json(json &j, const SassHandover &h) {
+  j = h.error ? json{{"error", *h.error}} : json{{"sass", h.sass}};
+}
+
+void from_json(const json &j, SassHandover &h) {
+  detail::FieldReader r(j);
+  std::string error;
+  r("sass", h.sass);
+  r("error", error);
+  r.finish();
+  if (j.contains("error")) h.error = error.empty() ? "no SASS listing" : error;
+}
+
+void to_json(json &j, const Job &job) {
+  j = detail::write_fields(const_cast<Job &>(job));
+}
+
+void from_json(const json &j, Job &job) {
+  if (!j.is_object() || !j.contains("version")) throw ProtocolError("version", "missing: not a job file");
+  detail::read_fields(j, job);
+  for (const char *required : {"task_id", "family", "reference", "cubin_path", "entry"})
+    if (!j.contains(required)) throw ProtocolError(required, "missing");
+  if (job.workloads.empty()) throw ProtocolError("workloads", "a job needs at least one workload");
+  for (const auto &stage : job.stages)
+    if (std::none_of(std::begin(kGpuStageNames), std::end(kGpuStageNames),
+                     [&](const char *name) { return stage == name; }))
+      throw ProtocolError("stages", "unknown stage '" + stage + "'");
+}
+
+}  // namespace ptxbench::protocol

@@ -1,0 +1,66 @@
+#include "evaluator/protocol/policies.hpp"
+
+#include "evaluator/protocol/detail/fields.hpp"
+
+namespace ptxbench::protocol {
+
+using detail::Bounds;
+
+// The field lists: a name, the member, and what the reader accepts.
+template <class IO>
+void fields(IO &io, CorrectnessPolicy &p) {
+  io("trials", p.trials, Bounds{1, 1000});
+  io("base_seed", p.base_seed);
+  io("guard_bytes", p.guard_bytes, Bounds{0, 1 << 30});
+  io("check_determinism", p.check_determinism);
+  io("all_trials", p.all_trials);
+}
+
+template <class IO>
+void fields(IO &io, TimingPolicy &p) {
+  io("warmup_launches", p.warmup_launches, Bounds{0, 10000});
+  io("min_samples", p.min_samples, Bounds{1, 1000000});
+  io("target_rel_spread", p.target_rel_spread, Bounds{0});
+  io("min_seconds", p.min_seconds, Bounds{0});
+  io("max_seconds", p.max_seconds, Bounds{0});
+  io("l2_flush_factor", p.l2_flush_factor, Bounds{0});
+  io("input_sets", p.input_sets, Bounds{1, 16});
+  io("reverify_random_launch", p.reverify_random_launch);
+  io("sol_slack", p.sol_slack, Bounds{0});
+  io("cooldown_ratio", p.cooldown_ratio, Bounds{0});
+  io("cooldown_max_ms", p.cooldown_max_ms, Bounds{0});
+  io("library_preroll", p.library_preroll);
+}
+
+template <class IO>
+void fields(IO &io, WorkerLimits &p) {
+  io("wall_seconds", p.wall);
+  io("kernel_hang_seconds", p.kernel_hang);
+  io("cpu_seconds", p.cpu_seconds);
+  io("incorrect_execution_budget_seconds", p.incorrect_execution_budget);
+  io("prestart", p.prestart);
+  io("prestart_cupti", p.prestart_cupti);
+  io("selection_cache_dir", p.selection_cache_dir);
+}
+
+// The writer only reads the members; the field lists take them by reference for the reader's sake.
+void to_json(nlohmann::json &j, const CorrectnessPolicy &p) {
+  j = detail::write_fields(const_cast<CorrectnessPolicy &>(p));
+}
+void from_json(const nlohmann::json &j, CorrectnessPolicy &p) {
+  detail::read_fields(j, p);
+}
+void to_json(nlohmann::json &j, const TimingPolicy &p) {
+  j = detail::write_fields(const_cast<TimingPolicy &>(p));
+}
+void from_json(const nlohmann::json &j, TimingPolicy &p) {
+  detail::read_fields(j, p);
+}
+void to_json(nlohmann::json &j, const WorkerLimits &p) {
+  j = detail::write_fields(const_cast<WorkerLimits &>(p));
+}
+void from_json(const nlohmann::json &j, WorkerLimits &p) {
+  detail::read_fields(j, p);
+}
+
+}  // namespace ptxbench::protocol

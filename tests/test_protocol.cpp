@@ -1,0 +1,251 @@
+// The GPU job protocol (evaluator/protocol/): every type the evaluator and the worker exchange survives
+// to_json -> from_json unchanged, and what does not have the documented form is refused with the field.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/job.hpp"
+#include "evaluator/protocol/policies.hpp"
+#include "evaluator/protocol/result.hpp"
+
+namespace p = ptxbench::protocol;
+using nlohmann::json;
+
+namespace {
+
+/// value -> JSON -> text -> JSON -> value, as between the two processes.
+template <class T>
+T round_trip(const T &value) {
+  const std::string text = json(value).dump();
+  return json::parse(text).get<T>();
+}
+
+p::ResolvedParam tensor_map_param() {
+  p::ResolvedParam m;
+  m.kind = p::ParamKind::tensor_map;
+  m.name = "A";
+  m.ptx_type = ".b64";
+  m.dims = {4096, 2048};
+  m.strides_bytes = {8192};
+  m.box = {64, 128};
+  m.swizzle = p::Swizzle::b128;
+  m.l2_promotion = "256B";
+  m.oob_fill = "nan";
+  m.interleave = "16B";
+  return m;
+}
+
+p::Job full_job() {
+  p::Job job;
+  job.task_id = "gemm_bf16";
+  job.family = "gemm";
+  job.reference = "cublaslt";
+  job.mode = p::JobMode::sanitize;
+  job.device = 1;
+  job.cubin_path = "kernel.cubin";
+  job.entry = "gemm_tma_wgmma";
+  job.stages = {"correctness", "timing"};
+  p::JobWorkload w;
+  w.spec.name = "m2048";
+  w.spec.symbols = {{"M", 2048}, {"N", 1024}, {"K", 512}};
+  w.spec.tensors = {
+      p::TensorSpec{"A", p::ElemType::e4m3, {2048, 512}, false, p::InputDistribution::spiky, 0, 0},
+      p::TensorSpec{"C", p::ElemType::bf16, {2048, 1024}, true, p::InputDistribution::normal, 0.01, 0.008}};
+  w.spec.scalars = {p::ScalarSpec{"scale_a", "f32", 0.5}};
+  w.spec.flops = 2.0 * 2048 * 1024 * 512;
+  w.spec.bytes = 3.5e6;
+  w.spec.causal = true;
+  w.launch.workload = "m2048";
+  w.launch.symbols = {{"M", 2048}};
+  w.launch.grid = {16, 8, 1};
+  w.launch.block = {384, 1, 1};
+  w.launch.cluster = {2, 1, 1};
+  w.launch.shared_bytes = 200 * 1024;
+  p::ResolvedParam scalar;
+  scalar.kind = p::ParamKind::scalar;
+  scalar.name = "scale_a";
+  scalar.ptx_type = ".f32";
+  scalar.scalar_value = 0.5;
+  w.launch.params = {tensor_map_param(), scalar};
+  job.workloads = {w};
+  job.targets = {p::TargetSpec{"wgmma", {"HGMMA"}}, p::TargetSpec{"tma_load", {"UTMALDG"}}};
+  job.sass = {p::SassInstruction{"gemm_tma_wgmma", 0x2f0, "HGMMA.64x128x16.F32.BF16", "HGMMA", "@P0"}};
+  job.sass_path = "sass.json";
+  job.correctness = {7, 123456789012345ull, 512, false, true};
+  job.timing.min_samples = 25;
+  job.timing.cooldown_max_ms = 0.25;
+  job.timing.library_preroll = false;
+  job.limits.kernel_hang = std::chrono::milliseconds(3'000);
+  job.limits.incorrect_execution_budget = std::chrono::milliseconds(123);
+  job.limits.selection_cache_dir = "cache";
+  job.cache_dir = "cache";
+  job.task = {{"id", "gemm_bf16"}};
+  return job;
+}
+
+}  // namespace
+
+TEST_CASE("protocol: every policy survives to_json -> from_json, guard_bytes included") {
+  p::CorrectnessPolicy c{5, 42, 1024, false, true};
+  CHECK(round_trip(c) == c);
+  CHECK(json(c)["guard_bytes"] == 1024);
+
+  p::TimingPolicy t;
+  t.warmup_launches = 1;
+  t.min_samples = 40;
+  t.target_rel_spread = 0.01;
+  t.min_seconds = 0.25;
+  t.max_seconds = 3;
+  t.l2_flush_factor = 4;
+  t.input_sets = 3;
+  t.reverify_random_launch = false;
+  t.sol_slack = 0.8;
+  t.cooldown_ratio = 0.5;
+  t.cooldown_max_ms = 2;
+  t.library_preroll = false;
+  CHECK(round_trip(t) == t);
+  CHECK_FALSE(round_trip(p::TimingPolicy{}) == t);
+
+  p::WorkerLimits l;
+  l.wall = std::chrono::milliseconds(61'234);
+  l.kernel_hang = std::chrono::milliseconds(1);
+  l.cpu_seconds = 17;
+  l.incorrect_execution_budget = std::chrono::milliseconds(999);
+  l.prestart = false;
+  l.prestart_cupti = true;
+  l.selection_cache_dir = "sel";
+  CHECK(round_trip(l) == l);
+  CHECK(json(l)["kernel_hang_seconds"] == 0.001);
+}
+
+TEST_CASE("protocol: a policy's absent fields are the defaults; wrong ones name the field") {
+  CHECK(json::parse(R"({"trials": 2})").get<p::CorrectnessPolicy>().guard_bytes == 4096);
+  CHECK(json::object().get<p::TimingPolicy>() == p::TimingPolicy{});
+  auto error_of = [](const char *text) {
+    try {
+      (void)json::parse(text).get<p::TimingPolicy>();
+    } catch (const p::ProtocolError &e) {
+      return e.field() + " | " + e.message();
+    }
+    return std::string("no error");
+  };
+  CHECK(error_of(R"({"min_samples": 0})").find("min_samples | must be within [1") == 0);
+  CHECK(error_of(R"({"max_seconds": "long"})") == "max_seconds | expected a number");
+  CHECK(error_of(R"({"input_sets": 1.5})") == "input_sets | expected an integer");
+  CHECK(error_of(R"({"library_preroll": 1})") == "library_preroll | expected true or false");
+  CHECK(error_of(R"({"min_sampels": 3})") == "min_sampels | unknown field");
+  CHECK_THROWS_AS((void)json::parse(R"({"guard_bytes": -1})").get<p::CorrectnessPolicy>(), p::ProtocolError);
+}
+
+TEST_CASE("protocol: the job, its workloads, launch plans, tensor maps and SASS survive a round trip") {
+  const p::Job job = full_job();
+  const p::Job back = round_trip(job);
+  CHECK(back.workloads == job.workloads);
+  CHECK(back.sass == job.sass);
+  CHECK(back.correctness == job.correctness);
+  CHECK(back.timing == job.timing);
+  CHECK(back.limits == job.limits);
+  CHECK(back == job);
+  CHECK(round_trip(tensor_map_param()) == tensor_map_param());
+  CHECK(round_trip(job.workloads[0].launch) == job.workloads[0].launch);
+  CHECK(json(job)["workloads"][0]["tensors"][1]["role"] == "output");
+  CHECK(json(job)["workloads"][0]["launch"]["params"][0]["swizzle"] == "128B");
+  // A listing entry without its family gets it from the opcode.
+  const auto i =
+      json::parse(R"({"function": "f", "offset": 16, "opcode": "UTMALDG.2D"})").get<p::SassInstruction>();
+  CHECK(i.family == "UTMALDG");
+
+  p::SassHandover listing{job.sass, std::nullopt};
+  CHECK(round_trip(listing) == listing);
+  p::SassHandover failed{{}, std::string("nvdisasm timed out")};
+  CHECK(round_trip(failed) == failed);
+}
+
+TEST_CASE("protocol: a malformed job is a ProtocolError naming the field") {
+  const json good = full_job();
+  auto error_of = [](const json &j) {
+    try {
+      (void)j.get<p::Job>();
+    } catch (const p::ProtocolError &e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error_of(good) == "no error");
+  json no_version = good;
+  no_version.erase("version");
+  CHECK(error_of(no_version).find("version") == 0);
+  json old = good;
+  old["version"] = 1;
+  CHECK(error_of(old).find("version: this worker reads job version") == 0);
+  json no_entry = good;
+  no_entry.erase("entry");
+  CHECK(error_of(no_entry) == "entry: missing");
+  json bad_stage = good;
+  bad_stage["stages"] = {"correctness", "profiling"};
+  CHECK(error_of(bad_stage) == "stages: unknown stage 'profiling'");
+  json bad_dtype = good;
+  bad_dtype["workloads"][0]["tensors"][0]["dtype"] = "fp4";
+  CHECK(error_of(bad_dtype).find("workloads.tensors.dtype") == 0);
+  CHECK(error_of(bad_dtype).find("unknown element type \"fp4\"") != std::string::npos);
+  json bad_swizzle = good;
+  bad_swizzle["workloads"][0]["launch"]["params"][0]["swizzle"] = "256B";
+  CHECK(error_of(bad_swizzle).find("workloads.launch.params.swizzle") == 0);
+  json no_workloads = good;
+  no_workloads["workloads"] = json::array();
+  CHECK(error_of(no_workloads) == "workloads: a job needs at least one workload");
+  json extra = good;
+  extra["kernel_hang_ms"] = 10'000;
+  CHECK(error_of(extra) == "kernel_hang_ms: unknown field");
+  CHECK(error_of(json::array()).find("version") == 0);
+}
+
+TEST_CASE("protocol: stage results and the worker's result survive a round trip") {
+  p::WorkerResult r;
+  r.environment = {{"gpu_name", "H200"}, {"sm_count", 132}};
+  r.base_seed = 987654321;
+  r.stages["correctness"] = p::StageResult{
+      p::Status::incorrect,
+      "workload m: 0 of 1 trials passed",
+      {p::Diagnostic{"error", "first at C[0, 1]", std::nullopt}, p::Diagnostic{"note", "line info", 12}},
+      {{"workloads", json::array()}},
+      0.25};
+  r.stages["timing"] = p::StageResult{p::Status::skipped, "not timed", {}, json::object(), 0};
+  r.finished = false;
+  r.fatal = p::FatalStage{"correctness", p::Status::timeout};
+  r.worker = {{"prestarted", true}};
+  CHECK(round_trip(r) == r);
+  for (p::Status s : p::kAllStatuses) {
+    p::StageResult one{s, "x", {}, json::object(), 1.5};
+    CHECK(round_trip(one) == one);
+  }
+}
+
+TEST_CASE("protocol: an unknown status read back is a runtime_error stage that names it") {
+  const auto s = json::parse(R"({"status": "exploded", "summary": "it blew up", "diagnostics": [],
+                                 "figures": {"n": 1}, "wall_seconds": 2})")
+                     .get<p::StageResult>();
+  CHECK(s.status == p::Status::runtime_error);
+  CHECK(s.summary == "unknown stage status \"exploded\" (summary was: it blew up)");
+  REQUIRE(s.diagnostics.size() == 1);
+  CHECK(s.diagnostics[0].text == s.summary);
+  CHECK(s.figures["n"] == 1);
+  // The enum itself refuses the name.
+  CHECK_THROWS_AS((void)json("exploded").get<p::Status>(), p::ProtocolError);
+  // In a whole result: the other stages are kept.
+  const auto r = json::parse(R"({"stages": {"correctness": {"status": "ok", "summary": ""},
+                                            "timing": {"status": 7}}})")
+                     .get<p::WorkerResult>();
+  CHECK(r.stages.at("correctness").status == p::Status::ok);
+  CHECK(r.stages.at("timing").status == p::Status::runtime_error);
+  CHECK_THROWS_AS((void)json::parse(R"({"stages": []})").get<p::WorkerResult>(), p::ProtocolError);
+}
+
+TEST_CASE("protocol: exit codes are distinct") {
+  namespace e = p::exit_code;
+  const int codes[] = {e::kFinished, e::kBadJob, e::kStopped, e::kNoDevice, e::kInternal};
+  for (std::size_t i = 0; i < std::size(codes); ++i)
+    for (std::size_t k = i + 1; k < std::size(codes); ++k) CHECK(codes[i] != codes[k]);
+}
