@@ -470,7 +470,7 @@ TEST_CASE("manifest: the good manifest resolves for every workload") {
   CHECK(a.strides_bytes == std::vector<std::int64_t>{10240});
   CHECK(a.box == std::vector<std::int64_t>{64, 128});
   CHECK(plan->params[2].scalar_value == 7168.0);
-  auto j = plan->to_json();
+  const nlohmann::json j = *plan;  // the job's launch plan (evaluator/protocol/job.hpp)
   CHECK(j["params"][1]["swizzle"] == "128B");
   CHECK(j["grid"][0] == 56);
 }
