@@ -300,6 +300,7 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
       tr.read("cooldown_ratio", s.timing.cooldown_ratio, 0.0);
       tr.read("cooldown_max_ms", s.timing.cooldown_max_ms, 0.0);
       tr.read("library_preroll", s.timing.library_preroll);
+      tr.read("reuse_correctness_inputs", s.timing.reuse_correctness_inputs);
       tr.read("l2_flush_factor", s.timing.l2_flush_factor, 0.0);
       tr.read("input_sets", s.timing.input_sets, 1, 16);
       tr.read("reverify_random_launch", s.timing.reverify_random_launch);

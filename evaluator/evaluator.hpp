@@ -48,7 +48,9 @@ struct TimingPolicy {
   /// Stop when the median's relative 95% CI half-width, 1.57·IQR/(median·√n), is <= this (and
   /// min_seconds passed).
   double target_rel_spread = 0.005;
-  double min_seconds = 0.5;            ///< seconds of sampling at least
+  /// seconds of sampling at least. The median-CI rule above decides when the figures are settled; this
+  /// floor only keeps a lucky early run of samples from ending the loop.
+  double min_seconds = 0.25;
   double max_seconds = 15.0;           ///< seconds of sampling at most (cap)
   double l2_flush_factor = 2.0;        ///< bytes written between samples = factor x L2 size
   int input_sets = 2;                  ///< input sets rotated between samples
@@ -67,6 +69,10 @@ struct TimingPolicy {
   /// a wgmma candidate). The library is trusted code; the candidate gets no pre-roll, since a launch on
   /// the same inputs right before the timed one is what caching cheats feed on.
   bool library_preroll = true;
+  /// true: the first input_sets correctness trials' inputs and fp32 references (copied before the
+  /// candidate's launch) are the timing stage's input sets, so timing does not fill and run the reference
+  /// again (0.7 s for attention backward). false: timing draws and checks its own sets.
+  bool reuse_correctness_inputs = true;
   nlohmann::json to_json() const;
 };
 

@@ -18,7 +18,8 @@ nlohmann::json TimingPolicy::to_json() const {
                         {"sol_slack", sol_slack},
                         {"cooldown_ratio", cooldown_ratio},
                         {"cooldown_max_ms", cooldown_max_ms},
-                        {"library_preroll", library_preroll}};
+                        {"library_preroll", library_preroll},
+                        {"reuse_correctness_inputs", reuse_correctness_inputs}};
 }
 
 }  // namespace ptxbench::evaluator

@@ -128,6 +128,7 @@ Job parse_job(const json &j) {
   ts.cooldown_ratio = std::max(0.0, t.value("cooldown_ratio", ts.cooldown_ratio));
   ts.cooldown_max_ms = std::max(0.0, t.value("cooldown_max_ms", ts.cooldown_max_ms));
   ts.library_preroll = t.value("library_preroll", ts.library_preroll);
+  ts.reuse_correctness_inputs = t.value("reuse_correctness_inputs", ts.reuse_correctness_inputs);
   return job;
 }
 

@@ -81,15 +81,16 @@ struct TimingSettings {
   int warmup_launches = 3;
   int min_samples = 10;
   double target_rel_spread = 0.005;
-  double min_seconds = 0.5;
+  double min_seconds = 0.25;
   double max_seconds = 15.0;
   double l2_flush_factor = 2.0;
   int input_sets = 2;
   bool reverify_random_launch = true;
   double sol_slack = 0.9;
-  double cooldown_ratio = 1.0;   // idle time after each timed launch, as a multiple of its time
-  double cooldown_max_ms = 1.0;  // ms; cap on that idle time
-  bool library_preroll = true;   // untimed library launch + L2 flush before each timed library launch
+  double cooldown_ratio = 1.0;           // idle time after each timed launch, as a multiple of its time
+  double cooldown_max_ms = 1.0;          // ms; cap on that idle time
+  bool library_preroll = true;           // untimed library launch + L2 flush before each timed library launch
+  bool reuse_correctness_inputs = true;  // timing's input sets are the first correctness trials' inputs
 };
 
 struct Job {
