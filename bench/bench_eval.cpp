@@ -4,6 +4,8 @@
 // from the second on, the worker was pre-started while the previous one ended.
 //   bench_eval --task gemm_n7168_k5120 --response tasks/solutions/.../response.md [--runs 5]
 //              [--tasks-dir DIR] [--worker PATH] [--all-trials] [--no-prestart] [--prestart-cupti]
+//              [--min-seconds S] [--no-reuse-inputs]   (the timing policy's min_seconds and
+//              reuse_correctness_inputs, to compare policies within one session)
 // Prints one line per run, the profile of the median run, the cost of a resent
 // identical kernel (verdict cache), and a JSON summary last.
 #include <algorithm>
@@ -25,7 +27,8 @@ namespace ev = ptxbench::evaluator;
 int main(int argc, char **argv) {
   std::string task_id, response_path, tasks_dir, worker;
   int runs = 5;
-  bool all_trials = false, prestart = true, prestart_cupti = false;
+  bool all_trials = false, prestart = true, prestart_cupti = false, reuse_inputs = true;
+  double min_seconds = -1;  // < 0: the policy's default
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--all-trials") {
@@ -34,6 +37,10 @@ int main(int argc, char **argv) {
     }
     if (a == "--no-prestart") {
       prestart = false;
+      continue;
+    }
+    if (a == "--no-reuse-inputs") {
+      reuse_inputs = false;
       continue;
     }
     if (a == "--prestart-cupti") {
@@ -51,6 +58,8 @@ int main(int argc, char **argv) {
       response_path = argv[i];
     else if (a == "--runs")
       runs = std::max(1, std::atoi(argv[i]));
+    else if (a == "--min-seconds")
+      min_seconds = std::atof(argv[i]);
     else if (a == "--tasks-dir")
       tasks_dir = argv[i];
     else if (a == "--worker")
@@ -82,6 +91,8 @@ int main(int argc, char **argv) {
   settings.correctness.all_trials = all_trials;
   settings.worker.prestart = prestart;
   settings.worker.prestart_cupti = prestart_cupti;
+  settings.timing.reuse_correctness_inputs = reuse_inputs;
+  if (min_seconds >= 0) settings.timing.min_seconds = min_seconds;
   if (const std::string why = ev::gpu_unavailable_reason(settings); !why.empty()) {
     std::printf("SKIPPED: %s\n", why.c_str());
     return 77;
@@ -165,6 +176,8 @@ int main(int argc, char **argv) {
                             {"walls", walls},
                             {"all_trials", all_trials},
                             {"prestart", prestart},
+                            {"min_seconds", settings.timing.min_seconds},
+                            {"reuse_correctness_inputs", reuse_inputs},
                             {"prestart_cupti", prestart_cupti},
                             {"resend_s", resend_s},
                             {"resend_reused", reused},

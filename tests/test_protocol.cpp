@@ -105,6 +105,7 @@ TEST_CASE("protocol: every policy survives to_json -> from_json, guard_bytes inc
   t.cooldown_ratio = 0.5;
   t.cooldown_max_ms = 2;
   t.library_preroll = false;
+  t.reuse_correctness_inputs = false;
   CHECK(round_trip(t) == t);
   CHECK_FALSE(round_trip(p::TimingPolicy{}) == t);
 

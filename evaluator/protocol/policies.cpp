@@ -30,6 +30,7 @@ void fields(IO &io, TimingPolicy &p) {
   io("cooldown_ratio", p.cooldown_ratio, Bounds{0});
   io("cooldown_max_ms", p.cooldown_max_ms, Bounds{0});
   io("library_preroll", p.library_preroll);
+  io("reuse_correctness_inputs", p.reuse_correctness_inputs);
 }
 
 template <class IO>

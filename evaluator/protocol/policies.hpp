@@ -32,7 +32,9 @@ struct TimingPolicy {
   /// Stop when the median's relative 95% CI half-width, 1.57·IQR/(median·√n), is <= this (and
   /// min_seconds passed).
   double target_rel_spread = 0.005;
-  double min_seconds = 0.5;            ///< seconds of sampling at least
+  /// seconds of sampling at least. The median-CI rule above decides when the figures are settled; this
+  /// floor only keeps a lucky early run of samples from ending the loop.
+  double min_seconds = 0.25;
   double max_seconds = 15.0;           ///< seconds of sampling at most (cap)
   double l2_flush_factor = 2.0;        ///< bytes written between samples = factor x L2 size
   int input_sets = 2;                  ///< input sets rotated between samples
@@ -51,6 +53,10 @@ struct TimingPolicy {
   /// no pre-roll, since a launch on the same inputs right before the timed one is what caching cheats
   /// feed on.
   bool library_preroll = true;
+  /// true: the first input_sets correctness trials' inputs and fp32 references (copied before the
+  /// candidate's launch) are the timing stage's input sets, so timing does not fill and run the reference
+  /// again. false: timing draws and checks its own sets.
+  bool reuse_correctness_inputs = true;
   PTXBENCH_PROTOCOL_EQUALITY(TimingPolicy)
 };
 

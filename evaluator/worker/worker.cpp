@@ -524,6 +524,7 @@ class Worker {
         phases.mark("fill");
         family_->run_reference(w.spec, tensors, reference, device_.stream);
         phases.mark("reference");
+        if (!sanitize) keep_for_timing(wi, trial, w.spec, tensors, reference);
         poison_outputs(w.spec, tensors);
         const std::uint64_t before = input_checksum(w.spec, tensors);
         phases.mark("checks");
@@ -651,6 +652,38 @@ class Worker {
     return status == Status::ok;
   }
 
+  // A correctness trial's inputs and fp32 reference, kept (copied before the candidate ran) as one of
+  // the timing stage's input sets: see TimingPolicy::reuse_correctness_inputs. Kept only while the GPU
+  // has room for them beside 2 GiB of headroom; otherwise timing draws its own sets.
+  void keep_for_timing(std::size_t wi, int trial, const WorkloadSpec &spec, const TensorSet &tensors,
+                       const ReferenceSet &reference) {
+    if (!job_.timing.reuse_correctness_inputs || trial >= job_.timing.input_sets || !job_.wants("timing"))
+      return;
+    std::vector<KeptInputs> &sets = kept_[wi];
+    if (static_cast<int>(sets.size()) != trial) return;  // an earlier trial could not be kept
+    std::size_t bytes = 0;
+    for (const auto &t : spec.tensors)
+      bytes += t.is_output ? static_cast<std::size_t>(t.elements()) * sizeof(float) : t.bytes();
+    std::size_t free_bytes = 0, total_bytes = 0;
+    PTXB_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
+    if (free_bytes < bytes + (std::size_t{2} << 30)) return;
+    if (!kept_pool_) kept_pool_ = std::make_unique<BufferPool>(256, device_.stream);
+    KeptInputs k;
+    for (const auto &t : spec.tensors) {
+      if (t.is_output) {
+        k.refs[t.name] = kept_pool_->floats(t.elements());
+        PTXB_CUDA(cudaMemcpyAsync(k.refs[t.name], reference.at(t.name),
+                                  static_cast<std::size_t>(t.elements()) * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, device_.stream));
+      } else {
+        k.inputs[t.name] = kept_pool_->tensor(t);
+        PTXB_CUDA(cudaMemcpyAsync(k.inputs[t.name].data, tensors.at(t.name).data, t.bytes(),
+                                  cudaMemcpyDeviceToDevice, device_.stream));
+      }
+    }
+    sets.push_back(std::move(k));
+  }
+
   // ---- timing ---------------------------------------------------------------------------
   void timing_stage() {
     const auto start = Clock::now();
@@ -698,18 +731,22 @@ class Worker {
           cand_out[t.name] = pool.tensor(t);
           lib_out[t.name] = pool.tensor(t);
         }
+      const std::vector<KeptInputs> *kept = kept_.contains(wi) ? &kept_.at(wi) : nullptr;
       for (int s = 0; s < sets; ++s) {
+        const bool reuse = kept && s < static_cast<int>(kept->size());
         for (const auto &t : w.spec.tensors) {
           if (t.is_output) {
             cand[s][t.name] = cand_out[t.name];
             lib[s][t.name] = lib_out[t.name];
-            refs[s][t.name] = pool.floats(t.elements());
+            refs[s][t.name] = reuse ? (*kept)[s].refs.at(t.name) : pool.floats(t.elements());
           } else {
-            cand[s][t.name] = lib[s][t.name] = pool.tensor(t);
+            cand[s][t.name] = lib[s][t.name] = reuse ? (*kept)[s].inputs.at(t.name) : pool.tensor(t);
           }
         }
-        fill_inputs(w.spec, cand[s], mix(job_.correctness.base_seed ^ mix(0xABCDEFull + wi * 977 + s)));
-        family_->run_reference(w.spec, cand[s], refs[s], device_.stream);
+        if (!reuse) {
+          fill_inputs(w.spec, cand[s], mix(job_.correctness.base_seed ^ mix(0xABCDEFull + wi * 977 + s)));
+          family_->run_reference(w.spec, cand[s], refs[s], device_.stream);
+        }
         pack("timing", w, cand[s], params[s]);
       }
       phases.mark("inputs");
@@ -1028,6 +1065,12 @@ class Worker {
   double slowest_launch_ms_ =
       0;  ///< ms: slowest median candidate launch timed so far (sizes the instrumented deadline)
   double correctness_launch_ms_ = 0;  ///< ms: slowest correctness launch, wall clock (launch + wait)
+  struct KeptInputs {
+    TensorSet inputs;   ///< non-output tensors only
+    ReferenceSet refs;  ///< fp32 reference of each output
+  };
+  std::map<std::size_t, std::vector<KeptInputs>> kept_;  ///< workload index -> kept trials, in trial order
+  std::unique_ptr<BufferPool> kept_pool_;                ///< owns kept_'s buffers
   std::unique_ptr<FamilyHandler> family_;
   detail::CandidateKernel kernel_;
 };
