@@ -1,0 +1,112 @@
+// The worker's stages over one job: correctness, timing, execution counts (in that order of running, so
+// that no timed launch ever runs patched by CUPTI). One class holds what they share (the job, the device,
+// the loaded candidate, the result written after each stage); each stage has its own source file:
+// stage_runner.cpp (running order, result, launches), correctness_stage.cpp, timing_stage.cpp,
+// execution_stage.cpp.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "evaluator/worker/detail/candidate_kernel.hpp"
+#include "evaluator/worker/detail/worker_support.hpp"
+#include "evaluator/worker/family.hpp"
+#include "evaluator/worker/job.hpp"
+
+namespace ptxbench::worker::detail {
+
+class Worker {
+ public:
+  Worker(Job job, std::string result_path, Device device, json worker_figures);
+
+  /// Runs the stages the job asks for; returns the exit code (a fatal stage exits the process instead).
+  int run();
+
+ private:
+  // ---- result bookkeeping ---------------------------------------------------------------
+  void flush();
+  void set_stage(const std::string &name, protocol::StageResult stage);
+  void finish();
+  /// A stage ended the worker (runtime_error, timeout, launch_error): record and exit now.
+  /// _Exit: no destructors, since a faulted or hung context must not be touched again.
+  [[noreturn]] void fatal(const std::string &stage, Status status, const std::string &summary,
+                          json figures = json::object());
+
+  std::string launch_context(const JobWorkload &w, const std::string &what) const;
+
+  /// Launches the candidate and waits with the hang deadline; any failure ends the worker.
+  /// deadline_ms < 0: the job's kernel-hang limit. instrumented: a launch under CUPTI, whose slowness is
+  /// the instrumentation's, so running past the deadline skips the stage instead of calling it a hang.
+  void launch_and_wait(const std::string &stage, const JobWorkload &w, detail::PackedParams &params,
+                       const std::string &what, double deadline_ms = -1, bool instrumented = false);
+
+  void wait_candidate(const std::string &stage, const JobWorkload &w, const std::string &what,
+                      double deadline_ms = -1, bool instrumented = false);
+
+  void prepare(const std::string &stage, const JobWorkload &w);
+
+  void pack(const std::string &stage, const JobWorkload &w, const TensorSet &tensors,
+            detail::PackedParams &out);
+
+  void fill_inputs(const WorkloadSpec &spec, const TensorSet &tensors, std::uint64_t seed);
+
+  void poison_outputs(const WorkloadSpec &spec, const TensorSet &tensors);
+
+  std::uint64_t input_checksum(const WorkloadSpec &spec, const TensorSet &tensors);
+
+  // Seconds per phase of a stage, for finding where evaluation time goes. Each mark waits for the
+  // stream, so GPU work is charged to the phase that queued it.
+  struct PhaseSeconds {
+    cudaStream_t stream;
+    Clock::time_point last = Clock::now();
+    json seconds = json::object();
+    void mark(const char *phase) {
+      PTXB_CUDA(cudaStreamSynchronize(stream));
+      const auto now = Clock::now();
+      seconds[phase] = seconds.value(phase, 0.0) + std::chrono::duration<double>(now - last).count();
+      last = now;
+    }
+  };
+
+  // ---- correctness ---------------------------------------------------------------------
+  bool correctness_stage();
+
+  // A correctness trial's inputs and fp32 reference, kept (copied before the candidate ran) as one of
+  // the timing stage's input sets: see TimingPolicy::reuse_correctness_inputs. Kept only while the GPU
+  // has room for them beside 2 GiB of headroom; otherwise timing draws its own sets.
+  void keep_for_timing(std::size_t wi, int trial, const WorkloadSpec &spec, const TensorSet &tensors,
+                       const ReferenceSet &reference);
+
+  // ---- timing ---------------------------------------------------------------------------
+  void timing_stage();
+
+  // ---- execution (CUPTI SASS metrics) --------------------------------------------------
+  // The orchestrator disassembles the cubin while the first stages run; wait for its listing here.
+  // "" when it arrived (or was in the job), else why there is none.
+  std::string await_sass_listing();
+
+  void execution_stage(bool correct);
+
+  double kernel_hang_ms() const;                 ///< ms
+  double incorrect_execution_budget_ms() const;  ///< ms
+
+  Job job_;
+  std::string result_path_;
+  Device device_;
+  protocol::WorkerResult result_;
+  double slowest_launch_ms_ =
+      0;  ///< ms: slowest median candidate launch timed so far (sizes the instrumented deadline)
+  double correctness_launch_ms_ = 0;  ///< ms: slowest correctness launch, wall clock (launch + wait)
+  struct KeptInputs {
+    TensorSet inputs;   ///< non-output tensors only
+    ReferenceSet refs;  ///< fp32 reference of each output
+  };
+  std::map<std::size_t, std::vector<KeptInputs>> kept_;  ///< workload index -> kept trials, in trial order
+  std::unique_ptr<BufferPool> kept_pool_;                ///< owns kept_'s buffers
+  std::unique_ptr<FamilyHandler> family_;
+  detail::CandidateKernel kernel_;
+};
+
+}  // namespace ptxbench::worker::detail

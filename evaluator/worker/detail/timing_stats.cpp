@@ -1,0 +1,30 @@
+#include "evaluator/worker/detail/timing_stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ptxbench::worker::detail {
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double rel_spread(std::vector<double> v) {
+  if (v.size() < 4) return 1;
+  std::sort(v.begin(), v.end());
+  const double p25 = v[v.size() / 4], p75 = v[(3 * v.size()) / 4];
+  const double med = v[v.size() / 2];
+  return med > 0 ? (p75 - p25) / med : 1;
+}
+
+/// Relative half-width of the ~95% confidence interval of the median
+/// (1.57·IQR/√n, the box-plot notch): the adaptive stopping rule compares this
+/// with TimingPolicy::target_rel_spread, so that the reported median, not each
+/// sample, is known to that precision.
+double median_ci_rel(const std::vector<double> &v) {
+  if (v.size() < 4) return 1;
+  return 1.57 * rel_spread(v) / std::sqrt(static_cast<double>(v.size()));
+}
+
+}  // namespace ptxbench::worker::detail

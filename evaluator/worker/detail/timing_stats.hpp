@@ -1,0 +1,18 @@
+// The timing stage's sample statistics: the median, the interquartile spread and the stopping rule's
+// confidence interval of the median.
+#pragma once
+
+#include <vector>
+
+namespace ptxbench::worker::detail {
+
+double median_of(std::vector<double> v);
+/// (p75 - p25) / median; 1 with fewer than 4 samples.
+double rel_spread(std::vector<double> v);
+/// Relative half-width of the ~95% confidence interval of the median
+/// (1.57·IQR/√n, the box-plot notch): the adaptive stopping rule compares this
+/// with TimingPolicy::target_rel_spread, so that the reported median, not each
+/// sample, is known to that precision.
+double median_ci_rel(const std::vector<double> &v);
+
+}  // namespace ptxbench::worker::detail

@@ -1,0 +1,144 @@
+// The execution stage: CUPTI SASS counts of one instrumented launch, joined with the listing.
+#include "evaluator/worker/detail/stage_runner.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "evaluator/worker/detail/execution_figures.hpp"
+#include "evaluator/worker/detail/sass_counts.hpp"
+#include "util/strings.hpp"
+
+namespace ptxbench::worker::detail {
+
+std::string Worker::await_sass_listing() {
+  if (!job_.sass.empty() || job_.sass_path.empty()) return "";
+  const auto give_up = Clock::now() + std::chrono::seconds(120);
+  std::error_code ec;
+  while (!std::filesystem::exists(job_.sass_path, ec)) {
+    if (Clock::now() > give_up) return "the SASS listing did not arrive within 120 s";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::ifstream in(job_.sass_path);
+  const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return "the SASS listing file is not JSON";
+  SassHandover handover;
+  try {
+    handover = j.get<SassHandover>();
+  } catch (const protocol::ProtocolError &e) {
+    return std::string("the SASS listing file is malformed: ") + e.what();
+  }
+  if (handover.error) return *handover.error;
+  job_.sass = std::move(handover.sass);
+  return "";
+}
+
+void Worker::execution_stage(bool correct) {
+  const auto start = Clock::now();
+  // Instrumented code runs up to ~200x slower than plain. An incorrect kernel's counts still help the
+  // repair feedback (a target in the SASS that never runs), so they are taken when that is cheap; a
+  // kernel too slow to count within the budget is left uncounted instead of holding the GPU.
+  const double launch_ms = std::max(slowest_launch_ms_, correctness_launch_ms_);
+  if (!correct && 200.0 * launch_ms > incorrect_execution_budget_ms()) {
+    set_stage(
+        "execution",
+        stage_json(Status::skipped,
+                   "not counted: the outputs were not correct and counting instructions would take "
+                   "about " +
+                       fmt_num(200.0 * launch_ms / 1000.0) + " s (200x its " + fmt_num(launch_ms) +
+                       " ms launch; budget " + fmt_num(incorrect_execution_budget_ms() / 1000.0) + " s)",
+                   json::array(), json{{"estimated_seconds", 200.0 * launch_ms / 1000.0}},
+                   seconds_since(start)));
+    return;
+  }
+  if (const std::string why = await_sass_listing(); !why.empty()) {
+    set_stage("execution",
+              stage_json(Status::skipped, "no SASS listing of the cubin to join the counts with: " + why));
+    return;
+  }
+  if (job_.sass.empty()) {
+    set_stage("execution",
+              stage_json(Status::skipped,
+                         "no SASS listing of the cubin to join the counts with (cuobjdump/nvdisasm "
+                         "missing on this machine)"));
+    return;
+  }
+  // The smallest workload: instrumented code runs much slower.
+  std::size_t pick = 0;
+  for (std::size_t i = 1; i < job_.workloads.size(); ++i)
+    if (job_.workloads[i].spec.flops < job_.workloads[pick].spec.flops) pick = i;
+  const JobWorkload &w = job_.workloads[pick];
+  prepare("execution", w);
+  BufferPool pool(256, device_.stream);
+  TensorSet tensors;
+  for (const auto &t : w.spec.tensors) tensors[t.name] = pool.tensor(t);
+  fill_inputs(w.spec, tensors, mix(job_.correctness.base_seed ^ 0xE3ull));
+  poison_outputs(w.spec, tensors);
+  detail::PackedParams params;
+  pack("execution", w, tensors, params);
+  PTXB_CUDA(cudaStreamSynchronize(device_.stream));
+  const detail::SassCountResult counts =
+      detail::count_sass_instructions(device_.ctx, device_.facts.ordinal, [&] {
+        // Instrumented code runs many times slower: allow 200x the slowest timed launch, within limits.
+        const double deadline = std::clamp(200.0 * launch_ms, kernel_hang_ms(), 60'000.0);
+        launch_and_wait("execution", w, params, "instrumented launch", deadline, /*instrumented=*/true);
+      });
+  if (!counts.available) {
+    set_stage(
+        "execution",
+        stage_json(Status::skipped, "CUPTI cannot count instructions here: " + counts.reason,
+                   json::array({diag(counts.reason, "warning")}), json::object(), seconds_since(start)));
+    return;
+  }
+  // The largest TMA box of the launch: an upper bound on what one UTMALDG moves (which map a PC uses
+  // is not in the SASS), so a token TMA load is judged generously and still cannot pass.
+  double box_bytes = 0;
+  for (const auto &p : w.launch.params) {
+    if (p.kind != ParamKind::tensor_map) continue;
+    double elems = 1;
+    for (auto b : p.box) elems *= static_cast<double>(b);
+    for (const auto &t : w.spec.tensors)
+      if (t.name == p.name) box_bytes = std::max(box_bytes, elems * static_cast<double>(size_of(t.type)));
+  }
+  json figures = detail::execution_figures(job_.sass, job_.targets, counts.counts, w.spec.flops, box_bytes);
+  figures["workload"] = w.spec.name;
+  figures["dropped_records"] = counts.dropped_records;
+  // The busiest opcode families, named when a target did only part of the work.
+  std::string top_text;
+  for (std::size_t i = 0; i < figures["top_opcodes"].size() && i < 3; ++i)
+    top_text += (i ? ", " : "") + figures["top_opcodes"][i]["family"].get<std::string>() + " " +
+                fmt_num(figures["top_opcodes"][i]["warp_executions"].get<double>());
+  json diagnostics = json::array();
+  std::string summary;
+  for (const auto &t : figures["targets"]) {
+    const std::string name = t["name"];
+    std::string line;
+    if (!t["present_in_sass"].get<bool>())
+      line = "target " + name + " is not in the compiled SASS (no " + t["sass_families"].dump() +
+             " instructions)";
+    else if (!t["executed"].get<bool>())
+      line = "target " + name +
+             " is in the SASS but never executed (0 warp executions: it sits on a path the "
+             "kernel never takes)";
+    else
+      line = "target " + name + " executed: " + std::to_string(t["warp_executions"].get<std::uint64_t>()) +
+             " warp instructions";
+    if (t["executed"].get<bool>() && t["work_share"].is_number()) {
+      // The evaluator decides whether this share is enough (settings.min_target_work_share).
+      const double share = t["work_share"].get<double>();
+      line += " doing " + util::percent_text(share) + " of workload " + w.spec.name + "'s " +
+              fmt_num(w.spec.flops) + " FLOPs";
+      if (share < 0.99) line += " (the rest ran on other units; top opcodes: " + top_text + ")";
+    }
+    if (t["executed"].get<bool>() && t.contains("byte_share") && t["byte_share"].is_number())
+      line += " loading " + util::percent_text(t["byte_share"].get<double>()) +
+              " of the bytes read from global memory (at most, counting every box at the largest size)";
+    diagnostics.push_back(diag(line, t["executed"].get<bool>() ? "note" : "warning"));
+    summary += (summary.empty() ? "" : "; ") + line;
+  }
+  if (summary.empty()) summary = "the task names no target instructions";
+  set_stage("execution", stage_json(Status::ok, summary, diagnostics, figures, seconds_since(start)));
+}
+
+}  // namespace ptxbench::worker::detail
