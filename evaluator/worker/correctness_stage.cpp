@@ -7,6 +7,27 @@
 
 namespace ptxbench::worker::detail {
 
+/// One workload's buffers: its tensors (with guard regions), the fp32 reference and a snapshot of each
+/// output for the determinism relaunch, and the candidate's packed parameters.
+struct Worker::CorrectnessBuffers {
+  CorrectnessBuffers(std::size_t guard_bytes, cudaStream_t stream) : pool(guard_bytes, stream) {}
+  BufferPool pool;
+  TensorSet tensors;
+  ReferenceSet reference;
+  std::map<std::string, void *> snapshots;
+  detail::PackedParams params;
+};
+
+/// One workload's trials, summed.
+struct Worker::WorkloadCheck {
+  json worst_first = nullptr;
+  double max_abs = 0, max_rel = 0;
+  std::uint64_t mismatches = 0, nans = 0, unwritten = 0, damage = 0;
+  bool mutated = false, deterministic = true;
+  int passed = 0, trials_run = 0, trials = 0;
+  bool ok() const { return passed == trials && trials_run == trials; }
+};
+
 bool Worker::correctness_stage() {
   const auto start = Clock::now();
   PhaseSeconds phases{device_.stream};
@@ -20,134 +41,29 @@ bool Worker::correctness_stage() {
       continue;
     }
     const JobWorkload &w = job_.workloads[wi];
-    prepare("correctness", w);
-    BufferPool pool(job_.correctness.guard_bytes, device_.stream);
-    TensorSet tensors;
-    ReferenceSet reference;
-    std::map<std::string, void *> snapshots;
-    for (const auto &t : w.spec.tensors) {
-      tensors[t.name] = pool.tensor(t);
-      if (t.is_output) {
-        reference[t.name] = pool.floats(t.elements());
-        snapshots[t.name] = pool.raw(t.bytes());
-      }
-    }
-    detail::PackedParams params;
-    pack("correctness", w, tensors, params);
-    phases.mark("buffers");
-
-    json worst_first = nullptr;
-    double max_abs = 0, max_rel = 0;
-    std::uint64_t mismatches = 0, nans = 0, unwritten = 0, damage = 0;
-    bool mutated = false, deterministic = true;
-    int passed = 0, trials_run = 0;
-    const int trials = sanitize ? 1 : job_.correctness.trials;
-    for (int trial = 0; trial < trials && !stopped_early; ++trial) {
-      ++trials_run;
-      const std::uint64_t seed = mix(job_.correctness.base_seed ^ mix(wi * 1000003ull + trial));
-      fill_inputs(w.spec, tensors, seed);
-      phases.mark("fill");
-      family_->run_reference(w.spec, tensors, reference, device_.stream);
-      phases.mark("reference");
-      if (!sanitize) keep_for_timing(wi, trial, w.spec, tensors, reference);
-      poison_outputs(w.spec, tensors);
-      const std::uint64_t before = input_checksum(w.spec, tensors);
-      phases.mark("checks");
-      const auto launch_start = Clock::now();
-      launch_and_wait("correctness", w, params, "trial " + std::to_string(trial + 1));
-      // Sizes the instrumented launch's deadline and budget when the kernel is never timed.
-      correctness_launch_ms_ = std::max(correctness_launch_ms_, 1e3 * seconds_since(launch_start));
-      phases.mark("candidate");
-      bool trial_ok = true;
-      for (const auto &t : w.spec.tensors) {
-        if (!t.is_output) continue;
-        const detail::CompareStats s =
-            detail::compare_to_reference(tensors.at(t.name).data, t.type, reference.at(t.name), t.elements(),
-                                         t.atol, t.rtol, device_.stream);
-        max_abs = std::max(max_abs, s.max_abs_error);
-        max_rel = std::max(max_rel, s.max_rel_error);
-        mismatches += s.mismatches;
-        nans += s.nan_count;
-        unwritten += s.unwritten_count;
-        if (s.mismatches) {
-          trial_ok = false;
-          if (worst_first.is_null())
-            worst_first = {{"tensor", t.name},
-                           {"index", unflatten(s.first_mismatch, t.shape)},
-                           {"got", std::isnan(s.first_got) ? json("NaN") : json(s.first_got)},
-                           {"expected", s.first_expected},
-                           {"trial", trial + 1},
-                           {"unwritten", s.unwritten_count > 0 && std::isnan(s.first_got)}};
-        }
-      }
-      for (const auto &[name, t] : tensors) damage += guard_damage(t, device_.stream);
-      if (input_checksum(w.spec, tensors) != before) mutated = true;
-      if (damage || mutated) trial_ok = false;
-      // The first failing trial decides the verdict; the remaining trials (and workloads) would only
-      // add counts, so they are skipped unless the settings ask for all of them.
-      if (!trial_ok && !job_.correctness.all_trials && !sanitize) stopped_early = true;
-      // A second identical launch must give the same bits (races, uninitialized reads).
-      if (trial == 0 && job_.correctness.check_determinism && !sanitize && !stopped_early) {
-        for (const auto &t : w.spec.tensors)
-          if (t.is_output)
-            PTXB_CUDA(cudaMemcpyAsync(snapshots[t.name], tensors.at(t.name).data, t.bytes(),
-                                      cudaMemcpyDeviceToDevice, device_.stream));
-        poison_outputs(w.spec, tensors);
-        launch_and_wait("correctness", w, params, "determinism relaunch");
-        for (const auto &t : w.spec.tensors)
-          if (t.is_output && detail::count_bit_differences(snapshots[t.name], tensors.at(t.name).data, t.type,
-                                                           t.elements(), device_.stream) != 0)
-            deterministic = false;
-      }
-      passed += trial_ok;
-      phases.mark("checks");
-    }
-    const bool ok = passed == trials && trials_run == trials;
-    all_correct = all_correct && ok;
-    all_deterministic = all_deterministic && deterministic;
+    const WorkloadCheck c = check_workload(wi, phases, stopped_early);
+    all_correct = all_correct && c.ok();
+    all_deterministic = all_deterministic && c.deterministic;
     std::uint64_t elements = 0;
     for (const auto &t : w.spec.tensors)
       if (t.is_output) elements += static_cast<std::uint64_t>(t.elements());
     workloads.push_back({{"name", w.spec.name},
-                         {"trials", trials_run},
-                         {"trials_planned", trials},
-                         {"passed", passed},
-                         {"max_abs_error", max_abs},
-                         {"max_rel_error", max_rel},
-                         {"mismatches", mismatches},
-                         {"first_mismatch", worst_first},
-                         {"nan_count", nans},
-                         {"unwritten_count", unwritten},
-                         {"guard_damage", damage},
-                         {"inputs_mutated", mutated},
-                         {"deterministic", deterministic},
+                         {"trials", c.trials_run},
+                         {"trials_planned", c.trials},
+                         {"passed", c.passed},
+                         {"max_abs_error", c.max_abs},
+                         {"max_rel_error", c.max_rel},
+                         {"mismatches", c.mismatches},
+                         {"first_mismatch", c.worst_first},
+                         {"nan_count", c.nans},
+                         {"unwritten_count", c.unwritten},
+                         {"guard_damage", c.damage},
+                         {"inputs_mutated", c.mutated},
+                         {"deterministic", c.deterministic},
                          {"output_elements", elements}});
-    if (!ok) {
-      std::string text = "workload " + w.spec.name + ": " + std::to_string(passed) + " of " +
-                         std::to_string(trials_run) + " trials passed";
-      if (trials_run < trials)
-        text +=
-            " (stopped at the first failing trial; " + std::to_string(trials - trials_run) + " more skipped)";
-      if (mismatches) {
-        text += "; " + std::to_string(mismatches) + " mismatching elements over all trials (of " +
-                std::to_string(elements) + " per trial)";
-        if (!worst_first.is_null()) {
-          const auto &tensor_spec = *w.spec.find_tensor(worst_first["tensor"].get<std::string>());
-          text += "; first at " + worst_first["tensor"].get<std::string>() +
-                  coord_text(worst_first["index"].get<std::vector<std::int64_t>>()) + ": got " +
-                  worst_first["got"].dump() + ", expected " + fmt_num(worst_first["expected"].get<double>()) +
-                  " (tolerance " + fmt_num(tensor_spec.atol) + " + " + fmt_num(tensor_spec.rtol) +
-                  "·|expected|)";
-        }
-      }
-      if (nans) text += "; " + std::to_string(nans) + " NaN values";
-      if (unwritten)
-        text += "; " + std::to_string(unwritten) + " elements never written (still the NaN poison)";
-      if (damage)
-        text += "; " + std::to_string(damage) + " bytes written outside the buffers (guard regions)";
-      if (mutated) text += "; the kernel modified its input tensors";
-      diagnostics.push_back(diag(text));
-    } else if (!deterministic) {
+    if (!c.ok()) {
+      diagnostics.push_back(diag(correctness_failure_text(w, c, elements)));
+    } else if (!c.deterministic) {
       diagnostics.push_back(diag("workload " + w.spec.name +
                                  ": a second identical launch gave different bits (a race between threads or "
                                  "blocks, or a read of memory nothing wrote)"));
@@ -174,6 +90,127 @@ bool Worker::correctness_stage() {
                   {"phase_seconds", phases.seconds}};
   set_stage("correctness", stage_json(status, summary, diagnostics, figures, seconds_since(start)));
   return status == Status::ok;
+}
+
+Worker::WorkloadCheck Worker::check_workload(std::size_t wi, PhaseSeconds &phases, bool &stopped_early) {
+  const JobWorkload &w = job_.workloads[wi];
+  const bool sanitize = job_.mode == JobMode::sanitize;
+  prepare("correctness", w);
+  CorrectnessBuffers b(job_.correctness.guard_bytes, device_.stream);
+  for (const auto &t : w.spec.tensors) {
+    b.tensors[t.name] = b.pool.tensor(t);
+    if (t.is_output) {
+      b.reference[t.name] = b.pool.floats(t.elements());
+      b.snapshots[t.name] = b.pool.raw(t.bytes());
+    }
+  }
+  pack("correctness", w, b.tensors, b.params);
+  phases.mark("buffers");
+
+  WorkloadCheck c;
+  c.trials = sanitize ? 1 : job_.correctness.trials;
+  for (int trial = 0; trial < c.trials && !stopped_early; ++trial) {
+    ++c.trials_run;
+    const bool trial_ok = run_trial(wi, trial, b, phases, c);
+    // The first failing trial decides the verdict; the remaining trials (and workloads) would only
+    // add counts, so they are skipped unless the settings ask for all of them.
+    if (!trial_ok && !job_.correctness.all_trials && !sanitize) stopped_early = true;
+    // A second identical launch must give the same bits (races, uninitialized reads).
+    if (trial == 0 && job_.correctness.check_determinism && !sanitize && !stopped_early &&
+        !same_bits_on_relaunch(w, b))
+      c.deterministic = false;
+    c.passed += trial_ok;
+    phases.mark("checks");
+  }
+  return c;
+}
+
+bool Worker::run_trial(std::size_t wi, int trial, CorrectnessBuffers &b, PhaseSeconds &phases,
+                       WorkloadCheck &c) {
+  const JobWorkload &w = job_.workloads[wi];
+  const std::uint64_t seed = mix(job_.correctness.base_seed ^ mix(wi * 1000003ull + trial));
+  fill_inputs(w.spec, b.tensors, seed);
+  phases.mark("fill");
+  family_->run_reference(w.spec, b.tensors, b.reference, device_.stream);
+  phases.mark("reference");
+  if (job_.mode != JobMode::sanitize) keep_for_timing(wi, trial, w.spec, b.tensors, b.reference);
+  poison_outputs(w.spec, b.tensors);
+  const std::uint64_t before = input_checksum(w.spec, b.tensors);
+  phases.mark("checks");
+  const auto launch_start = Clock::now();
+  launch_and_wait("correctness", w, b.params, "trial " + std::to_string(trial + 1));
+  // Sizes the instrumented launch's deadline and budget when the kernel is never timed.
+  correctness_launch_ms_ = std::max(correctness_launch_ms_, 1e3 * seconds_since(launch_start));
+  phases.mark("candidate");
+  bool trial_ok = true;
+  for (const auto &t : w.spec.tensors) {
+    if (!t.is_output) continue;
+    const detail::CompareStats s =
+        detail::compare_to_reference(b.tensors.at(t.name).data, t.type, b.reference.at(t.name), t.elements(),
+                                     t.atol, t.rtol, device_.stream);
+    c.max_abs = std::max(c.max_abs, s.max_abs_error);
+    c.max_rel = std::max(c.max_rel, s.max_rel_error);
+    c.mismatches += s.mismatches;
+    c.nans += s.nan_count;
+    c.unwritten += s.unwritten_count;
+    if (s.mismatches) {
+      trial_ok = false;
+      if (c.worst_first.is_null())
+        c.worst_first = {{"tensor", t.name},
+                         {"index", unflatten(s.first_mismatch, t.shape)},
+                         {"got", std::isnan(s.first_got) ? json("NaN") : json(s.first_got)},
+                         {"expected", s.first_expected},
+                         {"trial", trial + 1},
+                         {"unwritten", s.unwritten_count > 0 && std::isnan(s.first_got)}};
+    }
+  }
+  for (const auto &[name, t] : b.tensors) c.damage += guard_damage(t, device_.stream);
+  if (input_checksum(w.spec, b.tensors) != before) c.mutated = true;
+  if (c.damage || c.mutated) trial_ok = false;
+  return trial_ok;
+}
+
+bool Worker::same_bits_on_relaunch(const JobWorkload &w, CorrectnessBuffers &b) {
+  for (const auto &t : w.spec.tensors)
+    if (t.is_output)
+      PTXB_CUDA(cudaMemcpyAsync(b.snapshots[t.name], b.tensors.at(t.name).data, t.bytes(),
+                                cudaMemcpyDeviceToDevice, device_.stream));
+  poison_outputs(w.spec, b.tensors);
+  launch_and_wait("correctness", w, b.params, "determinism relaunch");
+  bool same = true;
+  for (const auto &t : w.spec.tensors)
+    if (t.is_output && detail::count_bit_differences(b.snapshots[t.name], b.tensors.at(t.name).data, t.type,
+                                                     t.elements(), device_.stream) != 0)
+      same = false;
+  return same;
+}
+
+std::string Worker::correctness_failure_text(const JobWorkload &w, const WorkloadCheck &c,
+                                             std::uint64_t elements) const {
+  std::string text = "workload " + w.spec.name + ": " + std::to_string(c.passed) + " of " +
+                     std::to_string(c.trials_run) + " trials passed";
+  if (c.trials_run < c.trials)
+    text +=
+        " (stopped at the first failing trial; " + std::to_string(c.trials - c.trials_run) + " more skipped)";
+  if (c.mismatches) {
+    text += "; " + std::to_string(c.mismatches) + " mismatching elements over all trials (of " +
+            std::to_string(elements) + " per trial)";
+    if (!c.worst_first.is_null()) {
+      const json &first = c.worst_first;
+      const auto &tensor_spec = *w.spec.find_tensor(first["tensor"].get<std::string>());
+      text += "; first at " + first["tensor"].get<std::string>() +
+              coord_text(first["index"].get<std::vector<std::int64_t>>()) + ": got " + first["got"].dump() +
+              ", expected " + fmt_num(first["expected"].get<double>()) + " (tolerance " +
+              fmt_num(tensor_spec.atol) + " + " + fmt_num(tensor_spec.rtol) + "·|expected|)";
+    }
+  }
+  if (c.nans) text += "; " + std::to_string(c.nans) + " NaN values";
+  if (c.unwritten)
+    text += "; " + std::to_string(c.unwritten) + " elements never written (still the NaN poison)";
+  if (c.damage)
+    text += "; " + std::to_string(c.damage) + " bytes written outside the buffers (guard regions)";
+  if (c.mutated) text += "; the kernel modified its input tensors";
+  return text;
 }
 
 void Worker::keep_for_timing(std::size_t wi, int trial, const WorkloadSpec &spec, const TensorSet &tensors,

@@ -11,240 +11,302 @@
 
 namespace ptxbench::worker::detail {
 
-void Worker::timing_stage() {
-  const auto start = Clock::now();
-  PhaseSeconds phases{device_.stream};
-  const TimingPolicy &tp = job_.timing;
-  json workloads = json::array(), diagnostics = json::array();
-  json library = json::object();
-  std::vector<double> speedups;
-  bool suspicious = false;
-  double sm_clock = 0;
-  void *scratch = nullptr;
-  const std::size_t scratch_bytes = static_cast<std::size_t>(
-      tp.l2_flush_factor * static_cast<double>(std::max<std::int64_t>(device_.facts.l2_bytes, 1 << 20)));
-  PTXB_CUDA(cudaMalloc(&scratch, scratch_bytes));
-  cudaEvent_t ev_start, ev_stop;
-  PTXB_CUDA(cudaEventCreate(&ev_start));
-  PTXB_CUDA(cudaEventCreate(&ev_stop));
-  std::mt19937_64 rng(job_.correctness.base_seed ^ 0x7151ull);
-  int flush_counter = 0;
-  auto flush_l2 = [&] {
-    PTXB_CUDA(cudaMemsetAsync(scratch, (++flush_counter) & 0xFF, scratch_bytes, device_.stream));
-  };
-  auto elapsed_ms = [&] {
+/// What the stage keeps across workloads: its phases, the L2 flush scratch, the events, the re-check's
+/// random launch, and the figures so far.
+struct Worker::TimingRun {
+  TimingRun(const TimingPolicy &policy, const DeviceFacts &facts, cudaStream_t s, std::uint64_t seed)
+      : tp(policy),
+        stream(s),
+        phases{s},
+        scratch_bytes(static_cast<std::size_t>(
+            tp.l2_flush_factor * static_cast<double>(std::max<std::int64_t>(facts.l2_bytes, 1 << 20)))) {
+    PTXB_CUDA(cudaMalloc(&scratch, scratch_bytes));
+    PTXB_CUDA(cudaEventCreate(&ev_start));
+    PTXB_CUDA(cudaEventCreate(&ev_stop));
+    rng.seed(seed ^ 0x7151ull);
+  }
+  ~TimingRun() { release(); }
+  TimingRun(const TimingRun &) = delete;
+  TimingRun &operator=(const TimingRun &) = delete;
+
+  void release() {
+    if (scratch) cudaFree(scratch);
+    scratch = nullptr;
+    if (ev_start) cudaEventDestroy(ev_start);
+    if (ev_stop) cudaEventDestroy(ev_stop);
+    ev_start = ev_stop = nullptr;
+  }
+  void flush_l2() { PTXB_CUDA(cudaMemsetAsync(scratch, (++flush_counter) & 0xFF, scratch_bytes, stream)); }
+  double elapsed_ms() const {
     float ms = 0;
     PTXB_CUDA(cudaEventElapsedTime(&ms, ev_start, ev_stop));
     return static_cast<double>(ms);
-  };
+  }
   // The stream is idle here (every sample is waited for), so the GPU idles while we sleep.
-  auto cool_down = [&](double sample_ms) {
+  void cool_down(double sample_ms) const {
     const double idle_ms = std::min(tp.cooldown_ratio * sample_ms, tp.cooldown_max_ms);
     if (idle_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(idle_ms));
-  };
-
-  for (std::size_t wi = 0; wi < job_.workloads.size(); ++wi) {
-    const JobWorkload &w = job_.workloads[wi];
-    prepare("timing", w);
-    BufferPool pool(256, device_.stream);
-    const int sets = tp.input_sets;
-    std::vector<TensorSet> cand(sets), lib(sets);
-    std::vector<ReferenceSet> refs(sets);
-    std::vector<detail::PackedParams> params(sets);
-    TensorSet cand_out, lib_out;
-    for (const auto &t : w.spec.tensors)
-      if (t.is_output) {
-        cand_out[t.name] = pool.tensor(t);
-        lib_out[t.name] = pool.tensor(t);
-      }
-    const std::vector<KeptInputs> *kept = kept_.contains(wi) ? &kept_.at(wi) : nullptr;
-    for (int s = 0; s < sets; ++s) {
-      const bool reuse = kept && s < static_cast<int>(kept->size());
-      for (const auto &t : w.spec.tensors) {
-        if (t.is_output) {
-          cand[s][t.name] = cand_out[t.name];
-          lib[s][t.name] = lib_out[t.name];
-          refs[s][t.name] = reuse ? (*kept)[s].refs.at(t.name) : pool.floats(t.elements());
-        } else {
-          cand[s][t.name] = lib[s][t.name] = reuse ? (*kept)[s].inputs.at(t.name) : pool.tensor(t);
-        }
-      }
-      if (!reuse) {
-        fill_inputs(w.spec, cand[s], mix(job_.correctness.base_seed ^ mix(0xABCDEFull + wi * 977 + s)));
-        family_->run_reference(w.spec, cand[s], refs[s], device_.stream);
-      }
-      pack("timing", w, cand[s], params[s]);
-    }
-    phases.mark("inputs");
-    LibraryInfo info;
-    try {
-      TensorSet lib_inputs = lib[0];
-      info = family_->prepare_library(w.spec, lib_inputs, lib_out, device_.stream);
-    } catch (const WorkerError &e) {
-      if (e.kind() == "runtime_error") throw;
-      cudaFree(scratch);
-      set_stage("timing",
-                stage_json(Status::skipped, std::string("the reference library could not run: ") + e.what(),
-                           json::array({diag(e.what(), "warning")})));
-      return;
-    }
-    library = {{"name", info.name}, {"version", info.version}, {"algo", info.algo}};
-    phases.mark("library_selection");
-
-    for (int i = 0; i < tp.warmup_launches; ++i) {
-      launch_and_wait("timing", w, params[i % sets], "warm-up");
-      family_->run_library(lib[i % sets], lib_out, device_.stream);
-    }
-    PTXB_CUDA(cudaStreamSynchronize(device_.stream));
-
-    const int reverify_at =
-        tp.reverify_random_launch
-            ? static_cast<int>(rng() % static_cast<std::uint64_t>(std::max(1, tp.min_samples)))
-            : -1;
-    std::vector<double> cand_ms, lib_ms;
-    json reverify = nullptr;
-    int last_set =
-        0;  // input set of the last timed candidate launch (its output is re-checked after the loop)
-    // Output elements of the candidate's latest launch outside tolerance against input set `set`'s
-    // reference.
-    const auto wrong_outputs = [&](int set) {
-      std::uint64_t bad = 0;
-      for (const auto &t : w.spec.tensors)
-        if (t.is_output)
-          bad += detail::compare_to_reference(cand_out.at(t.name).data, t.type, refs[set].at(t.name),
-                                              t.elements(), t.atol, t.rtol, device_.stream)
-                     .mismatches;
-      return bad;
-    };
-    phases.mark("warmup");
-    const auto loop_start = Clock::now();
-    for (int i = 0;; ++i) {
-      const int s = i % sets;
-      last_set = s;
-      for (int half = 0; half < 2; ++half) {
-        // Alternate who goes first so neither always runs right after the flush of the other.
-        const bool candidate_turn = (half == 0) == (i % 2 == 0);
-        flush_l2();
-        PTXB_CUDA(cudaEventRecord(ev_start, device_.stream));
-        if (candidate_turn) {
-          const CUresult r = kernel_.launch(w.launch, params[s], device_.stream);
-          if (r != CUDA_SUCCESS)
-            fatal("timing", detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
-                  "timed launch failed: " + detail::describe(r) + " (" + launch_context(w, "timing") + ")");
-          PTXB_CUDA(cudaEventRecord(ev_stop, device_.stream));
-          wait_candidate("timing", w, "timed launch " + std::to_string(i + 1));
-          cand_ms.push_back(elapsed_ms());
-          cool_down(cand_ms.back());
-          if (i == reverify_at) {
-            // The output of a random timed launch must still be right (no caching across calls).
-            const std::uint64_t bad = wrong_outputs(s);
-            reverify = {{"launch", i + 1}, {"input_set", s}, {"mismatches", bad}};
-            if (bad) {
-              suspicious = true;
-              diagnostics.push_back(diag("workload " + w.spec.name + ": the output of timed launch " +
-                                         std::to_string(i + 1) + " (input set " + std::to_string(s) +
-                                         ") had " + std::to_string(bad) +
-                                         " wrong elements although the correctness trials passed"));
-            }
-          }
-        } else {
-          if (tp.library_preroll) {  // see TimingPolicy::library_preroll
-            family_->run_library(lib[s], lib_out, device_.stream);
-            flush_l2();
-            PTXB_CUDA(cudaEventRecord(ev_start, device_.stream));
-          }
-          family_->run_library(lib[s], lib_out, device_.stream);
-          PTXB_CUDA(cudaEventRecord(ev_stop, device_.stream));
-          PTXB_CUDA(cudaEventSynchronize(ev_stop));
-          lib_ms.push_back(elapsed_ms());
-          cool_down(lib_ms.back());
-        }
-      }
-      const double t = seconds_since(loop_start);
-      const bool enough = static_cast<int>(cand_ms.size()) >= tp.min_samples && t >= tp.min_seconds &&
-                          median_ci_rel(cand_ms) <= tp.target_rel_spread &&
-                          median_ci_rel(lib_ms) <= tp.target_rel_spread;
-      if (enough || t >= tp.max_seconds) break;
-    }
-    phases.mark("sampling");
-    if (tp.reverify_random_launch) {
-      // Also the LAST timed launch: a kernel that turns wrong (and cheap) only after the random
-      // re-check would otherwise keep an inflated speedup.
-      const std::uint64_t bad = wrong_outputs(last_set);
-      reverify["last_launch"] = {{"launch", cand_ms.size()}, {"input_set", last_set}, {"mismatches", bad}};
-      if (bad) {
-        suspicious = true;
-        diagnostics.push_back(diag("workload " + w.spec.name + ": the output of the last timed launch (" +
-                                   std::to_string(cand_ms.size()) + ") had " + std::to_string(bad) +
-                                   " wrong elements although the correctness trials passed"));
-      }
-    }
-    double workload_clock = 0;  // SM clock right after this workload's sampling
-    if (auto mhz = detail::sm_clock_mhz(device_.facts.pci_bus_id)) sm_clock = workload_clock = *mhz;
-    family_->release_library();
-
-    const double cmed = median_of(cand_ms), lmed = median_of(lib_ms);
-    slowest_launch_ms_ = std::max(slowest_launch_ms_, cmed);
-    const ElemType in_type = [&] {
-      for (const auto &t : w.spec.tensors)
-        if (!t.is_output) return t.type;
-      return ElemType::bf16;
-    }();
-    const detail::PeakRates peak = detail::peak_rates(device_rates(device_.facts), in_type);
-    const double floor_ms = detail::sol_floor_ms(w.spec.flops, w.spec.bytes, peak);
-    const double speedup = cmed > 0 ? lmed / cmed : 0;
-    speedups.push_back(speedup);
-    if (cmed < tp.sol_slack * floor_ms) {
-      suspicious = true;
-      diagnostics.push_back(diag(
-          "workload " + w.spec.name + ": " + fmt_num(cmed) + " ms is below the speed-of-light floor of " +
-          fmt_num(floor_ms) + " ms (peak " + fmt_num(peak.flops_per_s / 1e12) + " TFLOP/s, " +
-          fmt_num(peak.bytes_per_s / 1e9) + " GB/s): the kernel cannot have done the work"));
-    }
-    json wj = {{"name", w.spec.name},
-               {"candidate_ms", cmed},
-               {"candidate_spread", rel_spread(cand_ms)},
-               {"library_ms", lmed},
-               {"library_spread", rel_spread(lib_ms)},
-               {"speedup", speedup},
-               {"candidate_tflops", cmed > 0 ? w.spec.flops / (cmed * 1e9) : 0},
-               {"library_tflops", lmed > 0 ? w.spec.flops / (lmed * 1e9) : 0},
-               {"sol_floor_ms", floor_ms},
-               {"candidate_median_ci", median_ci_rel(cand_ms)},
-               {"library_median_ci", median_ci_rel(lib_ms)},
-               {"sampling_seconds", seconds_since(loop_start)},
-               {"samples", cand_ms.size()},
-               {"library_samples", lib_ms.size()},
-               {"reverified", reverify},
-               {"sm_clock_mhz_after", workload_clock > 0 ? json(workload_clock) : json(nullptr)},
-               {"flops", w.spec.flops},
-               {"bytes", w.spec.bytes}};
-    wj.update(peak.to_json());
-    workloads.push_back(wj);
   }
-  cudaFree(scratch);
-  cudaEventDestroy(ev_start);
-  cudaEventDestroy(ev_stop);
 
-  double log_sum = 0, min_speedup = speedups.empty() ? 0 : speedups[0];
-  for (double s : speedups) {
+  const TimingPolicy &tp;
+  cudaStream_t stream;
+  PhaseSeconds phases;
+  std::size_t scratch_bytes;
+  void *scratch = nullptr;
+  cudaEvent_t ev_start = nullptr, ev_stop = nullptr;
+  std::mt19937_64 rng;
+  int flush_counter = 0;
+  json workloads = json::array(), diagnostics = json::array(), library = json::object();
+  std::vector<double> speedups;
+  bool suspicious = false;
+  double sm_clock = 0;
+};
+
+/// One workload's input sets (candidate and library share the inputs; each has its own outputs), their
+/// fp32 references and the candidate's packed parameters per set.
+struct Worker::TimingInputs {
+  TimingInputs(cudaStream_t stream, int sets)
+      : pool(256, stream), cand(sets), lib(sets), refs(sets), params(sets) {}
+  BufferPool pool;
+  std::vector<TensorSet> cand, lib;
+  std::vector<ReferenceSet> refs;
+  std::vector<detail::PackedParams> params;
+  TensorSet cand_out, lib_out;
+};
+
+/// One workload's samples, ms, and the re-checks of timed launches' outputs.
+struct Worker::TimingSamples {
+  std::vector<double> cand_ms, lib_ms;
+  json reverify = nullptr;
+  int last_set =
+      0;  ///< input set of the last timed candidate launch (its output is re-checked after the loop)
+  Clock::time_point loop_start;
+};
+
+void Worker::timing_stage() {
+  const auto start = Clock::now();
+  TimingRun run(job_.timing, device_.facts, device_.stream, job_.correctness.base_seed);
+  for (std::size_t wi = 0; wi < job_.workloads.size(); ++wi)
+    if (!time_workload(wi, run)) return;
+  run.release();
+  set_stage("timing", timing_result(run, seconds_since(start)));
+}
+
+bool Worker::time_workload(std::size_t wi, TimingRun &run) {
+  const TimingPolicy &tp = run.tp;
+  const JobWorkload &w = job_.workloads[wi];
+  prepare("timing", w);
+  TimingInputs in(device_.stream, tp.input_sets);
+  timing_inputs(wi, w, in);
+  run.phases.mark("inputs");
+  LibraryInfo info;
+  try {
+    TensorSet lib_inputs = in.lib[0];
+    info = family_->prepare_library(w.spec, lib_inputs, in.lib_out, device_.stream);
+  } catch (const WorkerError &e) {
+    if (e.kind() == "runtime_error") throw;
+    run.release();
+    set_stage("timing",
+              stage_json(Status::skipped, std::string("the reference library could not run: ") + e.what(),
+                         json::array({diag(e.what(), "warning")})));
+    return false;
+  }
+  run.library = {{"name", info.name}, {"version", info.version}, {"algo", info.algo}};
+  run.phases.mark("library_selection");
+
+  const int sets = tp.input_sets;
+  for (int i = 0; i < tp.warmup_launches; ++i) {
+    launch_and_wait("timing", w, in.params[i % sets], "warm-up");
+    family_->run_library(in.lib[i % sets], in.lib_out, device_.stream);
+  }
+  PTXB_CUDA(cudaStreamSynchronize(device_.stream));
+  TimingSamples samples;
+  sample_workload(w, in, run, samples);
+  run.phases.mark("sampling");
+  if (tp.reverify_random_launch) {
+    // Also the LAST timed launch: a kernel that turns wrong (and cheap) only after the random
+    // re-check would otherwise keep an inflated speedup.
+    const std::uint64_t bad = wrong_outputs(w, in, samples.last_set);
+    samples.reverify["last_launch"] = {
+        {"launch", samples.cand_ms.size()}, {"input_set", samples.last_set}, {"mismatches", bad}};
+    if (bad) {
+      run.suspicious = true;
+      run.diagnostics.push_back(diag("workload " + w.spec.name + ": the output of the last timed launch (" +
+                                     std::to_string(samples.cand_ms.size()) + ") had " + std::to_string(bad) +
+                                     " wrong elements although the correctness trials passed"));
+    }
+  }
+  double workload_clock = 0;  // SM clock right after this workload's sampling
+  if (auto mhz = detail::sm_clock_mhz(device_.facts.pci_bus_id)) run.sm_clock = workload_clock = *mhz;
+  family_->release_library();
+  run.workloads.push_back(workload_timing(w, samples, workload_clock, run));
+  return true;
+}
+
+void Worker::timing_inputs(std::size_t wi, const JobWorkload &w, TimingInputs &in) {
+  const int sets = job_.timing.input_sets;
+  for (const auto &t : w.spec.tensors)
+    if (t.is_output) {
+      in.cand_out[t.name] = in.pool.tensor(t);
+      in.lib_out[t.name] = in.pool.tensor(t);
+    }
+  const std::vector<KeptInputs> *kept = kept_.contains(wi) ? &kept_.at(wi) : nullptr;
+  for (int s = 0; s < sets; ++s) {
+    const bool reuse = kept && s < static_cast<int>(kept->size());
+    for (const auto &t : w.spec.tensors) {
+      if (t.is_output) {
+        in.cand[s][t.name] = in.cand_out[t.name];
+        in.lib[s][t.name] = in.lib_out[t.name];
+        in.refs[s][t.name] = reuse ? (*kept)[s].refs.at(t.name) : in.pool.floats(t.elements());
+      } else {
+        in.cand[s][t.name] = in.lib[s][t.name] = reuse ? (*kept)[s].inputs.at(t.name) : in.pool.tensor(t);
+      }
+    }
+    if (!reuse) {
+      fill_inputs(w.spec, in.cand[s], mix(job_.correctness.base_seed ^ mix(0xABCDEFull + wi * 977 + s)));
+      family_->run_reference(w.spec, in.cand[s], in.refs[s], device_.stream);
+    }
+    pack("timing", w, in.cand[s], in.params[s]);
+  }
+}
+
+std::uint64_t Worker::wrong_outputs(const JobWorkload &w, const TimingInputs &in, int set) {
+  std::uint64_t bad = 0;
+  for (const auto &t : w.spec.tensors)
+    if (t.is_output)
+      bad += detail::compare_to_reference(in.cand_out.at(t.name).data, t.type, in.refs[set].at(t.name),
+                                          t.elements(), t.atol, t.rtol, device_.stream)
+                 .mismatches;
+  return bad;
+}
+
+void Worker::sample_workload(const JobWorkload &w, TimingInputs &in, TimingRun &run, TimingSamples &out) {
+  const TimingPolicy &tp = run.tp;
+  const int sets = tp.input_sets;
+  const int reverify_at =
+      tp.reverify_random_launch
+          ? static_cast<int>(run.rng() % static_cast<std::uint64_t>(std::max(1, tp.min_samples)))
+          : -1;
+  run.phases.mark("warmup");
+  out.loop_start = Clock::now();
+  for (int i = 0;; ++i) {
+    const int s = i % sets;
+    out.last_set = s;
+    for (int half = 0; half < 2; ++half) {
+      // Alternate who goes first so neither always runs right after the flush of the other.
+      const bool candidate_turn = (half == 0) == (i % 2 == 0);
+      run.flush_l2();
+      PTXB_CUDA(cudaEventRecord(run.ev_start, device_.stream));
+      if (candidate_turn) {
+        time_candidate_launch(w, in, run, out, i, s, reverify_at);
+      } else {
+        if (tp.library_preroll) {  // see TimingPolicy::library_preroll
+          family_->run_library(in.lib[s], in.lib_out, device_.stream);
+          run.flush_l2();
+          PTXB_CUDA(cudaEventRecord(run.ev_start, device_.stream));
+        }
+        family_->run_library(in.lib[s], in.lib_out, device_.stream);
+        PTXB_CUDA(cudaEventRecord(run.ev_stop, device_.stream));
+        PTXB_CUDA(cudaEventSynchronize(run.ev_stop));
+        out.lib_ms.push_back(run.elapsed_ms());
+        run.cool_down(out.lib_ms.back());
+      }
+    }
+    const double t = seconds_since(out.loop_start);
+    const bool enough = static_cast<int>(out.cand_ms.size()) >= tp.min_samples && t >= tp.min_seconds &&
+                        median_ci_rel(out.cand_ms) <= tp.target_rel_spread &&
+                        median_ci_rel(out.lib_ms) <= tp.target_rel_spread;
+    if (enough || t >= tp.max_seconds) break;
+  }
+}
+
+void Worker::time_candidate_launch(const JobWorkload &w, TimingInputs &in, TimingRun &run, TimingSamples &out,
+                                   int i, int s, int reverify_at) {
+  const CUresult r = kernel_.launch(w.launch, in.params[s], device_.stream);
+  if (r != CUDA_SUCCESS)
+    fatal("timing", detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
+          "timed launch failed: " + detail::describe(r) + " (" + launch_context(w, "timing") + ")");
+  PTXB_CUDA(cudaEventRecord(run.ev_stop, device_.stream));
+  wait_candidate("timing", w, "timed launch " + std::to_string(i + 1));
+  out.cand_ms.push_back(run.elapsed_ms());
+  run.cool_down(out.cand_ms.back());
+  if (i != reverify_at) return;
+  // The output of a random timed launch must still be right (no caching across calls).
+  const std::uint64_t bad = wrong_outputs(w, in, s);
+  out.reverify = {{"launch", i + 1}, {"input_set", s}, {"mismatches", bad}};
+  if (bad) {
+    run.suspicious = true;
+    run.diagnostics.push_back(diag("workload " + w.spec.name + ": the output of timed launch " +
+                                   std::to_string(i + 1) + " (input set " + std::to_string(s) + ") had " +
+                                   std::to_string(bad) +
+                                   " wrong elements although the correctness trials passed"));
+  }
+}
+
+json Worker::workload_timing(const JobWorkload &w, const TimingSamples &samples, double workload_clock,
+                             TimingRun &run) {
+  const std::vector<double> &cand_ms = samples.cand_ms, &lib_ms = samples.lib_ms;
+  const double cmed = median_of(cand_ms), lmed = median_of(lib_ms);
+  slowest_launch_ms_ = std::max(slowest_launch_ms_, cmed);
+  const ElemType in_type = [&] {
+    for (const auto &t : w.spec.tensors)
+      if (!t.is_output) return t.type;
+    return ElemType::bf16;
+  }();
+  const detail::PeakRates peak = detail::peak_rates(device_rates(device_.facts), in_type);
+  const double floor_ms = detail::sol_floor_ms(w.spec.flops, w.spec.bytes, peak);
+  const double speedup = cmed > 0 ? lmed / cmed : 0;
+  run.speedups.push_back(speedup);
+  if (cmed < run.tp.sol_slack * floor_ms) {
+    run.suspicious = true;
+    run.diagnostics.push_back(
+        diag("workload " + w.spec.name + ": " + fmt_num(cmed) + " ms is below the speed-of-light floor of " +
+             fmt_num(floor_ms) + " ms (peak " + fmt_num(peak.flops_per_s / 1e12) + " TFLOP/s, " +
+             fmt_num(peak.bytes_per_s / 1e9) + " GB/s): the kernel cannot have done the work"));
+  }
+  json wj = {{"name", w.spec.name},
+             {"candidate_ms", cmed},
+             {"candidate_spread", rel_spread(cand_ms)},
+             {"library_ms", lmed},
+             {"library_spread", rel_spread(lib_ms)},
+             {"speedup", speedup},
+             {"candidate_tflops", cmed > 0 ? w.spec.flops / (cmed * 1e9) : 0},
+             {"library_tflops", lmed > 0 ? w.spec.flops / (lmed * 1e9) : 0},
+             {"sol_floor_ms", floor_ms},
+             {"candidate_median_ci", median_ci_rel(cand_ms)},
+             {"library_median_ci", median_ci_rel(lib_ms)},
+             {"sampling_seconds", seconds_since(samples.loop_start)},
+             {"samples", cand_ms.size()},
+             {"library_samples", lib_ms.size()},
+             {"reverified", samples.reverify},
+             {"sm_clock_mhz_after", workload_clock > 0 ? json(workload_clock) : json(nullptr)},
+             {"flops", w.spec.flops},
+             {"bytes", w.spec.bytes}};
+  wj.update(peak.to_json());
+  return wj;
+}
+
+protocol::StageResult Worker::timing_result(const TimingRun &run, double wall_seconds) const {
+  double log_sum = 0, min_speedup = run.speedups.empty() ? 0 : run.speedups[0];
+  for (double s : run.speedups) {
     log_sum += std::log(std::max(s, 1e-12));
     min_speedup = std::min(min_speedup, s);
   }
-  const double geomean = speedups.empty() ? 0 : std::exp(log_sum / static_cast<double>(speedups.size()));
-  json figures = {{"workloads", workloads},
+  const double geomean =
+      run.speedups.empty() ? 0 : std::exp(log_sum / static_cast<double>(run.speedups.size()));
+  json figures = {{"workloads", run.workloads},
                   {"geomean_speedup", geomean},
                   {"min_speedup", min_speedup},
-                  {"sm_clock_mhz", sm_clock > 0 ? json(sm_clock) : json(nullptr)},
-                  {"library", library},
-                  {"l2_flush_bytes", scratch_bytes},
-                  {"phase_seconds", phases.seconds}};
-  const std::string summary = suspicious
-                                  ? diagnostics[0]["text"].get<std::string>()
+                  {"sm_clock_mhz", run.sm_clock > 0 ? json(run.sm_clock) : json(nullptr)},
+                  {"library", run.library},
+                  {"l2_flush_bytes", run.scratch_bytes},
+                  {"phase_seconds", run.phases.seconds}};
+  const std::string summary = run.suspicious
+                                  ? run.diagnostics[0]["text"].get<std::string>()
                                   : "speedup " + fmt_num(geomean) + "x geomean (min " + fmt_num(min_speedup) +
-                                        "x) over " + library.value("name", "library");
-  set_stage("timing", stage_json(suspicious ? Status::suspicious : Status::ok, summary, diagnostics, figures,
-                                 seconds_since(start)));
+                                        "x) over " + run.library.value("name", "library");
+  return stage_json(run.suspicious ? Status::suspicious : Status::ok, summary, run.diagnostics, figures,
+                    wall_seconds);
 }
 
 }  // namespace ptxbench::worker::detail

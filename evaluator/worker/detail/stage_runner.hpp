@@ -72,6 +72,16 @@ class Worker {
 
   // ---- correctness ---------------------------------------------------------------------
   bool correctness_stage();
+  struct CorrectnessBuffers;  // one workload's tensors, reference, snapshots (correctness_stage.cpp)
+  struct WorkloadCheck;       // one workload's trials, summed
+  /// Sets stopped_early at the first failing trial unless every trial is asked for.
+  WorkloadCheck check_workload(std::size_t wi, PhaseSeconds &phases, bool &stopped_early);
+  /// One trial: fresh inputs, reference, launch, compare, guards and input checksum; true when it passed.
+  bool run_trial(std::size_t wi, int trial, CorrectnessBuffers &b, PhaseSeconds &phases, WorkloadCheck &c);
+  /// A second identical launch gives the same bits.
+  bool same_bits_on_relaunch(const JobWorkload &w, CorrectnessBuffers &b);
+  std::string correctness_failure_text(const JobWorkload &w, const WorkloadCheck &c,
+                                       std::uint64_t elements) const;
 
   // A correctness trial's inputs and fp32 reference, kept (copied before the candidate ran) as one of
   // the timing stage's input sets: see TimingPolicy::reuse_correctness_inputs. Kept only while the GPU
@@ -81,6 +91,21 @@ class Worker {
 
   // ---- timing ---------------------------------------------------------------------------
   void timing_stage();
+  struct TimingRun;      // the stage's state across workloads (timing_stage.cpp)
+  struct TimingInputs;   // one workload's input sets
+  struct TimingSamples;  // one workload's samples
+  /// false: the library could not run here (the stage is written as skipped).
+  bool time_workload(std::size_t wi, TimingRun &run);
+  void timing_inputs(std::size_t wi, const JobWorkload &w, TimingInputs &in);
+  /// Output elements of the candidate's latest launch outside tolerance against input set `set`'s reference.
+  std::uint64_t wrong_outputs(const JobWorkload &w, const TimingInputs &in, int set);
+  /// Candidate and library interleaved until the stopping rule or max_seconds.
+  void sample_workload(const JobWorkload &w, TimingInputs &in, TimingRun &run, TimingSamples &out);
+  void time_candidate_launch(const JobWorkload &w, TimingInputs &in, TimingRun &run, TimingSamples &out,
+                             int i, int s, int reverify_at);
+  json workload_timing(const JobWorkload &w, const TimingSamples &samples, double workload_clock,
+                       TimingRun &run);
+  protocol::StageResult timing_result(const TimingRun &run, double wall_seconds) const;
 
   // ---- execution (CUPTI SASS metrics) --------------------------------------------------
   // The orchestrator disassembles the cubin while the first stages run; wait for its listing here.
