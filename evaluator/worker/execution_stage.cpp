@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "evaluator/worker/detail/execution_figures.hpp"
@@ -34,34 +35,59 @@ std::string Worker::await_sass_listing() {
   return "";
 }
 
+namespace {
+
+/// The largest TMA box of the launch: an upper bound on what one UTMALDG moves (which map a PC uses
+/// is not in the SASS), so a token TMA load is judged generously and still cannot pass.
+double largest_box_bytes(const JobWorkload &w) {
+  double box_bytes = 0;
+  for (const auto &p : w.launch.params) {
+    if (p.kind != ParamKind::tensor_map) continue;
+    double elems = 1;
+    for (auto b : p.box) elems *= static_cast<double>(b);
+    for (const auto &t : w.spec.tensors)
+      if (t.name == p.name) box_bytes = std::max(box_bytes, elems * static_cast<double>(size_of(t.type)));
+  }
+  return box_bytes;
+}
+
+/// One line per target for the model: absent, never executed, or executed with its work and byte shares.
+std::string target_line(const json &t, const JobWorkload &w, const std::string &top_text) {
+  const std::string name = t["name"];
+  std::string line;
+  if (!t["present_in_sass"].get<bool>())
+    line =
+        "target " + name + " is not in the compiled SASS (no " + t["sass_families"].dump() + " instructions)";
+  else if (!t["executed"].get<bool>())
+    line = "target " + name +
+           " is in the SASS but never executed (0 warp executions: it sits on a path the "
+           "kernel never takes)";
+  else
+    line = "target " + name + " executed: " + std::to_string(t["warp_executions"].get<std::uint64_t>()) +
+           " warp instructions";
+  if (t["executed"].get<bool>() && t["work_share"].is_number()) {
+    // The evaluator decides whether this share is enough (settings.min_target_work_share).
+    const double share = t["work_share"].get<double>();
+    line += " doing " + util::percent_text(share) + " of workload " + w.spec.name + "'s " +
+            fmt_num(w.spec.flops) + " FLOPs";
+    if (share < 0.99) line += " (the rest ran on other units; top opcodes: " + top_text + ")";
+  }
+  if (t["executed"].get<bool>() && t.contains("byte_share") && t["byte_share"].is_number())
+    line += " loading " + util::percent_text(t["byte_share"].get<double>()) +
+            " of the bytes read from global memory (at most, counting every box at the largest size)";
+  return line;
+}
+
+}  // namespace
+
 void Worker::execution_stage(bool correct) {
   const auto start = Clock::now();
   // Instrumented code runs up to ~200x slower than plain. An incorrect kernel's counts still help the
   // repair feedback (a target in the SASS that never runs), so they are taken when that is cheap; a
   // kernel too slow to count within the budget is left uncounted instead of holding the GPU.
   const double launch_ms = std::max(slowest_launch_ms_, correctness_launch_ms_);
-  if (!correct && 200.0 * launch_ms > incorrect_execution_budget_ms()) {
-    set_stage(
-        "execution",
-        stage_json(Status::skipped,
-                   "not counted: the outputs were not correct and counting instructions would take "
-                   "about " +
-                       fmt_num(200.0 * launch_ms / 1000.0) + " s (200x its " + fmt_num(launch_ms) +
-                       " ms launch; budget " + fmt_num(incorrect_execution_budget_ms() / 1000.0) + " s)",
-                   json::array(), json{{"estimated_seconds", 200.0 * launch_ms / 1000.0}},
-                   seconds_since(start)));
-    return;
-  }
-  if (const std::string why = await_sass_listing(); !why.empty()) {
-    set_stage("execution",
-              stage_json(Status::skipped, "no SASS listing of the cubin to join the counts with: " + why));
-    return;
-  }
-  if (job_.sass.empty()) {
-    set_stage("execution",
-              stage_json(Status::skipped,
-                         "no SASS listing of the cubin to join the counts with (cuobjdump/nvdisasm "
-                         "missing on this machine)"));
+  if (auto skipped = execution_skipped(correct, launch_ms, start)) {
+    set_stage("execution", std::move(*skipped));
     return;
   }
   // The smallest workload: instrumented code runs much slower.
@@ -91,17 +117,8 @@ void Worker::execution_stage(bool correct) {
                    json::array({diag(counts.reason, "warning")}), json::object(), seconds_since(start)));
     return;
   }
-  // The largest TMA box of the launch: an upper bound on what one UTMALDG moves (which map a PC uses
-  // is not in the SASS), so a token TMA load is judged generously and still cannot pass.
-  double box_bytes = 0;
-  for (const auto &p : w.launch.params) {
-    if (p.kind != ParamKind::tensor_map) continue;
-    double elems = 1;
-    for (auto b : p.box) elems *= static_cast<double>(b);
-    for (const auto &t : w.spec.tensors)
-      if (t.name == p.name) box_bytes = std::max(box_bytes, elems * static_cast<double>(size_of(t.type)));
-  }
-  json figures = detail::execution_figures(job_.sass, job_.targets, counts.counts, w.spec.flops, box_bytes);
+  json figures =
+      detail::execution_figures(job_.sass, job_.targets, counts.counts, w.spec.flops, largest_box_bytes(w));
   figures["workload"] = w.spec.name;
   figures["dropped_records"] = counts.dropped_records;
   // The busiest opcode families, named when a target did only part of the work.
@@ -112,33 +129,31 @@ void Worker::execution_stage(bool correct) {
   json diagnostics = json::array();
   std::string summary;
   for (const auto &t : figures["targets"]) {
-    const std::string name = t["name"];
-    std::string line;
-    if (!t["present_in_sass"].get<bool>())
-      line = "target " + name + " is not in the compiled SASS (no " + t["sass_families"].dump() +
-             " instructions)";
-    else if (!t["executed"].get<bool>())
-      line = "target " + name +
-             " is in the SASS but never executed (0 warp executions: it sits on a path the "
-             "kernel never takes)";
-    else
-      line = "target " + name + " executed: " + std::to_string(t["warp_executions"].get<std::uint64_t>()) +
-             " warp instructions";
-    if (t["executed"].get<bool>() && t["work_share"].is_number()) {
-      // The evaluator decides whether this share is enough (settings.min_target_work_share).
-      const double share = t["work_share"].get<double>();
-      line += " doing " + util::percent_text(share) + " of workload " + w.spec.name + "'s " +
-              fmt_num(w.spec.flops) + " FLOPs";
-      if (share < 0.99) line += " (the rest ran on other units; top opcodes: " + top_text + ")";
-    }
-    if (t["executed"].get<bool>() && t.contains("byte_share") && t["byte_share"].is_number())
-      line += " loading " + util::percent_text(t["byte_share"].get<double>()) +
-              " of the bytes read from global memory (at most, counting every box at the largest size)";
+    const std::string line = target_line(t, w, top_text);
     diagnostics.push_back(diag(line, t["executed"].get<bool>() ? "note" : "warning"));
     summary += (summary.empty() ? "" : "; ") + line;
   }
   if (summary.empty()) summary = "the task names no target instructions";
   set_stage("execution", stage_json(Status::ok, summary, diagnostics, figures, seconds_since(start)));
+}
+
+std::optional<protocol::StageResult> Worker::execution_skipped(bool correct, double launch_ms,
+                                                               Clock::time_point start) {
+  if (!correct && 200.0 * launch_ms > incorrect_execution_budget_ms())
+    return stage_json(Status::skipped,
+                      "not counted: the outputs were not correct and counting instructions would take "
+                      "about " +
+                          fmt_num(200.0 * launch_ms / 1000.0) + " s (200x its " + fmt_num(launch_ms) +
+                          " ms launch; budget " + fmt_num(incorrect_execution_budget_ms() / 1000.0) + " s)",
+                      json::array(), json{{"estimated_seconds", 200.0 * launch_ms / 1000.0}},
+                      seconds_since(start));
+  if (const std::string why = await_sass_listing(); !why.empty())
+    return stage_json(Status::skipped, "no SASS listing of the cubin to join the counts with: " + why);
+  if (job_.sass.empty())
+    return stage_json(Status::skipped,
+                      "no SASS listing of the cubin to join the counts with (cuobjdump/nvdisasm "
+                      "missing on this machine)");
+  return std::nullopt;
 }
 
 }  // namespace ptxbench::worker::detail

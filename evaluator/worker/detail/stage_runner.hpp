@@ -7,6 +7,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,10 @@ class Worker {
   std::string await_sass_listing();
 
   void execution_stage(bool correct);
+  /// The stage's result when it cannot count: an incorrect kernel too slow to count within the budget,
+  /// or no SASS listing to join the counts with. nullopt: count.
+  std::optional<protocol::StageResult> execution_skipped(bool correct, double launch_ms,
+                                                         Clock::time_point start);
 
   double kernel_hang_ms() const;                 ///< ms
   double incorrect_execution_budget_ms() const;  ///< ms
