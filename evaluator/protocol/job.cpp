@@ -13,8 +13,11 @@ using nlohmann::json;
 namespace {
 
 /// A closed enum's names, in declaration order: to_string and from_string both read this table.
+/// A closed enum's names, in declaration order, and what the enum is called in messages: to_string,
+/// from_string and the JSON form all read this table.
 template <class E, std::size_t N>
 struct EnumNames {
+  const char *what;
   std::array<std::pair<E, const char *>, N> names;
   std::string name(E e) const {
     for (const auto &[value, text] : names)
@@ -29,30 +32,66 @@ struct EnumNames {
 };
 
 constexpr EnumNames<ParamKind, 3> kParamKinds{
+    "parameter kind",
     {{{ParamKind::tensor, "tensor"}, {ParamKind::scalar, "scalar"}, {ParamKind::tensor_map, "tensor_map"}}}};
 constexpr EnumNames<Swizzle, 4> kSwizzles{
+    "swizzle",
     {{{Swizzle::none, "none"}, {Swizzle::b32, "32B"}, {Swizzle::b64, "64B"}, {Swizzle::b128, "128B"}}}};
-constexpr EnumNames<ElemType, 6> kElemTypes{{{{ElemType::bf16, "bf16"},
+constexpr EnumNames<ElemType, 6> kElemTypes{"element type",
+                                            {{{ElemType::bf16, "bf16"},
                                               {ElemType::f16, "f16"},
                                               {ElemType::f32, "f32"},
                                               {ElemType::e4m3, "e4m3"},
                                               {ElemType::e5m2, "e5m2"},
                                               {ElemType::i32, "i32"}}}};
-constexpr EnumNames<InputDistribution, 4> kDistributions{{{{InputDistribution::normal, "normal"},
+constexpr EnumNames<InputDistribution, 4> kDistributions{"input distribution",
+                                                         {{{InputDistribution::normal, "normal"},
                                                            {InputDistribution::uniform, "uniform"},
                                                            {InputDistribution::spiky, "spiky"},
                                                            {InputDistribution::derived, "derived"}}}};
-constexpr EnumNames<JobMode, 2> kJobModes{{{{JobMode::full, "full"}, {JobMode::sanitize, "sanitize"}}}};
+constexpr EnumNames<JobMode, 2> kJobModes{"job mode",
+                                          {{{JobMode::full, "full"}, {JobMode::sanitize, "sanitize"}}}};
 
-template <class E, std::size_t N>
-E read_enum(const json &j, const EnumNames<E, N> &names, const char *what) {
-  if (!j.is_string()) throw ProtocolError("", std::string("a ") + what + " is a string, got " + j.dump());
-  const auto e = names.parse(j.get<std::string>());
-  if (!e) throw ProtocolError("", std::string("unknown ") + what + " " + j.dump());
-  return *e;
+// Each enum's table, found by the enum's type (the JSON form below is one template over them).
+const auto &names_of(ParamKind) {
+  return kParamKinds;
+}
+const auto &names_of(Swizzle) {
+  return kSwizzles;
+}
+const auto &names_of(ElemType) {
+  return kElemTypes;
+}
+const auto &names_of(InputDistribution) {
+  return kDistributions;
+}
+const auto &names_of(JobMode) {
+  return kJobModes;
 }
 
 }  // namespace
+
+/// Enums as their names (the field lists below read and write them through these).
+template <class E>
+requires requires(E e) {
+  names_of(e);
+}
+void to_json(json &j, E e) {
+  j = names_of(e).name(e);
+}
+
+template <class E>
+requires requires(E e) {
+  names_of(e);
+}
+void from_json(const json &j, E &e) {
+  const auto &names = names_of(E{});
+  if (!j.is_string())
+    throw ProtocolError("", std::string("a ") + names.what + " is a string, got " + j.dump());
+  const auto parsed = names.parse(j.get<std::string>());
+  if (!parsed) throw ProtocolError("", std::string("unknown ") + names.what + " " + j.dump());
+  e = *parsed;
+}
 
 std::string to_string(ParamKind k) {
   return kParamKinds.name(k);
@@ -80,38 +119,6 @@ std::optional<InputDistribution> distribution_from_string(std::string_view s) {
 }
 std::string to_string(JobMode m) {
   return kJobModes.name(m);
-}
-
-// Enums as their names (the field lists below read and write them through these).
-void to_json(json &j, ParamKind k) {
-  j = to_string(k);
-}
-void from_json(const json &j, ParamKind &k) {
-  k = read_enum(j, kParamKinds, "parameter kind");
-}
-void to_json(json &j, Swizzle s) {
-  j = to_string(s);
-}
-void from_json(const json &j, Swizzle &s) {
-  s = read_enum(j, kSwizzles, "swizzle");
-}
-void to_json(json &j, ElemType t) {
-  j = to_string(t);
-}
-void from_json(const json &j, ElemType &t) {
-  t = read_enum(j, kElemTypes, "element type");
-}
-void to_json(json &j, InputDistribution d) {
-  j = to_string(d);
-}
-void from_json(const json &j, InputDistribution &d) {
-  d = read_enum(j, kDistributions, "input distribution");
-}
-void to_json(json &j, JobMode m) {
-  j = to_string(m);
-}
-void from_json(const json &j, JobMode &m) {
-  m = read_enum(j, kJobModes, "job mode");
 }
 
 std::size_t size_of(ElemType t) {
