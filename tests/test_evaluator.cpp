@@ -1204,3 +1204,19 @@ TEST_CASE("ptx line info: PTX from nvcc -G (.target debug, DWARF sections, .loc)
   REQUIRE_MESSAGE(compiled.has_value(), compiled.error());
   CHECK(fs::file_size(compiled->cubin) > 500);
 }
+
+TEST_CASE("verdict: a status outside the enum, read back from a trace, is a runtime_error that names it") {
+  Verdict v;
+  v.task_id = "gemm";
+  v.parse.status = v.static_checks.status = v.compile.status = Status::ok;
+  v.correctness.status = Status::ok;
+  v.finalize_status();
+  nlohmann::json j = v.to_json();
+  j["stages"]["correctness"]["status"] = "exploded";
+  j["status"] = "exploded";
+  const Verdict back = Verdict::from_json(j);
+  CHECK(back.correctness.status == Status::runtime_error);
+  CHECK(back.correctness.summary.find("unknown stage status \"exploded\"") == 0);
+  CHECK(back.status == Status::runtime_error);  // recomputed from the stages
+  CHECK(Verdict::from_json(v.to_json()).to_json() == v.to_json());
+}
