@@ -73,8 +73,8 @@ struct Message {
 
 struct Example {
   const detail::TrajectoryView *trajectory = nullptr;
-  const Json *target = nullptr;
-  const Json *source = nullptr;  ///< the turn before (pairs, per-turn), or turn 0 (trajectory)
+  const TurnRecord *target = nullptr;
+  const TurnRecord *source = nullptr;  ///< the turn before (pairs, per-turn), or turn 0 (trajectory)
   int target_turn = 0;
   std::optional<int> source_turn;
   std::string source_category;
@@ -85,7 +85,7 @@ struct Example {
   long long token_count = 0;
   bool token_count_exact = true;
   std::size_t chars = 0;
-  const Json *repair = nullptr;  ///< a repairs run's example: the target's "repair_of"
+  const RepairOf *repair = nullptr;  ///< a repairs run's example: the target's repair_of
   std::string reasoning_source;  ///< repairs: teacher | synthesized | none
 };
 
@@ -96,12 +96,9 @@ struct Answer {
   std::string reasoning;
 };
 
-std::optional<Answer> answer_of(const Json &record) {
-  const Json *response = detail::object_field(record, "response");
-  if (!response) return std::nullopt;
-  auto content = detail::string_field(*response, "content");
-  if (!content) return std::nullopt;
-  Answer a{*content, detail::string_field(*response, "reasoning").value_or("")};
+std::optional<Answer> answer_of(const TurnRecord &record) {
+  if (!record.response) return std::nullopt;
+  Answer a{record.response->content, record.response->reasoning};
   auto start = a.content.find_first_not_of(" \t\r\n");
   if (start != std::string::npos && a.content.compare(start, 7, "<think>") == 0) {
     auto end = a.content.find("</think>", start + 7);
@@ -134,19 +131,18 @@ Message assistant_message(const Answer &a, ReasoningMode mode) {
 struct Usage {
   std::optional<long long> prompt, completion, reasoning;
 };
-Usage usage_of(const Json &record) {
+Usage usage_of(const TurnRecord &record) {
   Usage u;
-  const Json *response = detail::object_field(record, "response");
-  const Json *usage = response ? detail::object_field(*response, "usage") : nullptr;
-  if (!usage) return u;
-  u.prompt = detail::int_field(*usage, "prompt_tokens");
-  u.completion = detail::int_field(*usage, "completion_tokens");
-  u.reasoning = detail::int_field(*usage, "reasoning_tokens");
+  if (!record.response) return u;
+  const TokenUsage &usage = record.response->usage;
+  u.prompt = usage.prompt_tokens;
+  u.completion = usage.completion_tokens;
+  u.reasoning = usage.reasoning_tokens;
   return u;
 }
 
 /// Tokens of the assistant message built from `record`'s answer.
-void add_answer_tokens(Example &e, const Json &record, const Answer &a, ReasoningMode mode) {
+void add_answer_tokens(Example &e, const TurnRecord &record, const Answer &a, ReasoningMode mode) {
   Usage u = usage_of(record);
   if (!u.completion) {
     e.token_count +=
@@ -166,16 +162,10 @@ void add_answer_tokens(Example &e, const Json &record, const Answer &a, Reasonin
   e.token_count += std::max(0LL, tokens);
 }
 
-std::optional<std::vector<Message>> request_messages(const Json &record) {
-  const Json *messages = detail::field(record, "messages");
-  if (!messages || !messages->is_array()) return std::nullopt;
+std::optional<std::vector<Message>> request_messages(const TurnRecord &record) {
+  if (!record.messages) return std::nullopt;
   std::vector<Message> out;
-  for (const Json &m : *messages) {
-    auto role = detail::string_field(m, "role");
-    auto content = detail::string_field(m, "content");
-    if (!role || !content) return std::nullopt;
-    out.push_back({*role, *content, ""});
-  }
+  for (const RecordedMessage &m : *record.messages) out.push_back({m.role, m.content, ""});
   return out;
 }
 
@@ -189,19 +179,19 @@ bool roles_alternate(const std::vector<Message> &messages) {
   return messages.back().role == "assistant";
 }
 
-std::string answer_key(const Json &record, const Answer &a) {
+std::string answer_key(const TurnRecord &record, const Answer &a) {
   // The task is part of the key: one kernel answered for two tasks is two examples (two prompts).
   std::string h = detail::kernel_hash_of(record);
-  return detail::string_field(record, "task_id").value_or("") + ":" +
+  return record.task_id + ":" +
          (h.empty() ? "text:" + detail::normalized_kernel_hash(a.content) : h);
 }
 
 /// The conversation's opening (system + task): turn 0's request when the trajectory has it,
 /// else the first system and first user message of `fallback`'s request.
-std::optional<std::vector<Message>> opening_of(const detail::TrajectoryView &t, const Json &fallback,
+std::optional<std::vector<Message>> opening_of(const detail::TrajectoryView &t, const TurnRecord &fallback,
                                                bool &from_turn0) {
-  const Json &first = *t.turns.front();
-  if (detail::int_field(first, "turn") == 0) {
+  const TurnRecord &first = *t.turns.front();
+  if (first.turn == 0) {
     auto msgs = request_messages(first);
     if (msgs && !msgs->empty() && msgs->back().role == "user") {
       from_turn0 = true;
@@ -235,9 +225,8 @@ void add_opening_tokens(Example &e, const detail::TrajectoryView &t, const std::
 
 /// The diagnostics fed back after `source`: its feedback field, else the last user
 /// message of the next turn's request.
-std::string feedback_between(const Json &source, const Json &next) {
-  auto fb = detail::string_field(source, "feedback");
-  if (fb && !fb->empty()) return *fb;
+std::string feedback_between(const TurnRecord &source, const TurnRecord &next) {
+  if (!source.feedback.empty()) return source.feedback;
   if (auto msgs = request_messages(next)) {
     for (auto it = msgs->rbegin(); it != msgs->rend(); ++it) {
       if (it->role == "user") return it->content;
@@ -246,8 +235,8 @@ std::string feedback_between(const Json &source, const Json &next) {
   return "";
 }
 
-int turn_of(const Json &record) {
-  return static_cast<int>(detail::int_field(record, "turn").value_or(0));
+int turn_of(const TurnRecord &record) {
+  return record.turn;
 }
 
 class Builder {
@@ -285,7 +274,7 @@ class Builder {
 
   void per_turn(const detail::TrajectoryView &t, std::vector<Example> &out) {
     for (std::size_t i = 0; i < t.turns.size(); ++i) {
-      const Json &record = *t.turns[i];
+      const TurnRecord &record = *t.turns[i];
       auto answer = answer_of(record);
       if (!answer) {
         unusable("no model response (request failed)");
@@ -326,7 +315,7 @@ class Builder {
   }
 
   void per_trajectory(const detail::TrajectoryView &t, std::vector<Example> &out) {
-    const Json &first = *t.turns.front();
+    const TurnRecord &first = *t.turns.front();
     auto first_answer = answer_of(first);
     if (turn_of(first) != 0 || !first_answer) {
       unusable(turn_of(first) != 0 ? "trajectory has no turn 0 record"
@@ -349,7 +338,7 @@ class Builder {
     add_opening_tokens(e, t, *opening, from_turn0);
     std::vector<std::string> keys;
     for (std::size_t i = 0; i < t.turns.size(); ++i) {
-      const Json &record = *t.turns[i];
+      const TurnRecord &record = *t.turns[i];
       auto answer = answer_of(record);
       if (!answer || turn_of(record) != static_cast<int>(i)) break;  // stop at a failed request or a gap
       if (i > 0) {
@@ -371,8 +360,8 @@ class Builder {
 
   void pairs(const detail::TrajectoryView &t, std::vector<Example> &out, bool improve) {
     for (std::size_t i = 0; i + 1 < t.turns.size(); ++i) {
-      const Json &src = *t.turns[i];
-      const Json &tgt = *t.turns[i + 1];
+      const TurnRecord &src = *t.turns[i];
+      const TurnRecord &tgt = *t.turns[i + 1];
       if (turn_of(tgt) != turn_of(src) + 1) continue;
       const std::string category = detail::failure_category_of(src);
       bool qualifies = false;
@@ -433,16 +422,16 @@ class Builder {
   void teacher_repair(const detail::TrajectoryView &t, std::vector<Example> &out) {
     // A repair is what the run's target says (correct, targets executed, its minimum speedup); --all keeps
     // a correct turn whose targets did not run too.
-    const Json *kept = detail::kept_repair_turn(t, !options_.all);
+    const TurnRecord *kept = detail::kept_repair_turn(t, !options_.all);
     if (!kept) {
       ++counts_.candidates;
       ++counts_.filtered["teacher did not fix it"];
       return;
     }
-    const Json &repair = *detail::repair_of(*kept);
+    const RepairOf &repair = *detail::repair_of(*kept);
     auto request = request_messages(*kept);
     const auto seed_messages =
-        static_cast<std::size_t>(detail::int_field(repair, "seed_messages").value_or(0));
+        static_cast<std::size_t>(std::max(0, repair.seed_messages));
     auto answer = answer_of(*kept);
     if (!request || seed_messages < 3 || seed_messages > request->size() || !answer) {
       unusable("repair record without its seeded conversation or answer");
@@ -453,8 +442,8 @@ class Builder {
     e.target = kept;
     e.repair = &repair;
     e.target_turn = turn_of(*kept);
-    e.source_turn = static_cast<int>(detail::int_field(repair, "student_turn").value_or(0));
-    e.source_category = detail::string_field(repair, "category").value_or("?");
+    e.source_turn = repair.student_turn;
+    e.source_category = repair.category.empty() ? "?" : repair.category;
     std::optional<Message> system, task;
     for (std::size_t i = 0; i + 2 < seed_messages; ++i) {
       const Message &m = (*request)[i];
@@ -469,8 +458,7 @@ class Builder {
     }
     e.reasoning_source = detail::repair_reasoning_source(*kept);
     if (answer->reasoning.empty() && e.reasoning_source == "synthesized")
-      answer->reasoning =
-          detail::string_field(*detail::object_field(*kept, "synthesized_reasoning"), "content").value_or("");
+      answer->reasoning = kept->synthesized_reasoning->content.value_or("");
     if (system) e.messages.push_back(*system);
     e.messages.push_back(*task);
     e.messages.push_back(attempt);
@@ -487,7 +475,7 @@ class Builder {
     e.loss_on = "last_message";
     e.loss_messages = {static_cast<int>(e.messages.size()) - 1};
     e.dedup_key =
-        detail::string_field(repair, "seed_id").value_or(t.trajectory_id) + ">" + answer_key(*kept, *answer);
+        (repair.seed_id.empty() ? t.trajectory_id : repair.seed_id) + ">" + answer_key(*kept, *answer);
     finish(std::move(e), out);
   }
 
@@ -589,7 +577,7 @@ Json metadata_of(const Example &e, const ExportOptions &o) {
   if (e.source && o.format == ExportFormat::improve_pairs)
     m["source_speedup"] = opt(detail::speedup_of(*e.source));
   if (e.repair) {
-    m["repair_of"] = *e.repair;
+    m["repair_of"] = e.repair->to_json();
     m["teacher"] = e.trajectory->model;
     m["teacher_turn"] = e.target_turn;
     m["reasoning_source"] = e.reasoning_source;
@@ -827,7 +815,7 @@ util::Expected<ExportResult> build_export(const std::vector<LoadedRun> &runs, co
     ++counts.by_task[e->trajectory->task_id];
     ++counts.by_model[e->trajectory->model];
     if (e->repair) {
-      ++counts.by_student_model[detail::string_field(*e->repair, "student_model").value_or("?")];
+      ++counts.by_student_model[e->repair->student_model.empty() ? "?" : e->repair->student_model];
       ++counts.by_student_turn[e->source_turn.value_or(0)];
       ++counts.by_reasoning_source[e->reasoning_source];
     }

@@ -65,7 +65,7 @@ struct AttemptFacts {
   std::optional<double> speedup;
 };
 
-AttemptFacts facts_of(const Json &record) {
+AttemptFacts facts_of(const TurnRecord &record) {
   AttemptFacts f;
   f.compiled = detail::compiled_of(record);
   f.correct = detail::correct_of(record) == true;
@@ -86,16 +86,13 @@ void add(AxisCounts &c, const AttemptFacts &f, const std::vector<double> &ps) {
   for (std::size_t i = 0; i < ps.size(); ++i) c.fast[i] += is_fast(f, ps[i]);
 }
 
-double wall_seconds_of(const Json &record) {
-  if (const Json *t = detail::object_field(record, "timings")) {
-    double s = detail::number_field(*t, "request_s").value_or(0) +
-               detail::number_field(*t, "cpu_stages_s").value_or(0) +
-               detail::number_field(*t, "gpu_stage_s").value_or(0);
+double wall_seconds_of(const TurnRecord &record) {
+  if (const auto &t = record.timings) {
+    double s = t->request_s.value_or(0) + t->cpu_stages_s.value_or(0) + t->gpu_stage_s.value_or(0);
     if (s > 0) return s;
   }
   double s = 0;
-  if (const Json *r = detail::object_field(record, "response"))
-    s += detail::number_field(*r, "latency_seconds").value_or(0);
+  if (record.response) s += record.response->latency_seconds;
   if (const Json *v = detail::verdict_of(record)) s += detail::number_field(*v, "wall_seconds").value_or(0);
   return s;
 }
@@ -174,8 +171,7 @@ util::Expected<Report> build_report(const std::vector<LoadedRun> &runs, const Re
   for (const auto &t : index.trajectories) {
     models.insert(t.model);
     tasks.insert(t.task_id);
-    report.turns =
-        std::max(report.turns, static_cast<int>(detail::int_field(*t.turns.back(), "turn").value_or(0)) + 1);
+    report.turns = std::max(report.turns, t.turns.back()->turn + 1);
   }
   report.models.assign(models.begin(), models.end());
   report.tasks.assign(tasks.begin(), tasks.end());
@@ -225,10 +221,9 @@ util::Expected<Report> build_report(const std::vector<LoadedRun> &runs, const Re
   for (const auto &t : index.trajectories) {
     // A trajectory whose every turn was a failed request never heard from the model: the endpoint's
     // failure, left out of the model's rates (one with answers before a failure keeps them).
-    if (std::all_of(t.turns.begin(), t.turns.end(), [](const Json *r) {
-          return detail::verdict_of(*r) == nullptr && detail::object_field(*r, "response") == nullptr &&
-                 (detail::object_field(*r, "request_error") != nullptr ||
-                  detail::string_field(*r, "stop_reason").value_or("") == "request_failed");
+    if (std::all_of(t.turns.begin(), t.turns.end(), [](const TurnRecord *r) {
+          return detail::verdict_of(*r) == nullptr && !r->response &&
+                 (r->request_error || r->stop_reason == "request_failed");
         })) {
       for (auto *a :
            {&group(GroupScope::model_task, t.model, t.task_id), &group(GroupScope::model, t.model, "all"),
@@ -239,8 +234,8 @@ util::Expected<Report> build_report(const std::vector<LoadedRun> &runs, const Re
     Accumulator *targets[] = {
         &group(GroupScope::model_task, t.model, t.task_id), &group(GroupScope::model, t.model, "all"),
         &group(GroupScope::task, "all", t.task_id), &group(GroupScope::overall, "all", "all")};
-    std::map<int, const Json *> by_turn;
-    for (const Json *r : t.turns) by_turn[static_cast<int>(detail::int_field(*r, "turn").value_or(0))] = r;
+    std::map<int, const TurnRecord *> by_turn;
+    for (const TurnRecord *r : t.turns) by_turn[r->turn] = r;
     AttemptFacts reached;  // carried forward: what the trajectory reached by turn t
     std::vector<bool> reached_fast(np, false);
     bool reached_fast1 = false;
@@ -250,7 +245,7 @@ util::Expected<Report> build_report(const std::vector<LoadedRun> &runs, const Re
     for (int turn = 0; turn < report.turns; ++turn) {
       auto it = by_turn.find(turn);
       if (it != by_turn.end()) {
-        const Json &record = *it->second;
+        const TurnRecord &record = *it->second;
         AttemptFacts f = facts_of(record);
         reached.compiled |= f.compiled;
         reached.correct |= f.correct;
@@ -259,12 +254,10 @@ util::Expected<Report> build_report(const std::vector<LoadedRun> &runs, const Re
         reached_fast1 = reached_fast1 || is_fast(f, 1.0);
         const std::string status = detail::status_of(record);
         long long prompt = 0, completion = 0, reasoning = 0;
-        if (const Json *resp = detail::object_field(record, "response")) {
-          if (const Json *u = detail::object_field(*resp, "usage")) {
-            prompt = detail::int_field(*u, "prompt_tokens").value_or(0);
-            completion = detail::int_field(*u, "completion_tokens").value_or(0);
-            reasoning = detail::int_field(*u, "reasoning_tokens").value_or(0);
-          }
+        if (const auto &resp = record.response) {
+          prompt = resp->usage.prompt_tokens.value_or(0);
+          completion = resp->usage.completion_tokens.value_or(0);
+          reasoning = resp->usage.reasoning_tokens.value_or(0);
         }
         const double wall = wall_seconds_of(record);
         bool gpu_measured = false;
@@ -277,9 +270,9 @@ util::Expected<Report> build_report(const std::vector<LoadedRun> &runs, const Re
           facts.log_speedups.push_back(std::log(*f.speedup));
         }
         std::optional<double> request_s, ttft_s;
-        if (const Json *tm = detail::object_field(record, "timings")) {
-          request_s = detail::number_field(*tm, "request_s");
-          ttft_s = detail::number_field(*tm, "ttft_s");
+        if (const auto &tm = record.timings) {
+          request_s = tm->request_s;
+          ttft_s = tm->ttft_s;
         }
         for (Accumulator *a : targets) {
           GroupReport &g = a->g;

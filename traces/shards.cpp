@@ -216,12 +216,8 @@ util::Expected<LoadedRuns> load_runs(const std::vector<fs::path> &paths) {
       parents.insert(canonical_or_absolute(shard.dir).parent_path());
       shard_list.push_back({{"index", index}, {"dir", shard.dir.string()}, {"records", shard.turns.size()}});
       std::set<std::string> own;
-      for (const auto &r : shard.turns) {
-        const auto id = r.contains("trajectory_id") && r["trajectory_id"].is_string()
-                            ? r["trajectory_id"].get<std::string>()
-                            : std::string();
-        if (!id.empty()) own.insert(id);
-      }
+      for (const auto &r : shard.turns)
+        if (!r.trajectory_id.empty()) own.insert(r.trajectory_id);
       for (const auto &id : own) {
         auto [it, inserted] = owner.emplace(id, shard.dir);
         if (!inserted) {
@@ -256,7 +252,8 @@ util::Expected<void> write_run(const LoadedRun &run, const fs::path &out) {
   fs::create_directories(out, ec);
   if (ec) return util::unexpected(fmt::format("cannot create {}: {}", out.string(), ec.message()));
   std::string jsonl;
-  for (const auto &r : run.turns) jsonl += r.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+  for (const auto &r : run.turns)
+    jsonl += r.to_json().dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
   if (auto ok = util::write_file_atomic(out / "trajectories.jsonl", jsonl); !ok)
     return util::unexpected(ok.error());
   if (auto ok = util::write_file_atomic(out / "run.json", run.run.dump(2) + "\n"); !ok)
