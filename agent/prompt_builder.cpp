@@ -649,6 +649,62 @@ StageResult without_workload_repeats(const StageResult &s, const std::vector<std
   return out;
 }
 
+/// Compile and static errors: the whole list, each error with its source line quoted, and a count as
+/// summary when the summary would repeat one of them.
+void add_listed_errors(Values &values, const StageResult &stage, const FeedbackSources *sources) {
+  // Lines of compile and static diagnostics point into the PTX (the kernel block, or NVRTC's output for
+  // CUDA); NVRTC's own log lines point into the CUDA source.
+  std::string_view ptx = sources ? sources->ptx : std::string_view();
+  std::string_view cuda = sources && sources->cuda ? sources->kernel_source : std::string_view();
+  if (sources && !sources->cuda && ptx.empty()) ptx = sources->kernel_source;
+  values["diagnostics"] = quoted_diagnostics_section(stage, ptx, cuda);
+  int errors = 0;
+  for (const auto &d : stage.diagnostics) errors += d.severity == "error";
+  const bool summary_repeated = std::any_of(stage.diagnostics.begin(), stage.diagnostics.end(),
+                                            [&](const Diagnostic &d) { return repeats(stage.summary, d); });
+  if (summary_repeated || stage.summary.empty())
+    values["summary"] = errors == 1 ? "1 error" : fmt::format("{} errors", errors);
+}
+
+/// Incorrect or nondeterministic: the failed workloads as rows, the other diagnostics once each.
+std::string correctness_feedback(const tasks::Task &task, const Verdict &verdict,
+                                 const StageResult &full_stage, Values &values) {
+  const auto listed = failed_workloads(verdict);
+  bool summary_repeated = false;
+  const StageResult rest = without_workload_repeats(full_stage, listed, summary_repeated);
+  const StageResult shown = without_summary_repeats(rest);
+  const std::string rows = correctness_workloads_section(task, verdict, /*only_failed=*/true);
+  const int total = static_cast<int>(array_at(verdict.correctness.figures, "workloads").size());
+  if (summary_repeated)
+    values["summary"] =
+        fmt::format("{} of {} workload{} failed", listed.size(), total, total == 1 ? "" : "s");
+  if (verdict.status == Status::incorrect) {
+    values["workloads"] = rows;
+    values["diagnostics"] = diagnostics_section(shown);
+    return "incorrect";
+  }
+  values["diagnostics"] = rows + diagnostics_section(shown);
+  return "nondeterministic";
+}
+
+/// Status ok (or skipped GPU stages): what ran, how fast, and which of the ok templates applies.
+std::string ok_feedback(const tasks::Task &task, const Verdict &verdict, const std::string &library,
+                        Values &values) {
+  values["execution"] = execution_section(task, verdict);
+  values["timing"] = timing_section(verdict, library);
+  if (verdict.axes.targets_executed == true)
+    values["targets_state"] = " and every target instruction executed";
+  if (!verdict.axes.correct.has_value()) {
+    const StageResult &why = verdict.correctness;
+    values["summary"] = why.summary.empty() ? "the GPU stages were skipped" : why.summary;
+    values["verified"] = verified_section(task, verdict);
+    return "ok_unverified";
+  }
+  if (verdict.axes.targets_executed == false) return "ok_not_executed";
+  if (verdict.axes.speedup && *verdict.axes.speedup >= 1.0) return "ok_fast";
+  return "ok_slow";
+}
+
 }  // namespace
 
 std::string PromptBuilder::feedback(const tasks::Task &task, const Verdict &verdict,
@@ -670,20 +726,7 @@ std::string PromptBuilder::feedback(const tasks::Task &task, const Verdict &verd
   values["resources"] = resources_section(verdict);
   values["sanitizer"] = sanitizer_section(verdict);
   values["reference_library"] = library;
-  if (listed_errors) {
-    // Lines of compile and static diagnostics point into the PTX (the kernel block, or NVRTC's output for
-    // CUDA); NVRTC's own log lines point into the CUDA source.
-    std::string_view ptx = sources ? sources->ptx : std::string_view();
-    std::string_view cuda = sources && sources->cuda ? sources->kernel_source : std::string_view();
-    if (sources && !sources->cuda && ptx.empty()) ptx = sources->kernel_source;
-    values["diagnostics"] = quoted_diagnostics_section(stage, ptx, cuda);
-    int errors = 0;
-    for (const auto &d : stage.diagnostics) errors += d.severity == "error";
-    const bool summary_repeated = std::any_of(stage.diagnostics.begin(), stage.diagnostics.end(),
-                                              [&](const Diagnostic &d) { return repeats(stage.summary, d); });
-    if (summary_repeated || stage.summary.empty())
-      values["summary"] = errors == 1 ? "1 error" : fmt::format("{} errors", errors);
-  }
+  if (listed_errors) add_listed_errors(values, stage, sources);
   std::string name;
   switch (verdict.status) {
     case Status::no_kernel:
@@ -699,62 +742,23 @@ std::string PromptBuilder::feedback(const tasks::Task &task, const Verdict &verd
       values["details"] = static_details(task, verdict);
       break;
     case Status::compile_error:
-      name = "compile_error";
-      break;
     case Status::launch_error:
-      name = "launch_error";
-      break;
     case Status::runtime_error:
-      name = "runtime_error";
-      break;
     case Status::timeout:
-      name = "timeout";
+      name = std::string(evaluator::to_string(verdict.status));
       break;
     case Status::incorrect:
-    case Status::nondeterministic: {
-      const auto listed = failed_workloads(verdict);
-      bool summary_repeated = false;
-      const StageResult rest = without_workload_repeats(full_stage, listed, summary_repeated);
-      const StageResult shown = without_summary_repeats(rest);
-      const std::string rows = correctness_workloads_section(task, verdict, /*only_failed=*/true);
-      const int total = static_cast<int>(array_at(verdict.correctness.figures, "workloads").size());
-      if (summary_repeated)
-        values["summary"] =
-            fmt::format("{} of {} workload{} failed", listed.size(), total, total == 1 ? "" : "s");
-      if (verdict.status == Status::incorrect) {
-        name = "incorrect";
-        values["workloads"] = rows;
-        values["diagnostics"] = diagnostics_section(shown);
-      } else {
-        name = "nondeterministic";
-        values["diagnostics"] = rows + diagnostics_section(shown);
-      }
+    case Status::nondeterministic:
+      name = correctness_feedback(task, verdict, full_stage, values);
       break;
-    }
     case Status::suspicious:
       name = "suspicious";
       values["timing"] = timing_section(verdict, library);
       break;
     case Status::ok:
-    case Status::skipped: {
-      values["execution"] = execution_section(task, verdict);
-      values["timing"] = timing_section(verdict, library);
-      if (verdict.axes.targets_executed == true)
-        values["targets_state"] = " and every target instruction executed";
-      if (!verdict.axes.correct.has_value()) {
-        name = "ok_unverified";
-        const StageResult &why = verdict.correctness;
-        values["summary"] = why.summary.empty() ? "the GPU stages were skipped" : why.summary;
-        values["verified"] = verified_section(task, verdict);
-      } else if (verdict.axes.targets_executed == false) {
-        name = "ok_not_executed";
-      } else if (verdict.axes.speedup && *verdict.axes.speedup >= 1.0) {
-        name = "ok_fast";
-      } else {
-        name = "ok_slow";
-      }
+    case Status::skipped:
+      name = ok_feedback(task, verdict, library, values);
       break;
-    }
   }
   std::string text = detail::render_template(templates_.at("feedback/" + name), values, "feedback/" + name);
   return detail::truncate_text(text, kMaxFeedbackChars);

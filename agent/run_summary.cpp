@@ -27,7 +27,8 @@ void add_record(Acc &acc, const traces::TurnRecord &r) {
   const Json *v = r.verdict_object();
   if (v == nullptr) return;
   const Json stages = v->value("stages", Json::object());
-  if (stages.contains("compile") && stages["compile"].value("status", "") == "ok") acc.compiled.insert(r.sample);
+  if (stages.contains("compile") && stages["compile"].value("status", "") == "ok")
+    acc.compiled.insert(r.sample);
   if (stages.contains("correctness") && stages["correctness"].value("status", "") == "skipped")
     acc.row.gpu_skipped_turns += 1;
   const Json axes = v->value("axes", Json::object());

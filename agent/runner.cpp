@@ -110,7 +110,6 @@ util::Expected<std::unique_ptr<Runner>> Runner::resume(const fs::path &dir, RunS
   return std::unique_ptr<Runner>(new Runner(std::move(impl)));
 }
 
-
 void Runner::Impl::start_threads(std::vector<std::thread> &threads) {
   for (std::size_t e = 0; e < endpoints.size(); ++e) {
     int pending = 0;

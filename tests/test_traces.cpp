@@ -239,8 +239,8 @@ traces::TurnRecord full_record() {
   r.timings = traces::TurnTimings{0.5, 0.25, 0.125, 1.0, 2.0, 3.0, std::nullopt};
   r.gpu = 3;
   r.seed = 1002;
-  r.repair_of = traces::RepairOf{"s/1", "student", "runs/s", "beta", "beta/gemm_a/0", 1, "compile_error",
-                                 "recorded", 4, 0};
+  r.repair_of = traces::RepairOf{"s/1", "student",       "runs/s",   "beta", "beta/gemm_a/0",
+                                 1,     "compile_error", "recorded", 4,      0};
   r.synthesized_reasoning = traces::SynthesizedReasoning{"because", "explain", "stop", usage, std::nullopt};
   r.started_at = "2026-12-01T10:00:00Z";
   r.finished_at = "2026-12-01T10:00:09Z";
@@ -304,14 +304,14 @@ TEST_CASE("a record with every field round-trips byte for byte through the write
 
 TEST_CASE("fields of the wrong type read as absent; a record without its identity is marked") {
   const auto r = traces::TurnRecord::from_json({{"format_version", 1},
-                                               {"model", 7},
-                                               {"task_id", "t"},
-                                               {"sample", 0},
-                                               {"turn", 0},
-                                               {"response", "not an object"},
-                                               {"messages", {{{"role", "user"}}}},
-                                               {"verdict", "ok"},
-                                               {"gpu", "zero"}});
+                                                {"model", 7},
+                                                {"task_id", "t"},
+                                                {"sample", 0},
+                                                {"turn", 0},
+                                                {"response", "not an object"},
+                                                {"messages", {{{"role", "user"}}}},
+                                                {"verdict", "ok"},
+                                                {"gpu", "zero"}});
   CHECK_FALSE(r.has_identity);
   CHECK(traces::model_label(r) == "?");
   CHECK_FALSE(r.response);

@@ -134,8 +134,8 @@ struct TurnRecord {
   int sample = 0;
   int turn = 0;
   std::string trajectory_id;
-  std::optional<std::string> variant;  ///< null in a run without variants
-  nlohmann::json reference;            ///< {target_notes, packs}; null when not recorded
+  std::optional<std::string> variant;                    ///< null in a run without variants
+  nlohmann::json reference;                              ///< {target_notes, packs}; null when not recorded
   std::optional<std::vector<RecordedMessage>> messages;  ///< nullopt when absent or unreadable
   std::optional<ResponseRecord> response;                ///< null on request failure
   std::optional<RequestErrorRecord> request_error;

@@ -254,7 +254,8 @@ TurnView turn_view(const TurnRecord &r, const Price *price) {
     v.completion_tokens = resp->usage.completion_tokens.value_or(0);
     if (price) v.cost_usd = cost_usd(*price, v.prompt_tokens, v.completion_tokens);
   }
-  if (const auto &e = r.request_error) v.request_error = fmt::format("{}: {}", e->kind.empty() ? "?" : e->kind, e->message);
+  if (const auto &e = r.request_error)
+    v.request_error = fmt::format("{}: {}", e->kind.empty() ? "?" : e->kind, e->message);
   if (const auto &c = r.candidate) {
     v.language = c->language;
     v.kernel = c->kernel_source;

@@ -23,7 +23,8 @@ traces::TokenUsage usage_record(const llm::Usage &u, bool with_reasoning) {
 }
 
 traces::ResponseRecord response_record(const llm::ChatResponse &r) {
-  return {r.content, r.reasoning, r.finish_reason, usage_record(r.usage, true), r.attempts, r.latency_seconds};
+  return {r.content,  r.reasoning,      r.finish_reason, usage_record(r.usage, true),
+          r.attempts, r.latency_seconds};
 }
 
 traces::CandidateRecord candidate_record(const evaluator::ParsedResponse &p, const evaluator::Verdict &v) {
@@ -116,9 +117,9 @@ traces::TurnRecord Runner::Impl::turn_record(const TurnJob &job, const std::stri
   for (const auto &m : job.messages) record.messages->push_back({m.role, m.content});
   if (job.response) record.response = response_record(*job.response);
   if (job.error) {
-    record.request_error = traces::RequestErrorRecord{std::string(llm::to_string(job.error->kind)),
-                                                      job.error->http_status, job.error->message,
-                                                      job.error->attempts};
+    record.request_error =
+        traces::RequestErrorRecord{std::string(llm::to_string(job.error->kind)), job.error->http_status,
+                                   job.error->message, job.error->attempts};
   }
   if (verdict != nullptr) {
     if (verdict->parse.status == evaluator::Status::ok)

@@ -90,7 +90,8 @@ std::string random_suffix() {
 }
 
 Json gpu_stages_json(bool enabled, const std::vector<int> &gpus, const std::string &skip_reason) {
-  return enabled ? Json{{"enabled", true}, {"gpus", gpus}} : Json{{"enabled", false}, {"reason", skip_reason}};
+  return enabled ? Json{{"enabled", true}, {"gpus", gpus}}
+                 : Json{{"enabled", false}, {"reason", skip_reason}};
 }
 
 }  // namespace
@@ -357,7 +358,8 @@ util::Expected<void> Runner::Impl::create_run_dir() {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec)
-    return util::unexpected(fmt::format("cannot create the run directory {}: {}", dir.string(), ec.message()));
+    return util::unexpected(
+        fmt::format("cannot create the run directory {}: {}", dir.string(), ec.message()));
   if (fs::exists(dir / "trajectories.jsonl", ec)) {
     return util::unexpected(fmt::format("{} already holds a run; use `ptxbench resume {}` or another --out",
                                         dir.string(), dir.string()));
@@ -425,7 +427,8 @@ void Runner::Impl::make_progress(const detail::PreviousCounts &counts) {
       break;
   }
   progress = std::make_unique<detail::ProgressDisplay>(style, options.log, names, totals);
-  for (std::size_t e = 0; e < names.size(); ++e) progress->add_previous(e, counts.done[e], counts.statuses[e]);
+  for (std::size_t e = 0; e < names.size(); ++e)
+    progress->add_previous(e, counts.done[e], counts.statuses[e]);
 }
 
 }  // namespace ptxbench::agent

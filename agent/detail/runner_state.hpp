@@ -19,8 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/detail/progress.hpp"
 #include "agent/conversation.hpp"
+#include "agent/detail/progress.hpp"
 #include "agent/detail/queues.hpp"
 #include "agent/prompt_builder.hpp"
 #include "agent/repair_selection.hpp"
@@ -162,7 +162,8 @@ struct Runner::Impl {
   /// Resume: rebuilds each trajectory from its records (turns 0..k-1 exactly once).
   util::Expected<void> replay_previous(const traces::LoadedRun &previous, detail::PreviousCounts &counts);
   util::Expected<void> create_run_dir();
-  util::Expected<void> write_run_json(bool resuming, const nlohmann::json &environment, std::size_t cells_total);
+  util::Expected<void> write_run_json(bool resuming, const nlohmann::json &environment,
+                                      std::size_t cells_total);
   void make_progress(const detail::PreviousCounts &counts);
 
   // ---- the loops (runner_loops.cpp)
@@ -190,7 +191,8 @@ struct Runner::Impl {
   void finalize(JobPtr job);
   std::string stop_reason_for(const TurnJob &job, const evaluator::Verdict *verdict) const;
   std::string feedback_for(const TurnJob &job, const evaluator::Verdict *verdict) const;
-  traces::TurnRecord turn_record(const TurnJob &job, const std::string &stop, const std::string &feedback) const;
+  traces::TurnRecord turn_record(const TurnJob &job, const std::string &stop,
+                                 const std::string &feedback) const;
   /// Appends the record; on failure stops the run (resumable) and returns false.
   bool append_record(const traces::TurnRecord &record);
 

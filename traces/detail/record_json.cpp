@@ -3,6 +3,7 @@
 // records are data from disk, possibly written by another version or cut by hand.
 #include <string_view>
 
+#include "traces/detail/run_view.hpp"
 #include "traces/record.hpp"
 
 namespace ptxbench::traces {
@@ -11,44 +12,22 @@ namespace {
 
 using Json = nlohmann::json;
 
-const Json *find(const Json &j, std::string_view key) {
-  if (!j.is_object()) return nullptr;
-  auto it = j.find(key);
-  return it == j.end() ? nullptr : &*it;
-}
-
-std::optional<std::string> opt_string(const Json &j, std::string_view key) {
-  const Json *f = find(j, key);
-  if (!f || !f->is_string()) return std::nullopt;
-  return f->get<std::string>();
-}
+// Field reads share the run view's defensive accessors (a wrong type reads as absent).
+using detail::bool_field;
+using detail::field;
+using detail::number_field;
+using detail::object_field;
+using detail::string_field;
 
 std::string string_or(const Json &j, std::string_view key, std::string fallback = {}) {
-  return opt_string(j, key).value_or(std::move(fallback));
+  return string_field(j, key).value_or(std::move(fallback));
 }
 
 template <class Int>
 std::optional<Int> opt_int(const Json &j, std::string_view key) {
-  const Json *f = find(j, key);
-  if (!f || !f->is_number_integer()) return std::nullopt;
-  return f->get<Int>();
-}
-
-std::optional<double> opt_number(const Json &j, std::string_view key) {
-  const Json *f = find(j, key);
-  if (!f || !f->is_number()) return std::nullopt;
-  return f->get<double>();
-}
-
-std::optional<bool> opt_bool(const Json &j, std::string_view key) {
-  const Json *f = find(j, key);
-  if (!f || !f->is_boolean()) return std::nullopt;
-  return f->get<bool>();
-}
-
-const Json *opt_object(const Json &j, std::string_view key) {
-  const Json *f = find(j, key);
-  return f && f->is_object() ? f : nullptr;
+  const auto v = detail::int_field(j, key);
+  if (!v) return std::nullopt;
+  return static_cast<Int>(*v);
 }
 
 /// Writes `value` under `key` when present; absent fields stay absent.
@@ -78,8 +57,8 @@ TokenUsage usage_from(const Json &j) {
   u.prompt_tokens = opt_int<std::int64_t>(j, "prompt_tokens");
   u.completion_tokens = opt_int<std::int64_t>(j, "completion_tokens");
   u.reasoning_tokens = opt_int<std::int64_t>(j, "reasoning_tokens");
-  u.estimated = opt_bool(j, "estimated");
-  u.estimate_reason = opt_string(j, "estimate_reason");
+  u.estimated = bool_field(j, "estimated");
+  u.estimate_reason = string_field(j, "estimate_reason");
   return u;
 }
 
@@ -93,9 +72,9 @@ ResponseRecord response_from(const Json &j) {
   r.content = string_or(j, "content");
   r.reasoning = string_or(j, "reasoning");
   r.finish_reason = string_or(j, "finish_reason");
-  if (const Json *u = opt_object(j, "usage")) r.usage = usage_from(*u);
+  if (const Json *u = object_field(j, "usage")) r.usage = usage_from(*u);
   r.attempts = opt_int<int>(j, "attempts").value_or(0);
-  r.latency_seconds = opt_number(j, "latency_seconds").value_or(0);
+  r.latency_seconds = number_field(j, "latency_seconds").value_or(0);
   return r;
 }
 
@@ -113,13 +92,13 @@ Json timings_json(const TurnTimings &t) {
 
 TurnTimings timings_from(const Json &j) {
   TurnTimings t;
-  t.request_s = opt_number(j, "request_s");
-  t.cpu_stages_s = opt_number(j, "cpu_stages_s");
-  t.gpu_stage_s = opt_number(j, "gpu_stage_s");
-  t.orchestrator_cpu_ms = opt_number(j, "orchestrator_cpu_ms");
-  t.client_cpu_ms = opt_number(j, "client_cpu_ms");
-  t.evaluator_cpu_ms = opt_number(j, "evaluator_cpu_ms");
-  t.ttft_s = opt_number(j, "ttft_s");
+  t.request_s = number_field(j, "request_s");
+  t.cpu_stages_s = number_field(j, "cpu_stages_s");
+  t.gpu_stage_s = number_field(j, "gpu_stage_s");
+  t.orchestrator_cpu_ms = number_field(j, "orchestrator_cpu_ms");
+  t.client_cpu_ms = number_field(j, "client_cpu_ms");
+  t.evaluator_cpu_ms = number_field(j, "evaluator_cpu_ms");
+  t.ttft_s = number_field(j, "ttft_s");
   return t;
 }
 
@@ -160,21 +139,21 @@ Json synthesized_json(const SynthesizedReasoning &s) {
 
 SynthesizedReasoning synthesized_from(const Json &j) {
   SynthesizedReasoning s;
-  s.content = opt_string(j, "content");
+  s.content = string_field(j, "content");
   s.instruction = string_or(j, "instruction");
-  s.finish_reason = opt_string(j, "finish_reason");
-  if (const Json *u = opt_object(j, "usage")) s.usage = usage_from(*u);
-  s.error = opt_string(j, "error");
+  s.finish_reason = string_field(j, "finish_reason");
+  if (const Json *u = object_field(j, "usage")) s.usage = usage_from(*u);
+  s.error = string_field(j, "error");
   return s;
 }
 
 std::optional<std::vector<RecordedMessage>> messages_from(const Json &j) {
-  const Json *messages = find(j, "messages");
+  const Json *messages = field(j, "messages");
   if (!messages || !messages->is_array()) return std::nullopt;
   std::vector<RecordedMessage> out;
   for (const Json &m : *messages) {
-    auto role = opt_string(m, "role");
-    auto content = opt_string(m, "content");
+    auto role = string_field(m, "role");
+    auto content = string_field(m, "content");
     if (!role || !content) return std::nullopt;  // one unreadable message makes the request unreadable
     out.push_back({std::move(*role), std::move(*content)});
   }
@@ -182,11 +161,14 @@ std::optional<std::vector<RecordedMessage>> messages_from(const Json &j) {
 }
 
 /// The top-level fields TurnRecord reads; any other is kept in `extra`.
-constexpr std::string_view kKnownFields[] = {
-    "format_version", "run_id",    "model",       "task_id",    "sample",        "turn",
-    "trajectory_id",  "variant",   "reference",   "messages",   "response",      "request_error",
-    "candidate",      "verdict",   "feedback",    "stop_reason", "timings",      "gpu",
-    "seed",           "repair_of", "synthesized_reasoning",     "started_at",    "finished_at"};
+constexpr std::string_view kKnownFields[] = {"format_version", "run_id",     "model",
+                                             "task_id",        "sample",     "turn",
+                                             "trajectory_id",  "variant",    "reference",
+                                             "messages",       "response",   "request_error",
+                                             "candidate",      "verdict",    "feedback",
+                                             "stop_reason",    "timings",    "gpu",
+                                             "seed",           "repair_of",  "synthesized_reasoning",
+                                             "started_at",     "finished_at"};
 
 bool known_field(std::string_view key) {
   for (auto k : kKnownFields)
@@ -247,37 +229,38 @@ TurnRecord TurnRecord::from_json(const Json &j) {
   TurnRecord r;
   r.format_version = opt_int<int>(j, "format_version").value_or(0);
   r.run_id = string_or(j, "run_id");
-  auto model = opt_string(j, "model");
-  auto task = opt_string(j, "task_id");
+  auto model = string_field(j, "model");
+  auto task = string_field(j, "task_id");
   auto sample = opt_int<long long>(j, "sample");
   auto turn = opt_int<long long>(j, "turn");
-  r.has_identity = model && task && sample && turn && *sample >= 0 && *sample <= 1'000'000'000 && *turn >= 0 &&
-                   *turn <= 100'000;
+  r.has_identity = model && task && sample && turn && *sample >= 0 && *sample <= 1'000'000'000 &&
+                   *turn >= 0 && *turn <= 100'000;
   r.model = model.value_or("");
   r.task_id = task.value_or("");
   if (sample && *sample >= 0 && *sample <= 1'000'000'000) r.sample = static_cast<int>(*sample);
   if (turn && *turn >= 0 && *turn <= 100'000) r.turn = static_cast<int>(*turn);
   r.trajectory_id = string_or(j, "trajectory_id");
-  r.variant = opt_string(j, "variant");
-  if (const Json *ref = find(j, "reference")) r.reference = *ref;
+  r.variant = string_field(j, "variant");
+  if (const Json *ref = field(j, "reference")) r.reference = *ref;
   r.messages = messages_from(j);
-  if (const Json *resp = opt_object(j, "response")) r.response = response_from(*resp);
-  if (const Json *e = opt_object(j, "request_error")) {
+  if (const Json *resp = object_field(j, "response")) r.response = response_from(*resp);
+  if (const Json *e = object_field(j, "request_error")) {
     r.request_error = RequestErrorRecord{string_or(*e, "kind"), opt_int<int>(*e, "http_status").value_or(0),
                                          string_or(*e, "message"), opt_int<int>(*e, "attempts")};
   }
-  if (const Json *c = opt_object(j, "candidate")) {
+  if (const Json *c = object_field(j, "candidate")) {
     r.candidate = CandidateRecord{string_or(*c, "language"), string_or(*c, "kernel_source"),
                                   string_or(*c, "manifest_text"), string_or(*c, "kernel_hash")};
   }
-  if (const Json *v = opt_object(j, "verdict")) r.verdict = *v;
+  if (const Json *v = object_field(j, "verdict")) r.verdict = *v;
   r.feedback = string_or(j, "feedback");
   r.stop_reason = string_or(j, "stop_reason");
-  if (const Json *t = opt_object(j, "timings")) r.timings = timings_from(*t);
+  if (const Json *t = object_field(j, "timings")) r.timings = timings_from(*t);
   r.gpu = opt_int<int>(j, "gpu");
   r.seed = opt_int<std::int64_t>(j, "seed");
-  if (const Json *rep = opt_object(j, "repair_of")) r.repair_of = repair_of_from(*rep);
-  if (const Json *s = opt_object(j, "synthesized_reasoning")) r.synthesized_reasoning = synthesized_from(*s);
+  if (const Json *rep = object_field(j, "repair_of")) r.repair_of = repair_of_from(*rep);
+  if (const Json *s = object_field(j, "synthesized_reasoning"))
+    r.synthesized_reasoning = synthesized_from(*s);
   r.started_at = string_or(j, "started_at");
   r.finished_at = string_or(j, "finished_at");
   if (j.is_object()) {

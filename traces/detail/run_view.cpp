@@ -88,7 +88,8 @@ RunIndex index_runs(const std::vector<LoadedRun> &runs) {
       auto key = std::make_tuple(r, model_label(record), record.task_id, record.sample);
       auto &turns = grouped[key];
       // A turn that ended in a request failure and was sent again by `resume` is replaced, not repeated.
-      if (auto old = turns.find(record.turn); old != turns.end() && old->second->stop_reason != "request_failed")
+      if (auto old = turns.find(record.turn);
+          old != turns.end() && old->second->stop_reason != "request_failed")
         ++index.duplicate_turn_records;
       turns[record.turn] = &record;
       if (!ids.count(key)) {
@@ -115,7 +116,8 @@ RunIndex index_runs(const std::vector<LoadedRun> &runs) {
     const TurnRecord &first = *turns.begin()->second;
     t.variant = first.variant.value_or("");
     const LoadedRun &run = runs[t.run_index];
-    t.run_id = !first.run_id.empty() ? first.run_id : string_field(run.run, "run_id").value_or(run.dir.string());
+    t.run_id =
+        !first.run_id.empty() ? first.run_id : string_field(run.run, "run_id").value_or(run.dir.string());
     for (auto &[turn, record] : turns) t.turns.push_back(record);
     index.trajectories.push_back(std::move(t));
   }
