@@ -118,10 +118,12 @@ std::string ci_lo_hi(const std::optional<Interval> &ci) {
 
 }  // namespace
 
-std::string render_markdown(const Report &r) {
-  const auto &ps = r.options.fast_thresholds;
+namespace {
+
+/// The runs, what the rates mean, and how the intervals are made.
+void markdown_intro(const Report &r, std::string &md) {
   const auto &boot = r.options.bootstrap;
-  std::string md = "# PTXBench report\n\nRuns:\n";
+  md += "# PTXBench report\n\nRuns:\n";
   for (const auto &s : r.sources) md += "- `" + s + "`\n";
   md += fmt::format(
       "\nModels: {}. Tasks: {}. Turns: {}.\n\nRates are over trajectories: an axis counts once the "
@@ -147,7 +149,11 @@ std::string render_markdown(const Report &r) {
   }
   if (!r.groups.empty() && gpu_unmeasured(r.overall()))
     md += "\nNo attempt ran on a GPU: correct, executed, fast_p and pass@k are not measured.\n";
+}
 
+/// One row per group: the axes at the end of the trajectory.
+void markdown_summary(const Report &r, std::string &md) {
+  const auto &ps = r.options.fast_thresholds;
   md += "\n## Summary (end of trajectory)\n\n| model | task | trajectories | compile | correct | executed |";
   for (double p : ps) md += " " + p_label(p) + " |";
   md +=
@@ -168,7 +174,10 @@ std::string render_markdown(const Report &r) {
                       speedup_ci(g.geomean_speedup, g.geomean_speedup_ci), opt_fixed(g.best_speedup, 3, "x"),
                       opt_fixed(g.tokens_per_success, 0), usd(g.cost_per_success));
   }
+}
 
+/// Paired model differences.
+void markdown_comparisons(const Report &r, std::string &md) {
   if (!r.comparisons.empty()) {
     md +=
         "\n## Model comparison (A − B, paired bootstrap 95% interval; * = the interval excludes 0)\n\n| A | "
@@ -184,7 +193,10 @@ std::string render_markdown(const Report &r) {
       }
     }
   }
+}
 
+/// pass@k per group.
+void markdown_pass_at_k(const Report &r, std::string &md) {
   md +=
       "\n## pass@k (unbiased estimator, averaged over model × task pairs; bootstrap 95% interval)\n\n| model "
       "| task | metric |";
@@ -202,7 +214,11 @@ std::string render_markdown(const Report &r) {
       md += "\n";
     }
   }
+}
 
+/// Cumulative rates by turn.
+void markdown_by_turn(const Report &r, std::string &md) {
+  const auto &ps = r.options.fast_thresholds;
   md +=
       "\n## By turn (cumulative rates over trajectories with Wilson 95% intervals; attempts = records at "
       "that turn)\n\n| model | task "
@@ -222,7 +238,10 @@ std::string render_markdown(const Report &r) {
       md += "\n";
     }
   }
+}
 
+/// Verdict statuses of the attempts by turn.
+void markdown_failures(const Report &r, std::string &md) {
   std::set<std::string> statuses;
   for (const auto &g : r.groups)
     for (const auto &m : g.failures_by_turn)
@@ -242,7 +261,10 @@ std::string render_markdown(const Report &r) {
       md += "\n";
     }
   }
+}
 
+/// Tokens, cost and time per group.
+void markdown_cost(const Report &r, std::string &md) {
   md += "\n## Cost and time\n\n";
   if (r.prices.empty()) {
     md +=
@@ -266,6 +288,10 @@ std::string render_markdown(const Report &r) {
                       usd(g.cost_per_success), opt_fixed(g.mean_request_seconds, 2),
                       opt_fixed(g.mean_ttft_seconds, 2), g.wall_seconds, g.successes);
   }
+}
+
+/// Repairs, trajectory pages and warnings.
+void markdown_tail(const Report &r, std::string &md) {
   if (r.repairs) md += render_repairs_markdown(*r.repairs, "##");
   md += fmt::format(
       "\n## Trajectories\n\nEvery trajectory has a page under `trajectories/` ({} pages), linked from "
@@ -275,12 +301,28 @@ std::string render_markdown(const Report &r) {
     md += "\n## Warnings\n\n";
     for (const auto &w : r.warnings) md += "- " + w + "\n";
   }
+}
+
+}  // namespace
+
+std::string render_markdown(const Report &r) {
+  std::string md;
+  markdown_intro(r, md);
+  markdown_summary(r, md);
+  markdown_comparisons(r, md);
+  markdown_pass_at_k(r, md);
+  markdown_by_turn(r, md);
+  markdown_failures(r, md);
+  markdown_cost(r, md);
+  markdown_tail(r, md);
   return md;
 }
 
-std::map<std::string, std::string> render_csv(const Report &r) {
+namespace {
+
+/// summary.csv: one row per group; every rate followed by its 95% interval.
+void csv_summary(const Report &r, std::map<std::string, std::string> &files) {
   const auto &ps = r.options.fast_thresholds;
-  std::map<std::string, std::string> files;
   // Every rate is followed by its Wilson 95% interval (_lo, _hi); pass@1 and the geomean by their
   // bootstrap interval.
   std::string s =
@@ -314,8 +356,12 @@ std::map<std::string, std::string> render_csv(const Report &r) {
                      csv_num(g.mean_ttft_seconds));
   }
   files["summary.csv"] = s;
+}
 
-  s = "model,task,turn,attempts,cum_compile_rate,cum_correct_rate,cum_executed_rate";
+/// by_turn.csv: cumulative and per-attempt rates by turn.
+void csv_by_turn(const Report &r, std::map<std::string, std::string> &files) {
+  const auto &ps = r.options.fast_thresholds;
+  std::string s = "model,task,turn,attempts,cum_compile_rate,cum_correct_rate,cum_executed_rate";
   for (double p : ps) s += ",cum_" + p_label(p) + "_rate";
   s += ",cum_compile_lo,cum_compile_hi,cum_correct_lo,cum_correct_hi,cum_executed_lo,cum_executed_hi";
   for (double p : ps) s += ",cum_" + p_label(p) + "_lo,cum_" + p_label(p) + "_hi";
@@ -343,8 +389,11 @@ std::map<std::string, std::string> render_csv(const Report &r) {
     }
   }
   files["by_turn.csv"] = s;
+}
 
-  s = "model,task,metric,k,pass_at_k,lo,hi\n";
+/// pass_at_k.csv: pass@k per group and k with its bootstrap interval.
+void csv_pass_at_k(const Report &r, std::map<std::string, std::string> &files) {
+  std::string s = "model,task,metric,k,pass_at_k,lo,hi\n";
   for (const auto &g : r.groups) {
     for (int which = 0; which < 2; ++which) {
       const auto &m = which ? g.pass_fast1 : g.pass_correct;
@@ -358,8 +407,11 @@ std::map<std::string, std::string> render_csv(const Report &r) {
     }
   }
   files["pass_at_k.csv"] = s;
+}
 
-  s = "model,task,turn,status,count\n";
+/// failures.csv: verdict statuses by turn.
+void csv_failures(const Report &r, std::map<std::string, std::string> &files) {
+  std::string s = "model,task,turn,status,count\n";
   for (const auto &g : r.groups) {
     for (std::size_t t = 0; t < g.failures_by_turn.size(); ++t) {
       for (const auto &[status, n] : g.failures_by_turn[t]) {
@@ -368,16 +420,23 @@ std::map<std::string, std::string> render_csv(const Report &r) {
     }
   }
   files["failures.csv"] = s;
+}
 
-  s = "model,task,trajectory_id,turn,speedup\n";
+/// speedups.csv: every timed correct attempt.
+void csv_speedups(const Report &r, std::map<std::string, std::string> &files) {
+  std::string s = "model,task,trajectory_id,turn,speedup\n";
   for (const auto &p : r.speedups) {
     s += fmt::format("{},{},{},{},{:.6g}\n", csv_field(p.model), csv_field(p.task),
                      csv_field(p.trajectory_id), p.turn, p.speedup);
   }
   files["speedups.csv"] = s;
+}
 
+/// comparison.csv: paired model differences (when there are comparisons).
+void csv_comparison(const Report &r, std::map<std::string, std::string> &files) {
   if (!r.comparisons.empty()) {
-    s = "model_a,model_b,task,pairs,pass1_a,pass1_b,pass1_diff,pass1_diff_lo,pass1_diff_hi,fast1_a,fast1_b,"
+    std::string s =
+        "model_a,model_b,task,pairs,pass1_a,pass1_b,pass1_diff,pass1_diff_lo,pass1_diff_hi,fast1_a,fast1_b,"
         "fast1_diff,fast1_diff_lo,fast1_diff_hi\n";
     for (const auto &c : r.comparisons) {
       for (const auto &row : c.rows) {
@@ -389,6 +448,10 @@ std::map<std::string, std::string> render_csv(const Report &r) {
     }
     files["comparison.csv"] = s;
   }
+}
+
+/// repairs.csv: fix rates of a repairs run (when the runs hold one).
+void csv_repairs(const Report &r, std::map<std::string, std::string> &files) {
   if (r.repairs) {
     // Fix rates of a repairs run, each with its Wilson interval.
     std::string rep = "group,key,trajectories,fixed,fix_rate,fix_lo,fix_hi\n";
@@ -403,6 +466,19 @@ std::map<std::string, std::string> render_csv(const Report &r) {
     for (const auto &[k, c] : r.repairs->by_student_turn) add("student_turn", std::to_string(k), c);
     files["repairs.csv"] = rep;
   }
+}
+
+}  // namespace
+
+std::map<std::string, std::string> render_csv(const Report &r) {
+  std::map<std::string, std::string> files;
+  csv_summary(r, files);
+  csv_by_turn(r, files);
+  csv_pass_at_k(r, files);
+  csv_failures(r, files);
+  csv_speedups(r, files);
+  csv_comparison(r, files);
+  csv_repairs(r, files);
   return files;
 }
 
