@@ -92,8 +92,8 @@ std::string string_at(const Json &j, const char *key) {
 }
 
 /// "" when the turn is a failure to repair, else why not (and `category` is left empty).
-std::string classify(const Json &record, std::string &category) {
-  const Json *verdict = object_at(record, "verdict");
+std::string classify(const traces::TurnRecord &record, std::string &category) {
+  const Json *verdict = record.verdict_object();
   if (!verdict) return "request failed (no answer)";
   const std::string status = string_at(*verdict, "status");
   if (status == "skipped") return "not measured (GPU stages skipped)";
@@ -128,8 +128,8 @@ FeedbackRegenerator default_feedback_regenerator() {
     std::map<std::string, std::vector<tasks::Task>> tasks;        // task dir -> tasks
   };
   auto cache = std::make_shared<Cache>();
-  return [cache](const Json &record, const Json &run_json) -> std::optional<std::string> {
-    const Json *verdict_json = object_at(record, "verdict");
+  return [cache](const traces::TurnRecord &record, const Json &run_json) -> std::optional<std::string> {
+    const Json *verdict_json = record.verdict_object();
     if (!verdict_json) return std::nullopt;
     const Json *config = object_at(run_json, "config");
     std::string prompt_dir = config ? string_at(*config, "prompt_dir") : "";
@@ -148,8 +148,8 @@ FeedbackRegenerator default_feedback_regenerator() {
       cache->tasks[task_dir] = loaded ? std::move(*loaded) : std::vector<tasks::Task>{};
     }
     const auto &all = cache->tasks[task_dir];
-    const std::string task_id = string_at(record, "task_id");
-    auto task = std::find_if(all.begin(), all.end(), [&](const tasks::Task &t) { return t.id == task_id; });
+    auto task =
+        std::find_if(all.begin(), all.end(), [&](const tasks::Task &t) { return t.id == record.task_id; });
     if (task == all.end()) return std::nullopt;
     evaluator::Verdict verdict;
     try {
@@ -157,15 +157,13 @@ FeedbackRegenerator default_feedback_regenerator() {
     } catch (const Json::exception &) {
       return std::nullopt;
     }
-    const Json *response = object_at(record, "response");
-    if (response && string_at(*response, "finish_reason") == "length" &&
+    if (record.response && record.response->finish_reason == "length" &&
         verdict.parse.status != evaluator::Status::ok)
       return builder->feedback_unusable_response(
           "your answer was cut off at max_tokens before it was complete; send a shorter one: the kernel and "
           "the manifest, with little prose around them");
-    const Json *candidate = object_at(record, "candidate");
-    const std::string source = candidate ? string_at(*candidate, "kernel_source") : "";
-    const bool cuda = candidate && string_at(*candidate, "language") == "cuda";
+    const std::string source = record.candidate ? record.candidate->kernel_source : "";
+    const bool cuda = record.candidate && record.candidate->language == "cuda";
     const FeedbackSources sources{source, cuda ? std::string_view() : std::string_view(source), cuda};
     return builder->feedback(*task, verdict, &sources);
   };
@@ -191,13 +189,13 @@ util::Expected<RepairSelection> select_repairs(const std::vector<traces::LoadedR
     const std::string run_id =
         string_at(run.run, "run_id").empty() ? run.dir.filename().string() : string_at(run.run, "run_id");
     // A turn resume sent again after a request failure has two records: the later one counts.
-    std::map<std::pair<std::string, int>, const Json *> latest;
+    std::map<std::pair<std::string, int>, const traces::TurnRecord *> latest;
     for (const auto &r : run.turns) {
-      if (!r.contains("turn") || !r["turn"].is_number_integer()) continue;
-      latest[{string_at(r, "trajectory_id"), r["turn"].get<int>()}] = &r;
+      if (!r.has_identity) continue;
+      latest[{r.trajectory_id, r.turn}] = &r;
     }
     for (const auto &[key, record_ptr] : latest) {
-      const Json &record = *record_ptr;
+      const traces::TurnRecord &record = *record_ptr;
       ++out.student_turns;
       std::string category;
       const std::string not_failure = classify(record, category);
@@ -205,7 +203,7 @@ util::Expected<RepairSelection> select_repairs(const std::vector<traces::LoadedR
         ++out.not_failures[not_failure];
         continue;
       }
-      const std::string task = string_at(record, "task_id");
+      const std::string &task = record.task_id;
       auto &r = row(task, category);
       ++r.failed;
       if (!settings.categories.empty() && std::find(settings.categories.begin(), settings.categories.end(),
@@ -213,27 +211,26 @@ util::Expected<RepairSelection> select_repairs(const std::vector<traces::LoadedR
         ++r.left_out["category not asked for"];
         continue;
       }
-      const Json *response = object_at(record, "response");
-      const auto messages = record.find("messages");
-      if (!response || messages == record.end() || !messages->is_array() || messages->empty()) {
+      const auto &response = record.response;
+      const auto &messages = record.messages;
+      if (!response || !messages || messages->empty()) {
         ++r.left_out["request or answer not recorded"];
         continue;
       }
       RepairSeed seed;
       bool readable = true;
       for (const auto &m : *messages) {
-        if (!m.is_object() || string_at(m, "role").empty() || !m.contains("content") ||
-            !m["content"].is_string()) {
+        if (m.role.empty()) {
           readable = false;
           break;
         }
-        seed.conversation.push_back({string_at(m, "role"), m["content"].get<std::string>()});
+        seed.conversation.push_back({m.role, m.content});
       }
       if (!readable || seed.conversation.back().role != "user") {
         ++r.left_out["request or answer not recorded"];
         continue;
       }
-      std::string feedback = string_at(record, "feedback");
+      std::string feedback = record.feedback;
       seed.feedback_source = "recorded";
       if (feedback.empty()) {
         auto rebuilt = regenerate ? regenerate(record, run.run) : std::nullopt;
@@ -244,7 +241,7 @@ util::Expected<RepairSelection> select_repairs(const std::vector<traces::LoadedR
         feedback = *rebuilt;
         seed.feedback_source = "regenerated";
       }
-      const std::string content = string_at(*response, "content");
+      const std::string &content = response->content;
       seed.conversation.push_back({"assistant", content.empty() ? "(empty response)" : content});
       seed.conversation.push_back({"user", feedback});
       seed.task_id = task;
@@ -255,10 +252,8 @@ util::Expected<RepairSelection> select_repairs(const std::vector<traces::LoadedR
       seed.student_trajectory_id = key.first;
       seed.student_turn = key.second;
       seed.id = fmt::format("{}/{}/{}", run_id, key.first, key.second);
-      if (const Json *v = object_at(record, "verdict")) seed.kernel_hash = string_at(*v, "kernel_hash");
-      if (seed.kernel_hash.empty()) {
-        if (const Json *c = object_at(record, "candidate")) seed.kernel_hash = string_at(*c, "kernel_hash");
-      }
+      if (const Json *v = record.verdict_object()) seed.kernel_hash = string_at(*v, "kernel_hash");
+      if (seed.kernel_hash.empty() && record.candidate) seed.kernel_hash = record.candidate->kernel_hash;
       candidates.push_back({std::move(seed), order++});
     }
   }

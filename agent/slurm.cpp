@@ -470,13 +470,11 @@ void read_progress(const fs::path &dir, ShardStatus &s) {
   for (const auto &r : run->turns) {
     ++s.turns;
     std::string status = "request_failed";
-    if (auto v = r.find("verdict"); v != r.end() && v->is_object()) status = v->value("status", "?");
+    if (const auto *v = r.verdict_object()) status = v->value("status", "?");
     s.verdicts[status] += 1;
-    const std::string id = r.value("trajectory_id", "");
-    const int turn = r.value("turn", 0);
-    const bool stopped = r.contains("stop_reason") && r["stop_reason"].is_string() &&
-                         !r["stop_reason"].get<std::string>().empty();
-    auto [it, inserted] = last.try_emplace(id, turn, stopped);
+    const int turn = r.turn;
+    const bool stopped = !r.stop_reason.empty();
+    auto [it, inserted] = last.try_emplace(r.trajectory_id, turn, stopped);
     if (!inserted && turn >= it->second.first) it->second = {turn, stopped};
   }
   s.started = static_cast<int>(last.size());

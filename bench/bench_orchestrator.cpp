@@ -164,8 +164,8 @@ int main(int argc, char **argv) {
   std::vector<double> per_record;
   std::map<std::string, int> statuses;
   for (const auto &r : run->turns) {
-    per_record.push_back(r["timings"].value("orchestrator_cpu_ms", 0.0));
-    statuses[r["verdict"].is_object() ? r["verdict"].value("status", "?") : "request_failed"] += 1;
+    per_record.push_back(r.timings ? r.timings->orchestrator_cpu_ms.value_or(0.0) : 0.0);
+    statuses[r.verdict_object() ? r.verdict.value("status", "?") : "request_failed"] += 1;
   }
   const int n = std::max(1, result.turns_recorded);
   const double self_ms = cpu_ms(self1.ru_utime, self1.ru_stime) - cpu_ms(self0.ru_utime, self0.ru_stime);

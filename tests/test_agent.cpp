@@ -163,14 +163,24 @@ agent::RunResult run_config(agent::RunConfig c, std::shared_ptr<Script> script,
   return (*runner)->run();
 }
 
-std::map<std::string, std::vector<Json>> by_trajectory(const fs::path &dir) {
+std::map<std::string, std::vector<traces::TurnRecord>> by_trajectory(const fs::path &dir) {
   auto run = traces::load_run(dir);
   REQUIRE(run);
   CHECK(run->skipped_partial_lines == 0);
-  std::map<std::string, std::vector<Json>> out;
-  for (auto &r : run->turns) out[r["trajectory_id"].get<std::string>()].push_back(r);
+  // Each line the runner wrote reads into the typed record and writes back byte for byte.
+  std::istringstream lines(slurp(dir / "trajectories.jsonl"));
+  std::string line;
+  while (std::getline(lines, line)) {
+    const std::string again = traces::TurnRecord::from_json(Json::parse(line))
+                                  .to_json()
+                                  .dump(-1, ' ', false, Json::error_handler_t::replace);
+    CHECK(again == line);
+  }
+  std::map<std::string, std::vector<traces::TurnRecord>> out;
+  for (auto &r : run->turns) out[r.trajectory_id].push_back(r);
   for (auto &[id, v] : out) {
-    std::sort(v.begin(), v.end(), [](const Json &a, const Json &b) { return a["turn"] < b["turn"]; });
+    std::sort(v.begin(), v.end(),
+              [](const traces::TurnRecord &a, const traces::TurnRecord &b) { return a.turn < b.turn; });
   }
   return out;
 }
@@ -183,8 +193,8 @@ void check_exactly_once(const fs::path &dir, std::size_t trajectories, int turns
     INFO(id);
     REQUIRE(records.size() == static_cast<std::size_t>(turns_each));
     for (int i = 0; i < turns_each; ++i) {
-      CHECK(records[static_cast<std::size_t>(i)]["turn"] == i);
-      CHECK((records[static_cast<std::size_t>(i)]["stop_reason"] == "") == (i + 1 < turns_each));
+      CHECK(records[static_cast<std::size_t>(i)].turn == i);
+      CHECK((records[static_cast<std::size_t>(i)].stop_reason == "") == (i + 1 < turns_each));
     }
   }
 }
@@ -357,26 +367,26 @@ TEST_CASE("loop: stop at the target, at the turn limit, at the token budget") {
   REQUIRE(all.size() == 4);
   const auto &fixed = all["m0/gemm_n7168_k5120/0"];
   REQUIRE(fixed.size() == 2);
-  CHECK(fixed[0]["stop_reason"] == "");
-  CHECK(fixed[0]["verdict"]["status"] == "compile_error");
-  CHECK_FALSE(fixed[0]["feedback"].get<std::string>().empty());
-  CHECK(fixed[1]["stop_reason"] == "target_reached");
-  CHECK(fixed[1]["feedback"] == "");
+  CHECK(fixed[0].stop_reason == "");
+  CHECK(fixed[0].verdict["status"] == "compile_error");
+  CHECK_FALSE(fixed[0].feedback.empty());
+  CHECK(fixed[1].stop_reason == "target_reached");
+  CHECK(fixed[1].feedback == "");
   // The feedback of turn 0 is the last user message of turn 1's request.
-  CHECK(fixed[1]["messages"].back()["content"] == fixed[0]["feedback"]);
-  CHECK(fixed[1]["messages"].size() == 4);
+  CHECK(fixed[1].messages->back().content == fixed[0].feedback);
+  CHECK(fixed[1].messages->size() == 4);
   const auto &stuck = all["m0/gemm_n4096_k4096/1"];
   REQUIRE(stuck.size() == 4);
-  CHECK(stuck[3]["stop_reason"] == "turn_limit");
-  CHECK(stuck[3]["messages"].size() == 8);  // full history
+  CHECK(stuck[3].stop_reason == "turn_limit");
+  CHECK(stuck[3].messages->size() == 8);  // full history
   // Record shape (traces/record.hpp).
   for (const char *key : {"format_version", "run_id", "model", "task_id", "sample", "turn", "trajectory_id",
                           "messages", "response", "request_error", "candidate", "verdict", "feedback",
                           "stop_reason", "timings", "started_at", "finished_at"}) {
-    CHECK_MESSAGE(stuck[0].contains(key), key);
+    CHECK_MESSAGE(stuck[0].to_json().contains(key), key);  // the line as written (see by_trajectory)
   }
-  CHECK(stuck[0]["timings"]["orchestrator_cpu_ms"].get<double>() > 0);
-  CHECK(stuck[0]["candidate"]["kernel_source"] == "BROKEN kernel");
+  CHECK(stuck[0].timings->orchestrator_cpu_ms.value_or(0) > 0);
+  CHECK(stuck[0].candidate->kernel_source == "BROKEN kernel");
   // run.json
   const Json run = Json::parse(slurp(tmp.dir / "run" / "run.json"));
   CHECK(run["config"]["turns"] == 4);
@@ -399,7 +409,7 @@ TEST_CASE("loop: stop at the target, at the turn limit, at the token budget") {
     CHECK(r2.end == agent::RunEnd::completed);
     auto t = by_trajectory(tmp.dir / "budget")["m0/gemm_n4096_k4096/0"];
     REQUIRE(t.size() == 3);
-    CHECK(t[2]["stop_reason"] == "token_budget");
+    CHECK(t[2].stop_reason == "token_budget");
   }
   SUBCASE("history policies in the recorded requests") {
     for (auto [policy, expected] :
@@ -411,7 +421,7 @@ TEST_CASE("loop: stop at the target, at the turn limit, at the token budget") {
       run_config(c3, script);
       auto t = by_trajectory(out)["m0/gemm_n4096_k4096/0"];
       REQUIRE(t.size() == 3);
-      CHECK(t[2]["messages"].size() == static_cast<std::size_t>(expected));
+      CHECK(t[2].messages->size() == static_cast<std::size_t>(expected));
     }
   }
 }
@@ -451,10 +461,11 @@ TEST_CASE("loop: a dead endpoint is not hammered; other endpoints go on") {
   for (const auto &[id, records] : all) {
     if (id.rfind("m0/", 0) == 0) {
       REQUIRE(records.size() == 1);  // a failed request ends the trajectory
-      CHECK(records[0]["stop_reason"] == "request_failed");
-      CHECK(records[0]["response"].is_null());
-      CHECK(records[0]["request_error"]["http_status"] == 401);
-      const std::string msg = records[0]["request_error"]["message"];
+      CHECK(records[0].stop_reason == "request_failed");
+      CHECK_FALSE(records[0].response);
+      REQUIRE(records[0].request_error);
+      CHECK(records[0].request_error->http_status == 401);
+      const std::string msg = records[0].request_error->message;
       if (msg.rfind("not sent", 0) == 0) {
         ++not_sent;
         CHECK(msg.find("failed 2 requests in a row") != std::string::npos);
@@ -642,8 +653,9 @@ TEST_CASE(
   REQUIRE(all.size() == 4);
   for (const auto &[id, records] : all) {
     REQUIRE(records.size() == 1);
-    CHECK(records[0]["stop_reason"] == "request_failed");
-    CHECK_FALSE(records[0]["request_error"]["message"].get<std::string>().empty());
+    CHECK(records[0].stop_reason == "request_failed");
+    REQUIRE(records[0].request_error);
+    CHECK_FALSE(records[0].request_error->message.empty());
   }
   for (const auto &entry : fs::recursive_directory_iterator(tmp.dir)) {
     if (entry.is_regular_file())
@@ -762,19 +774,19 @@ TEST_CASE("variants: cells are model x variant x task x sample; records and prom
   CHECK(result.turns_recorded == 2 * 2 * 2 * (3 + 3 + 2));
   for (const auto &[id, records] : all) {
     INFO(id);
-    const std::string variant = records.front()["variant"];
+    const std::string variant = records.front().variant.value_or("");
     CHECK(id.find("/" + variant + "/") != std::string::npos);
-    const std::string system = records.front()["messages"][0]["content"];
+    const std::string system = records.front().messages->at(0).content;
     const bool has_notes = system.find("## wgmma (sm_90a)") != std::string::npos;
     const bool has_hopper_pack = system.find("Knowledge pack ptx-hopper (version 1)") != std::string::npos;
     const bool has_debug_pack = system.find("Knowledge pack debugging (version 1)") != std::string::npos;
-    const auto &reference = records.front()["reference"];
+    const auto &reference = records.front().reference;
     if (variant == "notes") {
       CHECK(has_notes);
       CHECK_FALSE(has_hopper_pack);
       CHECK(reference["packs"].empty());
       CHECK(records.size() == 3);
-      CHECK(records[2]["messages"].size() == 6);  // full history
+      CHECK(records[2].messages->size() == 6);  // full history
     } else if (variant == "packs") {
       CHECK_FALSE(has_notes);
       CHECK(has_hopper_pack);
@@ -783,14 +795,14 @@ TEST_CASE("variants: cells are model x variant x task x sample; records and prom
       REQUIRE(reference["packs"].size() == 2);
       CHECK(reference["packs"][0] == Json{{"name", "ptx-hopper"}, {"version", "1"}});
       CHECK(records.size() == 3);
-      CHECK(records[2]["messages"].size() == 2);  // history none
+      CHECK(records[2].messages->size() == 2);  // history none
     } else {
       CHECK(variant == "bare");
       CHECK_FALSE(has_notes);
       CHECK_FALSE(has_hopper_pack);
       CHECK(records.size() == 2);  // the variant's own turn limit
-      CHECK(records[1]["stop_reason"] == "turn_limit");
-      CHECK(records[1]["messages"].size() == 4);  // last attempt
+      CHECK(records[1].stop_reason == "turn_limit");
+      CHECK(records[1].messages->size() == 4);  // last attempt
     }
   }
   // The summary splits by variant: one row per model@variant x task.
@@ -847,14 +859,14 @@ TEST_CASE(
   CHECK(result.verdicts_reused == 3);
   auto turns = by_trajectory(tmp.dir / "run")["m0/gemm_n7168_k5120/0"];
   REQUIRE(turns.size() == 5);
-  CHECK(turns[0]["verdict"]["reused_from"].is_null());
+  CHECK(turns[0].verdict["reused_from"].is_null());
   for (std::size_t i : {1u, 2u, 3u}) {
     INFO("turn " << i);
-    CHECK(turns[i]["verdict"]["reused_from"]["origin"] == "m0/gemm_n7168_k5120/0 turn 0");
-    CHECK(turns[i]["verdict"]["status"] == turns[0]["verdict"]["status"]);
-    CHECK(turns[i]["candidate"]["kernel_source"].get<std::string>().find("ret;") != std::string::npos);
+    CHECK(turns[i].verdict["reused_from"]["origin"] == "m0/gemm_n7168_k5120/0 turn 0");
+    CHECK(turns[i].verdict["status"] == turns[0].verdict["status"]);
+    CHECK(turns[i].candidate->kernel_source.find("ret;") != std::string::npos);
   }
-  CHECK(turns[4]["verdict"]["reused_from"].is_null());
+  CHECK(turns[4].verdict["reused_from"].is_null());
   const Json run = Json::parse(slurp(tmp.dir / "run" / "run.json"));
   CHECK(run["throughput"]["verdicts_reused"] == 3);
   CHECK(run["throughput"]["verdicts_per_gpu_hour"].is_null());  // no GPU in this run
@@ -886,7 +898,7 @@ TEST_CASE("loop: with reuse_verdicts false every resent kernel is evaluated afre
   CHECK(result.verdicts_reused == 0);
   auto turns = by_trajectory(tmp.dir / "run")["m0/gemm_n7168_k5120/0"];
   REQUIRE(turns.size() == 3);
-  for (const auto &t : turns) CHECK(t["verdict"]["reused_from"].is_null());
+  for (const auto &t : turns) CHECK(t.verdict["reused_from"].is_null());
   const Json saved = Json::parse(slurp(tmp.dir / "run" / "run.json"));
   CHECK(saved["config"]["reuse_verdicts"] == false);
 }
@@ -907,13 +919,13 @@ TEST_CASE("loop: the sampling seed is seed + sample index, and each record says 
   REQUIRE(seeds.size() == 3);
   for (int s = 0; s < 3; ++s) CHECK(seeds[s] == std::set<std::int64_t>{1000 + s});
   for (const auto &[id, records] : by_trajectory(tmp.dir / "run"))
-    for (const auto &r : records) CHECK(r["seed"] == 1000 + r["sample"].get<int>());
+    for (const auto &r : records) CHECK(r.seed == 1000 + r.sample);
 
   auto unseeded = base_config(tmp.dir / "run2", 1, 1, 1);
   seeds.clear();
   run_config(unseeded, script);
   CHECK(seeds[0] == std::set<std::int64_t>{-1});  // no seed configured: none sent
-  for (const auto &[id, records] : by_trajectory(tmp.dir / "run2")) CHECK(records[0]["seed"].is_null());
+  for (const auto &[id, records] : by_trajectory(tmp.dir / "run2")) CHECK_FALSE(records[0].seed);
 }
 
 TEST_CASE("loop: an answer cut at max_tokens gets its own feedback; estimated usage is marked in the trace") {
@@ -932,12 +944,13 @@ TEST_CASE("loop: an answer cut at max_tokens gets its own feedback; estimated us
   run_config(c, script);
   auto records = by_trajectory(tmp.dir / "run")["m0/gemm_n4096_k4096/0"];
   REQUIRE(records.size() == 2);
-  CHECK(records[0]["response"]["finish_reason"] == "length");
-  const std::string feedback = records[0]["feedback"];
+  REQUIRE(records[0].response);
+  CHECK(records[0].response->finish_reason == "length");
+  const std::string feedback = records[0].feedback;
   CHECK(feedback.find("cut off at max_tokens (512 tokens)") != std::string::npos);
   CHECK(feedback.find("send a shorter one") != std::string::npos);
-  CHECK(records[0]["response"]["usage"]["estimated"] == true);
-  CHECK(records[0]["response"]["usage"]["estimate_reason"] == "the server sent no usage");
+  CHECK(records[0].response->usage.estimated == true);
+  CHECK(records[0].response->usage.estimate_reason == "the server sent no usage");
 }
 
 TEST_CASE(

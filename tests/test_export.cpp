@@ -434,9 +434,9 @@ TEST_CASE("de-duplication keys include the task: one kernel answered for two tas
   auto loaded = runs();
   int moved = 0;
   for (auto &r : loaded[0].turns) {
-    if (r["model"] == "beta" && r["task_id"] == "mha_b" && r["sample"] == 0) {
-      r["task_id"] = "mha_c";  // same kernel as alpha/mha_b/0, another task
-      r["trajectory_id"] = "beta/mha_c/0";
+    if (r.model == "beta" && r.task_id == "mha_b" && r.sample == 0) {
+      r.task_id = "mha_c";  // same kernel as alpha/mha_b/0, another task
+      r.trajectory_id = "beta/mha_c/0";
       ++moved;
     }
   }

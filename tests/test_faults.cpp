@@ -238,20 +238,20 @@ TEST_CASE(
   auto run = traces::load_run(tmp.dir / "run");
   REQUIRE(run);
   CHECK(run->skipped_partial_lines == 0);
-  std::map<std::string, std::vector<Json>> by_endpoint;  // record "model" = the endpoint's name
-  for (const auto &r : run->turns) by_endpoint[r.value("model", "")].push_back(r);
+  std::map<std::string, std::vector<traces::TurnRecord>> by_endpoint;  // record model = the endpoint's name
+  for (const auto &r : run->turns) by_endpoint[r.model].push_back(r);
   // 5xx burst: retried inside the client; both turns got an answer and were evaluated.
   REQUIRE(by_endpoint["burst"].size() == 2);
-  for (const auto &r : by_endpoint["burst"]) CHECK(r.value("stop_reason", "") != "request_failed");
+  for (const auto &r : by_endpoint["burst"]) CHECK(r.stop_reason != "request_failed");
   CHECK(server.requests("burst500#faults") >= 5);  // 3 failures + 2 answers
   // Cut stream, hang past the timeout, connection reset: recorded on the trajectory's turn, with a message.
   for (const char *name : {"cut", "hang", "reset"}) {
     INFO(name);
     REQUIRE(by_endpoint[name].size() >= 1);
-    const Json &last = by_endpoint[name].back();
-    CHECK(last["stop_reason"] == "request_failed");
-    REQUIRE(last.contains("request_error"));
-    CHECK_FALSE(last["request_error"]["message"].get<std::string>().empty());
+    const traces::TurnRecord &last = by_endpoint[name].back();
+    CHECK(last.stop_reason == "request_failed");
+    REQUIRE(last.request_error);
+    CHECK_FALSE(last.request_error->message.empty());
   }
   CHECK(resetting.accepted() >= 1);
 }

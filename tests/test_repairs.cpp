@@ -238,9 +238,10 @@ std::vector<traces::LoadedRun> load(const std::vector<fs::path> &dirs) {
 }
 
 /// The student's record of (trajectory, turn).
-const Json *student_record(const traces::LoadedRun &student, const std::string &trajectory, int turn) {
+const traces::TurnRecord *student_record(const traces::LoadedRun &student, const std::string &trajectory,
+                                         int turn) {
   for (const auto &r : student.turns)
-    if (r.value("trajectory_id", "") == trajectory && r.value("turn", -1) == turn) return &r;
+    if (r.trajectory_id == trajectory && r.turn == turn) return &r;
   return nullptr;
 }
 
@@ -275,6 +276,11 @@ Json student_turn(const std::string &trajectory, const std::string &task, int tu
   return r;
 }
 
+template <class... Args>
+traces::TurnRecord student_record_of(Args &&...args) {
+  return traces::TurnRecord::from_json(student_turn(std::forward<Args>(args)...));
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- selection
@@ -287,32 +293,34 @@ TEST_CASE(
   // gemm_a: 5 compile errors over turns 0 and 1, 2 incorrect; gemm_b: 3 compile errors, 1 correct but targets
   // not executed, 1 no_kernel. Plus what is not a failure: ok+executed, skipped GPU, a failed request.
   for (int i = 0; i < 3; ++i)
-    run.turns.push_back(student_turn("stu/gemm_a/" + std::to_string(i), "gemm_a", 0, "compile_error"));
+    run.turns.push_back(student_record_of("stu/gemm_a/" + std::to_string(i), "gemm_a", 0, "compile_error"));
   for (int i = 0; i < 2; ++i)
-    run.turns.push_back(student_turn("stu/gemm_a/" + std::to_string(i), "gemm_a", 1, "compile_error"));
-  run.turns.push_back(student_turn("stu/gemm_a/2", "gemm_a", 1, "incorrect"));
-  run.turns.push_back(student_turn("stu/gemm_a/3", "gemm_a", 0, "incorrect"));
+    run.turns.push_back(student_record_of("stu/gemm_a/" + std::to_string(i), "gemm_a", 1, "compile_error"));
+  run.turns.push_back(student_record_of("stu/gemm_a/2", "gemm_a", 1, "incorrect"));
+  run.turns.push_back(student_record_of("stu/gemm_a/3", "gemm_a", 0, "incorrect"));
   for (int i = 0; i < 3; ++i)
-    run.turns.push_back(student_turn("stu/gemm_b/" + std::to_string(i), "gemm_b", 0, "compile_error"));
-  run.turns.push_back(student_turn("stu/gemm_b/3", "gemm_b", 0, "ok", false));
-  run.turns.push_back(student_turn("stu/gemm_b/4", "gemm_b", 0, "no_kernel", std::nullopt, ""));  // last turn
-  run.turns.push_back(student_turn("stu/gemm_b/5", "gemm_b", 0, "ok", true));
-  run.turns.push_back(student_turn("stu/gemm_b/6", "gemm_b", 0, "skipped"));
+    run.turns.push_back(student_record_of("stu/gemm_b/" + std::to_string(i), "gemm_b", 0, "compile_error"));
+  run.turns.push_back(student_record_of("stu/gemm_b/3", "gemm_b", 0, "ok", false));
+  run.turns.push_back(
+      student_record_of("stu/gemm_b/4", "gemm_b", 0, "no_kernel", std::nullopt, ""));  // last turn
+  run.turns.push_back(student_record_of("stu/gemm_b/5", "gemm_b", 0, "ok", true));
+  run.turns.push_back(student_record_of("stu/gemm_b/6", "gemm_b", 0, "skipped"));
   // Without a GPU a compiled kernel's verdict is ok with unmeasured axes: not a failure either.
   Json unmeasured = student_turn("stu/gemm_b/10", "gemm_b", 0, "ok");
   unmeasured["verdict"]["axes"]["correct"] = nullptr;
-  run.turns.push_back(unmeasured);
-  run.turns.push_back(student_turn("stu/gemm_b/7", "gemm_b", 0, "request_failed"));
+  run.turns.push_back(traces::TurnRecord::from_json(unmeasured));
+  run.turns.push_back(student_record_of("stu/gemm_b/7", "gemm_b", 0, "request_failed"));
   // The same failed kernel twice is one seed.
-  run.turns.push_back(
-      student_turn("stu/gemm_b/8", "gemm_b", 0, "compile_error", std::nullopt, "fix it", "stu/gemm_b/0#0"));
+  run.turns.push_back(student_record_of("stu/gemm_b/8", "gemm_b", 0, "compile_error", std::nullopt, "fix it",
+                                        "stu/gemm_b/0#0"));
   // A last turn whose feedback cannot be rebuilt.
-  run.turns.push_back(student_turn("stu/gemm_b/9", "gemm_b", 1, "incorrect", std::nullopt, ""));
+  run.turns.push_back(student_record_of("stu/gemm_b/9", "gemm_b", 1, "incorrect", std::nullopt, ""));
 
   int regenerated = 0;
-  agent::FeedbackRegenerator regen = [&](const Json &record, const Json &) -> std::optional<std::string> {
+  agent::FeedbackRegenerator regen = [&](const traces::TurnRecord &record,
+                                         const Json &) -> std::optional<std::string> {
     ++regenerated;
-    if (record.value("trajectory_id", "") == "stu/gemm_b/4") return std::string("REBUILT FEEDBACK");
+    if (record.trajectory_id == "stu/gemm_b/4") return std::string("REBUILT FEEDBACK");
     return std::nullopt;
   };
 
@@ -486,44 +494,47 @@ TEST_CASE(
     REQUIRE(result.end == agent::RunEnd::completed);
     auto repairs = load({scratch.dir / "repairs"});
     const auto &records = repairs[0].turns;
-    std::map<std::string, std::vector<const Json *>> by_trajectory;
-    for (const auto &r : records) by_trajectory[r["trajectory_id"]].push_back(&r);
+    std::map<std::string, std::vector<const traces::TurnRecord *>> by_trajectory;
+    for (const auto &r : records) by_trajectory[r.trajectory_id].push_back(&r);
     CHECK(by_trajectory.size() == selection->seeds.size() * 2);
     int fixed = 0;
     for (auto &[id, turns] : by_trajectory) {
       INFO(id);
       std::sort(turns.begin(), turns.end(),
-                [](const Json *a, const Json *b) { return (*a)["turn"] < (*b)["turn"]; });
-      const Json &first = *turns.front();
-      const Json &of = first["repair_of"];
+                [](const traces::TurnRecord *a, const traces::TurnRecord *b) { return a->turn < b->turn; });
+      const traces::TurnRecord &first = *turns.front();
+      REQUIRE(first.repair_of);
+      const traces::RepairOf &of = *first.repair_of;
       // The record names the student run, trajectory and turn it repairs; the category is the student's.
-      CHECK(of["student_run_id"] == students[0].run["run_id"]);
-      const Json *student = student_record(students[0], of["student_trajectory_id"], of["student_turn"]);
+      CHECK(of.student_run_id == students[0].run["run_id"]);
+      const traces::TurnRecord *student =
+          student_record(students[0], of.student_trajectory_id, of.student_turn);
       REQUIRE(student != nullptr);
-      const std::string category = of["category"];
-      CHECK((*student)["verdict"]["status"] ==
+      const std::string category = of.category;
+      CHECK(student->verdict["status"] ==
             (category == "targets_not_executed" ? std::string("ok") : category));
       // Turn 0 is sent the student's conversation up to and including the feedback.
-      const Json &sent = first["messages"];
-      REQUIRE(sent.size() == of["seed_messages"].get<std::size_t>());
-      CHECK(sent[sent.size() - 2]["content"] == (*student)["response"]["content"]);
-      CHECK(sent.back()["role"] == "user");
+      REQUIRE(first.messages);
+      const auto &sent = *first.messages;
+      REQUIRE(sent.size() == static_cast<std::size_t>(of.seed_messages));
+      CHECK(sent[sent.size() - 2].content == student->response->content);
+      CHECK(sent.back().role == "user");
       if (kTeacherFixes.count(category)) {
         ++fixed;
         REQUIRE(turns.size() == 1);
-        CHECK(first["stop_reason"] == "target_reached");
-        CHECK(first["verdict"]["axes"]["correct"] == true);
-        CHECK(first["verdict"]["axes"]["targets_executed"] == true);
-        CHECK(first["response"]["reasoning"].get<std::string>().find(category) != std::string::npos);
-        CHECK_FALSE(first.contains("synthesized_reasoning"));  // the server sent reasoning: none asked for
+        CHECK(first.stop_reason == "target_reached");
+        CHECK(first.verdict["axes"]["correct"] == true);
+        CHECK(first.verdict["axes"]["targets_executed"] == true);
+        CHECK(first.response->reasoning.find(category) != std::string::npos);
+        CHECK_FALSE(first.synthesized_reasoning);  // the server sent reasoning: none asked for
       } else {
         // Not fixed: the teacher's own loop goes on with the same feedback machinery, up to T turns.
         REQUIRE(turns.size() == 2);
-        CHECK(turns[1]->at("stop_reason") == "turn_limit");
-        const Json &again = turns[1]->at("messages");
+        CHECK(turns[1]->stop_reason == "turn_limit");
+        const auto &again = *turns[1]->messages;
         CHECK(again.size() == sent.size() + 2);
-        CHECK(again[sent.size()]["content"] == first["response"]["content"]);
-        CHECK(again.back()["content"] == first["feedback"]);
+        CHECK(again[sent.size()].content == first.response->content);
+        CHECK(again.back().content == first.feedback);
       }
     }
     CHECK(fixed > 0);
@@ -550,10 +561,11 @@ TEST_CASE(
       CHECK(m[2]["role"] == "assistant");
       CHECK(m[3]["role"] == "user");
       const Json &of = l["metadata"]["repair_of"];
-      const Json *student = student_record(students[0], of["student_trajectory_id"], of["student_turn"]);
+      const traces::TurnRecord *student =
+          student_record(students[0], of["student_trajectory_id"], of["student_turn"]);
       REQUIRE(student != nullptr);
-      CHECK(m[1]["content"] == (*student)["messages"][1]["content"]);  // the task
-      CHECK(m[2]["content"] == (*student)["response"]["content"]);     // the failed attempt
+      CHECK(m[1]["content"] == student->messages->at(1).content);  // the task
+      CHECK(m[2]["content"] == student->response->content);        // the failed attempt
       const std::string trained = m[4]["content"];
       CHECK(trained.rfind("<think>\nThe attempt failed with " + of["category"].get<std::string>(), 0) == 0);
       CHECK(trained.find("```ptx") != std::string::npos);
@@ -618,15 +630,15 @@ TEST_CASE(
     auto repairs = load({scratch.dir / "plain"});
     int explained = 0;
     for (const auto &r : repairs[0].turns) {
-      CHECK(r["response"]["reasoning"] == "");
-      if (r["stop_reason"] == "target_reached") {
-        REQUIRE(r.contains("synthesized_reasoning"));
-        const std::string why = r["synthesized_reasoning"]["content"];
-        CHECK(why.find("ended in " + r["repair_of"]["category"].get<std::string>()) != std::string::npos);
-        CHECK(r["synthesized_reasoning"]["usage"]["completion_tokens"].get<int>() > 0);
+      CHECK(r.response->reasoning == "");
+      if (r.stop_reason == "target_reached") {
+        REQUIRE(r.synthesized_reasoning);
+        const std::string why = r.synthesized_reasoning->content.value_or("");
+        CHECK(why.find("ended in " + r.repair_of->category) != std::string::npos);
+        CHECK(r.synthesized_reasoning->usage->completion_tokens.value_or(0) > 0);
         ++explained;
       } else {
-        CHECK_FALSE(r.contains("synthesized_reasoning"));
+        CHECK_FALSE(r.synthesized_reasoning);
       }
     }
     CHECK(explained > 0);
@@ -649,11 +661,8 @@ TEST_CASE(
     REQUIRE(report->repairs->cost_per_kept_example().has_value());
     long long tokens = 0;
     for (const auto &r : repairs[0].turns) {
-      tokens += r["response"]["usage"]["prompt_tokens"].get<long long>() +
-                r["response"]["usage"]["completion_tokens"].get<long long>();
-      if (r.contains("synthesized_reasoning"))
-        tokens += r["synthesized_reasoning"]["usage"]["prompt_tokens"].get<long long>() +
-                  r["synthesized_reasoning"]["usage"]["completion_tokens"].get<long long>();
+      tokens += r.response->usage.total();
+      if (r.synthesized_reasoning) tokens += r.synthesized_reasoning->usage->total();
     }
     CHECK(report->repairs->prompt_tokens + report->repairs->completion_tokens == tokens);
 
@@ -697,7 +706,7 @@ TEST_CASE(
     REQUIRE(after.has_value());
     CHECK(after->skipped_partial_lines == 0);
     std::map<std::string, std::vector<int>> turns;
-    for (const auto &r : after->turns) turns[r["trajectory_id"]].push_back(r["turn"]);
+    for (const auto &r : after->turns) turns[r.trajectory_id].push_back(r.turn);
     CHECK(turns.size() == selection->seeds.size() * 2);
     for (auto &[id, t] : turns) {
       INFO(id);

@@ -535,8 +535,8 @@ TEST_CASE(
   LoadedRun run;
   run.dir = "no-gpu-run";
   run.run = {{"run_id", "r"}};
-  run.turns = {no_gpu_record("gemm_a", 0, false), no_gpu_record("gemm_a", 1, false),
-               no_gpu_record("gemm_a", 2, true)};
+  for (auto [sample, failed] : {std::pair{0, false}, std::pair{1, false}, std::pair{2, true}})
+    run.turns.push_back(TurnRecord::from_json(no_gpu_record("gemm_a", sample, failed)));
   auto report = build_report({run});
   REQUIRE(report);
   const GroupReport &g = group(*report, "m", "gemm_a");

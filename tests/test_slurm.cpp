@@ -121,9 +121,9 @@ void run_to_end(agent::RunConfig c) {
 std::map<std::pair<std::string, int>, std::string> cells_of(const traces::LoadedRun &run) {
   std::map<std::pair<std::string, int>, std::string> out;
   for (const auto &r : run.turns) {
-    auto key = std::make_pair(r["trajectory_id"].get<std::string>(), r["turn"].get<int>());
+    auto key = std::make_pair(r.trajectory_id, r.turn);
     CHECK_MESSAGE(!out.count(key), key.first);
-    out[key] = r["verdict"].is_object() ? r["verdict"]["status"].get<std::string>() : "none";
+    out[key] = r.verdict_object() ? r.verdict["status"].get<std::string>() : "none";
   }
   return out;
 }
@@ -247,7 +247,7 @@ TEST_CASE("sharded run: three shards do disjoint work that together equals one p
     CHECK(shard->run["shard"]["config_hash"] == agent::config_hash(small_config(top)));
     CHECK(shard->run["shard"]["cells_total"] == 12);
     cells += shard->run["shard"]["cells"].get<std::size_t>();
-    for (const auto &r : shard->turns) run_ids.insert(r["run_id"].get<std::string>());
+    for (const auto &r : shard->turns) run_ids.insert(r.run_id);
   }
   CHECK(cells == 12);
   CHECK(run_ids.size() == 1);  // every record of every shard carries the run's one id
@@ -265,7 +265,7 @@ TEST_CASE("sharded run: three shards do disjoint work that together equals one p
   auto full = traces::load_run(shard1);
   REQUIRE(full);
   std::string kept;
-  for (std::size_t i = 0; i + 2 < full->turns.size(); ++i) kept += full->turns[i].dump() + "\n";
+  for (std::size_t i = 0; i + 2 < full->turns.size(); ++i) kept += full->turns[i].to_json().dump() + "\n";
   REQUIRE(util::write_file_atomic(shard1 / "trajectories.jsonl", kept));
   auto resumed = agent::Runner::resume(shard1, echo_services(), quiet());
   REQUIRE_MESSAGE(resumed, (resumed ? "" : resumed.error()));

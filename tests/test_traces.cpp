@@ -1,4 +1,5 @@
-// Run-directory writer and reader: append + fsync, partial tails, disk full.
+// Run-directory writer and reader: append + fsync, partial tails, disk full; the typed turn record's
+// round trip through JSON (recorded lines read back and written again keep every field).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -39,11 +40,11 @@ std::string slurp(const fs::path &p) {
   return ss.str();
 }
 
-nlohmann::json make_record(int turn, std::size_t payload_bytes = 10) {
-  return {{"format_version", traces::kFormatVersion},
-          {"trajectory_id", "m/t/0"},
-          {"turn", turn},
-          {"payload", std::string(payload_bytes, 'x')}};
+traces::TurnRecord make_record(int turn, std::size_t payload_bytes = 10) {
+  return traces::TurnRecord::from_json({{"format_version", traces::kFormatVersion},
+                                        {"trajectory_id", "m/t/0"},
+                                        {"turn", turn},
+                                        {"payload", std::string(payload_bytes, 'x')}});
 }
 
 }  // namespace
@@ -57,7 +58,9 @@ TEST_CASE("appended records load back in order") {
   REQUIRE(run);
   CHECK(run->run["run_id"] == "r1");
   REQUIRE(run->turns.size() == 5);
-  for (int i = 0; i < 5; ++i) CHECK(run->turns[static_cast<std::size_t>(i)]["turn"] == i);
+  for (int i = 0; i < 5; ++i) CHECK(run->turns[static_cast<std::size_t>(i)].turn == i);
+  // A field this version does not know survives the round trip.
+  CHECK(run->turns[0].extra["payload"] == std::string(10, 'x'));
   CHECK(run->skipped_partial_lines == 0);
   CHECK(run->warnings.empty());
   // One line per record.
@@ -68,13 +71,15 @@ TEST_CASE("appended records load back in order") {
 TEST_CASE("invalid UTF-8 from a model is replaced, not fatal") {
   ScratchDir dir("traces-test");
   traces::TrajectoryWriter writer(dir.path());
-  nlohmann::json r = make_record(0);
-  r["response"] = std::string("ok \xff\xfe bytes");
+  traces::TurnRecord r = make_record(0);
+  r.response.emplace();
+  r.response->content = "ok \xff\xfe bytes";
   REQUIRE(writer.append(r));
   auto run = traces::load_run(dir.path());
   REQUIRE(run);
   REQUIRE(run->turns.size() == 1);
-  const std::string got = run->turns[0]["response"];
+  REQUIRE(run->turns[0].response);
+  const std::string got = run->turns[0].response->content;
   CHECK(got.find("\xEF\xBF\xBD") != std::string::npos);  // U+FFFD
 }
 
@@ -100,7 +105,7 @@ TEST_CASE("a cut-short last line is reported and can be truncated before appendi
   run = traces::load_run(dir.path());
   REQUIRE(run);
   REQUIRE(run->turns.size() == 3);
-  CHECK(run->turns[2]["turn"] == 2);
+  CHECK(run->turns[2].turn == 2);
   CHECK(run->skipped_partial_lines == 0);
 
   auto again = traces::truncate_partial_tail(writer.path());
@@ -151,7 +156,7 @@ TEST_CASE("file size limit (EFBIG): append fails cleanly and the file keeps only
     ::setrlimit(RLIMIT_FSIZE, &lim);
     traces::TrajectoryWriter writer(run_dir);
     for (int i = 0; i < 1000; ++i) {
-      auto r = writer.append(make_record(i, 700));
+      auto r = writer.append(make_record(i, 500));
       if (!r) {
         const bool mentions = r.error().find("file size limit") != std::string::npos ||
                               r.error().find("disk full") != std::string::npos;
@@ -171,6 +176,149 @@ TEST_CASE("file size limit (EFBIG): append fails cleanly and the file keeps only
   auto run = traces::load_run(run_dir);
   REQUIRE(run);
   CHECK(run->skipped_partial_lines == 0);
-  CHECK(run->turns.size() >= 10);  // 10 kB / ~780-byte records
-  for (std::size_t i = 0; i < run->turns.size(); ++i) CHECK(run->turns[i]["turn"] == static_cast<int>(i));
+  CHECK(run->turns.size() >= 10);  // 10 kB / records under 1 kB
+  for (std::size_t i = 0; i < run->turns.size(); ++i) CHECK(run->turns[i].turn == static_cast<int>(i));
+}
+
+// ---------------------------------------------------------------- the typed record
+
+namespace {
+
+/// Every field of `original` is in `round_trip` with the same value (objects compared field by field);
+/// a field only `round_trip` has is null (a nullable field the original record did not write).
+bool keeps_every_field(const nlohmann::json &original, const nlohmann::json &round_trip, std::string path,
+                       std::vector<std::string> &differences) {
+  if (!original.is_object() || !round_trip.is_object()) {
+    if (original != round_trip) differences.push_back(path);
+    return original == round_trip;
+  }
+  bool same = true;
+  for (auto it = original.begin(); it != original.end(); ++it) {
+    if (!round_trip.contains(it.key())) {
+      differences.push_back(path + "." + it.key() + " (missing)");
+      same = false;
+      continue;
+    }
+    same = keeps_every_field(it.value(), round_trip[it.key()], path + "." + it.key(), differences) && same;
+  }
+  for (auto it = round_trip.begin(); it != round_trip.end(); ++it) {
+    if (!original.contains(it.key()) && !it.value().is_null()) {
+      differences.push_back(path + "." + it.key() + " (added)");
+      same = false;
+    }
+  }
+  return same;
+}
+
+std::string line_of(const nlohmann::json &j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+/// A record with every field set, as the runner writes one in a repairs run.
+traces::TurnRecord full_record() {
+  traces::TurnRecord r;
+  r.run_id = "run-1";
+  r.model = "alpha";
+  r.task_id = "gemm_a";
+  r.sample = 2;
+  r.turn = 1;
+  r.trajectory_id = "alpha/gemm_a/2";
+  r.variant = "notes";
+  r.reference = {{"target_notes", true}, {"packs", nlohmann::json::array()}};
+  r.messages = std::vector<traces::RecordedMessage>{{"system", "S"}, {"user", "U"}};
+  traces::TokenUsage usage;
+  usage.prompt_tokens = 100;
+  usage.completion_tokens = 50;
+  usage.reasoning_tokens = 7;
+  usage.estimated = true;
+  usage.estimate_reason = "no usage in the stream";
+  r.response = traces::ResponseRecord{"answer", "thinking", "stop", usage, 2, 1.25};
+  r.candidate = traces::CandidateRecord{"ptx", ".version 8.5", "{}", "abc"};
+  r.verdict = {{"status", "ok"}, {"axes", {{"correct", true}, {"targets_executed", true}, {"speedup", 1.5}}}};
+  r.stop_reason = "target_reached";
+  r.timings = traces::TurnTimings{0.5, 0.25, 0.125, 1.0, 2.0, 3.0, std::nullopt};
+  r.gpu = 3;
+  r.seed = 1002;
+  r.repair_of = traces::RepairOf{"s/1", "student",       "runs/s",   "beta", "beta/gemm_a/0",
+                                 1,     "compile_error", "recorded", 4,      0};
+  r.synthesized_reasoning = traces::SynthesizedReasoning{"because", "explain", "stop", usage, std::nullopt};
+  r.started_at = "2026-12-01T10:00:00Z";
+  r.finished_at = "2026-12-01T10:00:09Z";
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("recorded fixture lines read into the typed record and write back with every field") {
+  int lines = 0;
+  for (const char *run : {"two_models", "mixed_versions", "truncated"}) {
+    std::ifstream in(fs::path(PTXBENCH_TEST_DATA) / "runs" / run / "trajectories.jsonl");
+    REQUIRE(in);
+    std::string line;
+    while (std::getline(in, line)) {
+      nlohmann::json original;
+      try {
+        original = nlohmann::json::parse(line);
+      } catch (const nlohmann::json::exception &) {
+        continue;  // the truncated fixture's cut-short tail
+      }
+      ++lines;
+      const traces::TurnRecord record = traces::TurnRecord::from_json(original);
+      CHECK(record.model == original["model"].get<std::string>());
+      CHECK(record.turn == original["turn"].get<int>());
+      CHECK(record.has_identity);
+      const nlohmann::json written = record.to_json();
+      std::vector<std::string> differences;
+      CHECK_MESSAGE(keeps_every_field(original, written, run, differences),
+                    "fields changed: " << (differences.empty() ? "" : differences.front()));
+      // Written once by this version, a record reads back and writes byte for byte the same.
+      CHECK(line_of(traces::TurnRecord::from_json(nlohmann::json::parse(line_of(written))).to_json()) ==
+            line_of(written));
+    }
+  }
+  CHECK(lines >= 10);
+}
+
+TEST_CASE("a record with every field round-trips byte for byte through the writer and the reader") {
+  ScratchDir dir("traces-test");
+  traces::TrajectoryWriter writer(dir.path());
+  const traces::TurnRecord r = full_record();
+  REQUIRE(writer.append(r));
+  const std::string text = slurp(writer.path());
+  CHECK(text == line_of(r.to_json()) + "\n");
+  auto run = traces::load_run(dir.path());
+  REQUIRE(run);
+  REQUIRE(run->turns.size() == 1);
+  const traces::TurnRecord &back = run->turns[0];
+  CHECK(line_of(back.to_json()) + "\n" == text);
+  CHECK(back.variant == "notes");
+  CHECK(back.response->usage.estimate_reason == "no usage in the stream");
+  CHECK(back.repair_of->category == "compile_error");
+  CHECK(back.synthesized_reasoning->content == "because");
+  CHECK_FALSE(back.synthesized_reasoning->error);
+  CHECK(back.timings->evaluator_cpu_ms == 3.0);
+  CHECK_FALSE(back.timings->ttft_s);
+  CHECK(back.to_json()["timings"]["ttft_s"].is_null());  // written as null: not streamed
+  CHECK(traces::model_label(back) == "alpha@notes");
+}
+
+TEST_CASE("fields of the wrong type read as absent; a record without its identity is marked") {
+  const auto r = traces::TurnRecord::from_json({{"format_version", 1},
+                                                {"model", 7},
+                                                {"task_id", "t"},
+                                                {"sample", 0},
+                                                {"turn", 0},
+                                                {"response", "not an object"},
+                                                {"messages", {{{"role", "user"}}}},
+                                                {"verdict", "ok"},
+                                                {"gpu", "zero"}});
+  CHECK_FALSE(r.has_identity);
+  CHECK(traces::model_label(r) == "?");
+  CHECK_FALSE(r.response);
+  CHECK_FALSE(r.messages);  // a message without content makes the request unreadable
+  CHECK(r.verdict_object() == nullptr);
+  CHECK_FALSE(r.gpu);
+  const auto ok = traces::TurnRecord::from_json(
+      {{"format_version", 1}, {"model", "m"}, {"task_id", "t"}, {"sample", 0}, {"turn", 100001}});
+  CHECK_FALSE(ok.has_identity);  // turn out of range
 }

@@ -37,8 +37,8 @@ struct FdGuard {
 TrajectoryWriter::TrajectoryWriter(std::filesystem::path run_dir)
     : path_(std::move(run_dir) / "trajectories.jsonl") {}
 
-util::Expected<void> TrajectoryWriter::append(const nlohmann::json &record) {
-  std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+util::Expected<void> TrajectoryWriter::append(const TurnRecord &record) {
+  std::string line = record.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   line.push_back('\n');
 
   FdGuard guard{::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)};
@@ -163,8 +163,9 @@ util::Expected<LoadedRun> load_run(const std::filesystem::path &dir) {
       nlohmann::json record = nlohmann::json::parse(line);
       if (!record.is_object())
         throw nlohmann::json::type_error::create(302, "record is not an object", nullptr);
-      if (record.value("format_version", 0) != kFormatVersion) other_versions = true;
-      run.turns.push_back(std::move(record));
+      TurnRecord typed = TurnRecord::from_json(record);
+      if (typed.format_version != kFormatVersion) other_versions = true;
+      run.turns.push_back(std::move(typed));
     } catch (const nlohmann::json::exception &e) {
       ++run.skipped_partial_lines;
       run.warnings.push_back(fmt::format("line {}: unreadable record ignored ({})", line_number, e.what()));
@@ -176,11 +177,9 @@ util::Expected<LoadedRun> load_run(const std::filesystem::path &dir) {
   return run;
 }
 
-std::string model_label(const nlohmann::json &record) {
-  std::string model = record.value("model", "?");
-  const auto it = record.find("variant");
-  if (it != record.end() && it->is_string() && !it->get<std::string>().empty())
-    model += "@" + it->get<std::string>();
+std::string model_label(const TurnRecord &record) {
+  std::string model = record.model.empty() && !record.has_identity ? std::string("?") : record.model;
+  if (record.variant && !record.variant->empty()) model += "@" + *record.variant;
   return model;
 }
 

@@ -3,7 +3,9 @@
 // read only what is written here.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,8 +52,113 @@ inline constexpr int kFormatVersion = 1;
 ///                     {content, instruction, finish_reason, usage{prompt_tokens, completion_tokens,
 ///                     estimated}, error}: the teacher's explanation of its repair, from one more request
 ///   started_at, finished_at   ISO-8601 UTC
+struct RecordedMessage {
+  std::string role;
+  std::string content;
+  bool operator==(const RecordedMessage &) const = default;
+};
+
+/// Token counts as the server reported them (or as estimated); a count the record lacks is nullopt.
+struct TokenUsage {
+  std::optional<std::int64_t> prompt_tokens;
+  std::optional<std::int64_t> completion_tokens;
+  std::optional<std::int64_t> reasoning_tokens;
+  std::optional<bool> estimated;               ///< the counts are estimates (the server sent none)
+  std::optional<std::string> estimate_reason;  ///< why they are estimates (written only when estimated)
+  std::int64_t total() const { return prompt_tokens.value_or(0) + completion_tokens.value_or(0); }
+};
+
+struct ResponseRecord {
+  std::string content;
+  std::string reasoning;
+  std::string finish_reason;
+  TokenUsage usage;
+  int attempts = 0;
+  double latency_seconds = 0;  ///< seconds, over all attempts
+};
+
+struct RequestErrorRecord {
+  std::string kind;  ///< llm::ChatErrorKind's name
+  int http_status = 0;
+  std::string message;
+  std::optional<int> attempts;  ///< HTTP attempts made (absent in records of early versions)
+};
+
+struct CandidateRecord {
+  std::string language;  ///< "ptx" | "cuda"
+  std::string kernel_source;
+  std::string manifest_text;
+  std::string kernel_hash;
+};
+
+/// Seconds (_s) and CPU milliseconds (_ms) one turn took; a figure the record lacks is nullopt.
+struct TurnTimings {
+  std::optional<double> request_s, cpu_stages_s, gpu_stage_s;
+  std::optional<double> orchestrator_cpu_ms, client_cpu_ms, evaluator_cpu_ms;
+  std::optional<double> ttft_s;  ///< written always: null when the request was not streamed
+};
+
+/// The failed student turn a teacher trajectory repairs (repairs runs).
+struct RepairOf {
+  std::string seed_id;
+  std::string student_run_id;
+  std::string student_run_dir;
+  std::string student_model;
+  std::string student_trajectory_id;
+  int student_turn = 0;
+  std::string category;
+  std::string feedback_source;
+  int seed_messages = 0;  ///< the first seed_messages request messages are the student's conversation
+  int seed_sample = 0;
+  nlohmann::json to_json() const;
+};
+
+/// The teacher's explanation of a verified repair that came without reasoning (repairs runs).
+struct SynthesizedReasoning {
+  std::optional<std::string> content;  ///< null when the request failed
+  std::string instruction;
+  std::optional<std::string> finish_reason;
+  std::optional<TokenUsage> usage;
+  std::optional<std::string> error;  ///< null when the request succeeded
+};
+
+/// One turn record, typed. Records are data from disk: from_json never throws, a field of the
+/// wrong type reads as absent, and top-level fields it does not know are kept in `extra` and
+/// written back, so a record read and written again keeps everything it held. The verdict stays
+/// JSON: its shape is the evaluator's (Verdict::to_json), and traces does not depend on evaluator.
 struct TurnRecord {
-  nlohmann::json data;
+  int format_version = kFormatVersion;
+  std::string run_id;
+  std::string model;
+  std::string task_id;
+  int sample = 0;
+  int turn = 0;
+  std::string trajectory_id;
+  std::optional<std::string> variant;                    ///< null in a run without variants
+  nlohmann::json reference;                              ///< {target_notes, packs}; null when not recorded
+  std::optional<std::vector<RecordedMessage>> messages;  ///< nullopt when absent or unreadable
+  std::optional<ResponseRecord> response;                ///< null on request failure
+  std::optional<RequestErrorRecord> request_error;
+  std::optional<CandidateRecord> candidate;
+  nlohmann::json verdict;  ///< the evaluator's verdict object; null when the request failed
+  std::string feedback;
+  std::string stop_reason;
+  std::optional<TurnTimings> timings;
+  std::optional<int> gpu;
+  std::optional<std::int64_t> seed;  ///< the sampling seed sent
+  std::optional<RepairOf> repair_of;
+  std::optional<SynthesizedReasoning> synthesized_reasoning;
+  std::string started_at, finished_at;
+  nlohmann::json extra = nlohmann::json::object();  ///< top-level fields this version does not know
+
+  /// model, task_id, sample and turn were present with the right types (readers skip records without).
+  bool has_identity = true;
+
+  nlohmann::json to_json() const;
+  static TurnRecord from_json(const nlohmann::json &j);
+
+  /// The verdict object, or nullptr when there is none (request failed).
+  const nlohmann::json *verdict_object() const { return verdict.is_object() ? &verdict : nullptr; }
 };
 
 /// Appends records to <dir>/trajectories.jsonl with fsync after each. Not thread-safe: callers
@@ -62,7 +169,7 @@ class TrajectoryWriter {
   explicit TrajectoryWriter(std::filesystem::path run_dir);
   /// Error (e.g. disk full: ENOSPC, or EFBIG under RLIMIT_FSIZE with SIGXFSZ ignored) leaves the file
   /// valid up to the last complete record: a partial write is truncated away.
-  util::Expected<void> append(const nlohmann::json &record);
+  util::Expected<void> append(const TurnRecord &record);
   const std::filesystem::path &path() const { return path_; }
 
  private:
@@ -71,12 +178,12 @@ class TrajectoryWriter {
 
 /// The label a record's model is grouped under in summaries and reports: the endpoint name, or
 /// "<model>@<variant>" for a turn of a run variant, so that arms of one model compare like models.
-std::string model_label(const nlohmann::json &record);
+std::string model_label(const TurnRecord &record);
 
 struct LoadedRun {
   std::filesystem::path dir;
   nlohmann::json run;                 ///< run.json (empty object if missing)
-  std::vector<nlohmann::json> turns;  ///< every complete, parseable record
+  std::vector<TurnRecord> turns;      ///< every complete, parseable record
   int skipped_partial_lines = 0;      ///< truncated/unparseable lines (e.g. the tail of a killed run)
   std::vector<std::string> warnings;  ///< mixed format versions, missing run.json, ...
 };

@@ -13,32 +13,29 @@ using detail::Json;
 
 namespace detail {
 
-const Json *repair_of(const Json &record) {
-  return object_field(record, "repair_of");
+const RepairOf *repair_of(const TurnRecord &record) {
+  return record.repair_of ? &*record.repair_of : nullptr;
 }
 
-const Json *kept_repair_turn(const TrajectoryView &t, bool require_target) {
-  for (const Json *r : t.turns) {
+const TurnRecord *kept_repair_turn(const TrajectoryView &t, bool require_target) {
+  for (const TurnRecord *r : t.turns) {
     if (!repair_of(*r)) return nullptr;
     if (status_of(*r) != "ok" || correct_of(*r) != true) continue;
     if (!require_target) return r;
-    if (string_field(*r, "stop_reason").value_or("") == "target_reached" && targets_executed_of(*r) == true)
-      return r;
+    if (r->stop_reason == "target_reached" && targets_executed_of(*r) == true) return r;
   }
   return nullptr;
 }
 
-std::string repair_reasoning_source(const Json &record) {
-  if (const Json *response = object_field(record, "response")) {
-    const std::string reasoning = string_field(*response, "reasoning").value_or("");
-    if (reasoning.find_first_not_of(" \t\r\n") != std::string::npos) return "teacher";
-    const std::string content = string_field(*response, "content").value_or("");
+std::string repair_reasoning_source(const TurnRecord &record) {
+  if (const auto &response = record.response) {
+    if (response->reasoning.find_first_not_of(" \t\r\n") != std::string::npos) return "teacher";
+    const std::string &content = response->content;
     const auto start = content.find_first_not_of(" \t\r\n");
     if (start != std::string::npos && content.compare(start, 7, "<think>") == 0) return "teacher";
   }
-  if (const Json *s = object_field(record, "synthesized_reasoning")) {
-    const std::string content = string_field(*s, "content").value_or("");
-    if (content.find_first_not_of(" \t\r\n") != std::string::npos) return "synthesized";
+  if (const auto &s = record.synthesized_reasoning) {
+    if (s->content.value_or("").find_first_not_of(" \t\r\n") != std::string::npos) return "synthesized";
   }
   return "none";
 }
@@ -71,28 +68,24 @@ RepairOutcomes summarize_repairs(const std::vector<LoadedRun> &runs,
   bool priced = true;
   for (const auto &t : index.trajectories) {
     if (t.turns.empty()) continue;
-    const Json *repair = detail::repair_of(*t.turns.front());
+    const RepairOf *repair = detail::repair_of(*t.turns.front());
     if (!repair) continue;
     bool answered = false;
-    for (const Json *r : t.turns) {
+    for (const TurnRecord *r : t.turns) {
       long long in = 0, out_tokens = 0;
-      if (const Json *response = detail::object_field(*r, "response")) {
+      if (r->response) {
         answered = true;
-        if (const Json *u = detail::object_field(*response, "usage")) {
-          in += detail::int_field(*u, "prompt_tokens").value_or(0);
-          out_tokens += detail::int_field(*u, "completion_tokens").value_or(0);
-        }
+        in += r->response->usage.prompt_tokens.value_or(0);
+        out_tokens += r->response->usage.completion_tokens.value_or(0);
       }
-      if (const Json *s = detail::object_field(*r, "synthesized_reasoning")) {
-        if (const Json *u = detail::object_field(*s, "usage")) {
-          in += detail::int_field(*u, "prompt_tokens").value_or(0);
-          out_tokens += detail::int_field(*u, "completion_tokens").value_or(0);
-        }
+      if (r->synthesized_reasoning && r->synthesized_reasoning->usage) {
+        in += r->synthesized_reasoning->usage->prompt_tokens.value_or(0);
+        out_tokens += r->synthesized_reasoning->usage->completion_tokens.value_or(0);
       }
       out.prompt_tokens += in;
       out.completion_tokens += out_tokens;
       // Prices are per endpoint name; the model label carries no variant in a repairs run.
-      const auto price = prices.find(detail::string_field(*r, "model").value_or(t.model));
+      const auto price = prices.find(r->model);
       if (price == prices.end()) {
         if (in + out_tokens > 0) priced = false;
       } else {
@@ -103,11 +96,11 @@ RepairOutcomes summarize_repairs(const std::vector<LoadedRun> &runs,
       ++out.unanswered;
       continue;
     }
-    const std::string seed = detail::string_field(*repair, "seed_id").value_or(t.trajectory_id);
-    const std::string category = detail::string_field(*repair, "category").value_or("?");
-    const std::string student = detail::string_field(*repair, "student_model").value_or("?");
-    const int student_turn = static_cast<int>(detail::int_field(*repair, "student_turn").value_or(-1));
-    const Json *kept = detail::kept_repair_turn(t);
+    const std::string seed = repair->seed_id.empty() ? t.trajectory_id : repair->seed_id;
+    const std::string category = repair->category.empty() ? "?" : repair->category;
+    const std::string student = repair->student_model.empty() ? "?" : repair->student_model;
+    const int student_turn = repair->student_turn;
+    const TurnRecord *kept = detail::kept_repair_turn(t);
     seeds.insert(seed);
     ++out.trajectories;
     for (FixCount *c : {&out.all, &out.by_category[category], &out.by_task[t.task_id],
@@ -117,7 +110,7 @@ RepairOutcomes summarize_repairs(const std::vector<LoadedRun> &runs,
     }
     if (!kept) continue;
     seeds_fixed.insert(seed);
-    ++out.fixed_at_teacher_turn[static_cast<int>(detail::int_field(*kept, "turn").value_or(0))];
+    ++out.fixed_at_teacher_turn[kept->turn];
     const std::string source = detail::repair_reasoning_source(*kept);
     if (source == "teacher") ++out.reasoning_from_teacher;
     if (source == "synthesized") ++out.reasoning_synthesized;

@@ -59,460 +59,6 @@ double pass_at_k(int n, int c, int k) {
 
 namespace {
 
-/// What one attempt achieved.
-struct AttemptFacts {
-  bool compiled = false, correct = false, executed = false, timed_ok = false;
-  std::optional<double> speedup;
-};
-
-AttemptFacts facts_of(const Json &record) {
-  AttemptFacts f;
-  f.compiled = detail::compiled_of(record);
-  f.correct = detail::correct_of(record) == true;
-  f.executed = detail::targets_executed_of(record) == true;
-  f.speedup = detail::speedup_of(record);
-  f.timed_ok = f.correct && f.speedup && detail::status_of(record) == "ok";
-  return f;
-}
-
-bool is_fast(const AttemptFacts &f, double p) {
-  return f.timed_ok && *f.speedup > p;
-}
-
-void add(AxisCounts &c, const AttemptFacts &f, const std::vector<double> &ps) {
-  c.compiled += f.compiled;
-  c.correct += f.correct;
-  c.executed += f.executed;
-  for (std::size_t i = 0; i < ps.size(); ++i) c.fast[i] += is_fast(f, ps[i]);
-}
-
-double wall_seconds_of(const Json &record) {
-  if (const Json *t = detail::object_field(record, "timings")) {
-    double s = detail::number_field(*t, "request_s").value_or(0) +
-               detail::number_field(*t, "cpu_stages_s").value_or(0) +
-               detail::number_field(*t, "gpu_stage_s").value_or(0);
-    if (s > 0) return s;
-  }
-  double s = 0;
-  if (const Json *r = detail::object_field(record, "response"))
-    s += detail::number_field(*r, "latency_seconds").value_or(0);
-  if (const Json *v = detail::verdict_of(record)) s += detail::number_field(*v, "wall_seconds").value_or(0);
-  return s;
-}
-
-struct Accumulator {
-  GroupReport g;
-  double log_speedup_sum = 0;
-  std::set<std::pair<std::string, std::string>> pairs;  ///< model × task pairs in the group
-  double request_seconds = 0, ttft_seconds = 0;
-  int request_samples = 0;
-  bool unpriced = false;  ///< some attempt's model has no price
-};
-
-/// What one trajectory reached, for the bootstrap (which resamples whole trajectories).
-struct TrajectoryFacts {
-  int sample = 0;
-  bool correct = false, fast1 = false;
-  std::vector<double> log_speedups;  ///< of its attempts counted in a geomean
-};
-using PairKey = std::pair<std::string, std::string>;  ///< model, task
-
-/// pass@k of a group from per-pair counts (n, c): the mean over pairs, or nullopt when a pair has
-/// fewer than k samples.
-template <typename CountOf>
-std::optional<double> mean_pass_at_k(const std::vector<std::vector<TrajectoryFacts>> &pairs, int k,
-                                     CountOf count_of) {
-  double sum = 0;
-  for (const auto &trajectories : pairs) {
-    const int n = static_cast<int>(trajectories.size());
-    if (k > n) return std::nullopt;
-    sum += pass_at_k(n, count_of(trajectories), k);
-  }
-  return pairs.empty() ? std::nullopt : std::optional<double>(sum / static_cast<double>(pairs.size()));
-}
-
-/// One bootstrap replicate of a group: each pair's trajectories resampled with replacement.
-std::vector<std::vector<TrajectoryFacts>> resample_pairs(
-    const std::vector<const std::vector<TrajectoryFacts> *> &pairs, Resampler &rng) {
-  std::vector<std::vector<TrajectoryFacts>> out;
-  out.reserve(pairs.size());
-  for (const auto *trajectories : pairs) {
-    std::vector<TrajectoryFacts> drawn;
-    drawn.reserve(trajectories->size());
-    for (std::size_t i = 0; i < trajectories->size(); ++i)
-      drawn.push_back((*trajectories)[rng.index(trajectories->size())]);
-    out.push_back(std::move(drawn));
-  }
-  return out;
-}
-
-std::string scope_name(GroupScope s) {
-  switch (s) {
-    case GroupScope::model_task:
-      return "model_task";
-    case GroupScope::model:
-      return "model";
-    case GroupScope::task:
-      return "task";
-    case GroupScope::overall:
-      return "overall";
-  }
-  return "?";
-}
-
-}  // namespace
-
-util::Expected<Report> build_report(const std::vector<LoadedRun> &runs, const ReportOptions &options) {
-  detail::RunIndex index = detail::index_runs(runs);
-  if (index.usable_records == 0) return util::unexpected(detail::no_usable_records_message(runs, index));
-  Report report;
-  report.options = options;
-  report.warnings = index.warnings;
-  report.skipped_partial_lines = index.skipped_partial_lines;
-  for (const auto &r : runs) report.sources.push_back(r.dir.string());
-  std::set<std::string> models, tasks;
-  for (const auto &t : index.trajectories) {
-    models.insert(t.model);
-    tasks.insert(t.task_id);
-    report.turns =
-        std::max(report.turns, static_cast<int>(detail::int_field(*t.turns.back(), "turn").value_or(0)) + 1);
-  }
-  report.models.assign(models.begin(), models.end());
-  report.tasks.assign(tasks.begin(), tasks.end());
-  for (const auto &[a, b] : options.compare) {
-    for (const auto *m : {&a, &b}) {
-      if (!models.count(*m))
-        return util::unexpected(fmt::format("--compare: no model named '{}' in the runs (models: {})", *m,
-                                            fmt::format("{}", fmt::join(report.models, ", "))));
-    }
-  }
-  report.prices = prices_of_runs(runs);
-  for (const auto &[name, price] : options.prices) report.prices[name] = price;
-  const auto &ps = options.fast_thresholds;
-  const std::size_t np = ps.size();
-  auto fresh_counts = [&] {
-    AxisCounts c;
-    c.fast.assign(np, 0);
-    return c;
-  };
-
-  std::map<std::tuple<GroupScope, std::string, std::string>, Accumulator> acc;
-  auto group = [&](GroupScope scope, const std::string &model, const std::string &task) -> Accumulator & {
-    auto [it, inserted] = acc.try_emplace({scope, model, task});
-    if (inserted) {
-      GroupReport &g = it->second.g;
-      g.scope = scope;
-      g.model = model;
-      g.task = task;
-      g.end = fresh_counts();
-      g.by_turn.resize(static_cast<std::size_t>(report.turns));
-      for (int t = 0; t < report.turns; ++t) {
-        g.by_turn[t].turn = t;
-        g.by_turn[t].per_attempt = fresh_counts();
-        g.by_turn[t].cumulative = fresh_counts();
-      }
-      g.failures_by_turn.resize(static_cast<std::size_t>(report.turns));
-    }
-    return it->second;
-  };
-  // Successes per model × task pair at the end, for pass@k: (n, c_correct, c_fast1).
-  struct PairCounts {
-    int n = 0, correct = 0, fast1 = 0;
-  };
-  std::map<std::pair<std::string, std::string>, PairCounts> pair_counts;
-  std::map<PairKey, std::vector<TrajectoryFacts>> pair_facts;
-
-  for (const auto &t : index.trajectories) {
-    // A trajectory whose every turn was a failed request never heard from the model: the endpoint's
-    // failure, left out of the model's rates (one with answers before a failure keeps them).
-    if (std::all_of(t.turns.begin(), t.turns.end(), [](const Json *r) {
-          return detail::verdict_of(*r) == nullptr && detail::object_field(*r, "response") == nullptr &&
-                 (detail::object_field(*r, "request_error") != nullptr ||
-                  detail::string_field(*r, "stop_reason").value_or("") == "request_failed");
-        })) {
-      for (auto *a :
-           {&group(GroupScope::model_task, t.model, t.task_id), &group(GroupScope::model, t.model, "all"),
-            &group(GroupScope::task, "all", t.task_id), &group(GroupScope::overall, "all", "all")})
-        ++a->g.request_failed_trajectories;
-      continue;
-    }
-    Accumulator *targets[] = {
-        &group(GroupScope::model_task, t.model, t.task_id), &group(GroupScope::model, t.model, "all"),
-        &group(GroupScope::task, "all", t.task_id), &group(GroupScope::overall, "all", "all")};
-    std::map<int, const Json *> by_turn;
-    for (const Json *r : t.turns) by_turn[static_cast<int>(detail::int_field(*r, "turn").value_or(0))] = r;
-    AttemptFacts reached;  // carried forward: what the trajectory reached by turn t
-    std::vector<bool> reached_fast(np, false);
-    bool reached_fast1 = false;
-    TrajectoryFacts facts;
-    facts.sample = t.sample;
-    const auto price = report.prices.find(t.model);
-    for (int turn = 0; turn < report.turns; ++turn) {
-      auto it = by_turn.find(turn);
-      if (it != by_turn.end()) {
-        const Json &record = *it->second;
-        AttemptFacts f = facts_of(record);
-        reached.compiled |= f.compiled;
-        reached.correct |= f.correct;
-        reached.executed |= f.executed;
-        for (std::size_t i = 0; i < np; ++i) reached_fast[i] = reached_fast[i] || is_fast(f, ps[i]);
-        reached_fast1 = reached_fast1 || is_fast(f, 1.0);
-        const std::string status = detail::status_of(record);
-        long long prompt = 0, completion = 0, reasoning = 0;
-        if (const Json *resp = detail::object_field(record, "response")) {
-          if (const Json *u = detail::object_field(*resp, "usage")) {
-            prompt = detail::int_field(*u, "prompt_tokens").value_or(0);
-            completion = detail::int_field(*u, "completion_tokens").value_or(0);
-            reasoning = detail::int_field(*u, "reasoning_tokens").value_or(0);
-          }
-        }
-        const double wall = wall_seconds_of(record);
-        bool gpu_measured = false;
-        if (const Json *v = detail::verdict_of(record))
-          if (const Json *stages = detail::object_field(*v, "stages"))
-            if (const Json *c = detail::object_field(*stages, "correctness"))
-              gpu_measured = detail::string_field(*c, "status").value_or("skipped") != "skipped";
-        if (f.timed_ok) {
-          report.speedups.push_back({t.model, t.task_id, t.trajectory_id, turn, *f.speedup});
-          facts.log_speedups.push_back(std::log(*f.speedup));
-        }
-        std::optional<double> request_s, ttft_s;
-        if (const Json *tm = detail::object_field(record, "timings")) {
-          request_s = detail::number_field(*tm, "request_s");
-          ttft_s = detail::number_field(*tm, "ttft_s");
-        }
-        for (Accumulator *a : targets) {
-          GroupReport &g = a->g;
-          ++g.attempts;
-          g.gpu_measured_attempts += gpu_measured;
-          ++g.by_turn[turn].attempts;
-          add(g.by_turn[turn].per_attempt, f, ps);
-          ++g.failures_by_turn[turn][status];
-          g.prompt_tokens += prompt;
-          g.completion_tokens += completion;
-          g.reasoning_tokens += reasoning;
-          g.wall_seconds += wall;
-          if (price != report.prices.end())
-            g.cost_usd = g.cost_usd.value_or(0.0) + cost_usd(price->second, prompt, completion);
-          else
-            a->unpriced = true;
-          if (request_s) {
-            a->request_seconds += *request_s;
-            ++a->request_samples;
-          }
-          if (ttft_s) {
-            a->ttft_seconds += *ttft_s;
-            ++g.ttft_samples;
-          }
-          if (f.timed_ok) {
-            ++g.speedup_samples;
-            a->log_speedup_sum += std::log(*f.speedup);
-            g.best_speedup = std::max(g.best_speedup.value_or(0.0), *f.speedup);
-          }
-        }
-      }
-      for (Accumulator *a : targets) {
-        AxisCounts &c = a->g.by_turn[turn].cumulative;
-        c.compiled += reached.compiled;
-        c.correct += reached.correct;
-        c.executed += reached.executed;
-        for (std::size_t i = 0; i < np; ++i) c.fast[i] += reached_fast[i];
-      }
-    }
-    for (Accumulator *a : targets) {
-      ++a->g.trajectories;
-      a->g.successes += reached.correct;
-      a->pairs.insert({t.model, t.task_id});
-    }
-    PairCounts &pc = pair_counts[{t.model, t.task_id}];
-    ++pc.n;
-    pc.correct += reached.correct;
-    pc.fast1 += reached_fast1;
-    facts.correct = reached.correct;
-    facts.fast1 = reached_fast1;
-    pair_facts[{t.model, t.task_id}].push_back(std::move(facts));
-  }
-  const BootstrapSettings &boot = options.bootstrap;
-  auto count_correct = [](const std::vector<TrajectoryFacts> &v) {
-    return static_cast<int>(std::count_if(v.begin(), v.end(), [](const auto &f) { return f.correct; }));
-  };
-  auto count_fast1 = [](const std::vector<TrajectoryFacts> &v) {
-    return static_cast<int>(std::count_if(v.begin(), v.end(), [](const auto &f) { return f.fast1; }));
-  };
-
-  auto finish = [&](Accumulator &a) {
-    GroupReport &g = a.g;
-    if (!g.by_turn.empty()) g.end = g.by_turn.back().cumulative;
-    if (g.speedup_samples) g.geomean_speedup = std::exp(a.log_speedup_sum / g.speedup_samples);
-    if (g.successes) {
-      g.tokens_per_success = static_cast<double>(g.prompt_tokens + g.completion_tokens) / g.successes;
-      g.wall_seconds_per_success = g.wall_seconds / g.successes;
-    }
-    for (int k : options.pass_k) {
-      double sum_correct = 0, sum_fast = 0;
-      int used = 0;
-      for (const auto &p : a.pairs) {
-        const PairCounts &pc = pair_counts[p];
-        if (k > pc.n) continue;
-        sum_correct += pass_at_k(pc.n, pc.correct, k);
-        sum_fast += pass_at_k(pc.n, pc.fast1, k);
-        ++used;
-      }
-      // Only when every pair has k samples: an average over a subset would mix populations.
-      if (used && used == static_cast<int>(a.pairs.size())) {
-        g.pass_correct[k] = sum_correct / used;
-        g.pass_fast1[k] = sum_fast / used;
-      }
-    }
-    // Bootstrap over trajectories, resampled within each model × task pair (the pairs are the strata:
-    // a group's pass@k weighs each pair the same, so each must keep its size).
-    std::vector<const std::vector<TrajectoryFacts> *> strata;
-    for (const auto &p : a.pairs) strata.push_back(&pair_facts.at(p));
-    const std::string stream = scope_name(g.scope) + "/" + g.model + "/" + g.task;
-    for (const auto &[k, value] : g.pass_correct) {
-      (void)value;
-      const int kk = k;
-      if (auto ci = percentile_bootstrap(boot, stream + "/pass_correct@" + std::to_string(k),
-                                         [&](Resampler &rng) -> std::optional<double> {
-                                           return mean_pass_at_k(resample_pairs(strata, rng), kk,
-                                                                 count_correct);
-                                         }))
-        g.pass_correct_ci[k] = *ci;
-      if (auto ci = percentile_bootstrap(boot, stream + "/pass_fast1@" + std::to_string(k),
-                                         [&](Resampler &rng) -> std::optional<double> {
-                                           return mean_pass_at_k(resample_pairs(strata, rng), kk,
-                                                                 count_fast1);
-                                         }))
-        g.pass_fast1_ci[k] = *ci;
-    }
-    if (g.geomean_speedup) {
-      g.geomean_speedup_ci = percentile_bootstrap(boot, stream + "/geomean", [&](Resampler &rng) {
-        double sum = 0;
-        int n = 0;
-        for (const auto *trajectories : strata) {
-          for (std::size_t i = 0; i < trajectories->size(); ++i) {
-            for (double l : (*trajectories)[rng.index(trajectories->size())].log_speedups) {
-              sum += l;
-              ++n;
-            }
-          }
-        }
-        return n ? std::optional<double>(std::exp(sum / n)) : std::nullopt;
-      });
-    }
-    if (a.unpriced) g.cost_usd.reset();
-    if (g.cost_usd) {
-      if (g.attempts) g.cost_per_attempt = *g.cost_usd / g.attempts;
-      if (g.trajectories) g.cost_per_trajectory = *g.cost_usd / g.trajectories;
-      if (g.successes) g.cost_per_success = *g.cost_usd / g.successes;
-    }
-    if (a.request_samples) g.mean_request_seconds = a.request_seconds / a.request_samples;
-    if (g.ttft_samples) g.mean_ttft_seconds = a.ttft_seconds / g.ttft_samples;
-    report.groups.push_back(g);
-  };
-  for (const auto &m : report.models) {
-    for (const auto &t : report.tasks) {
-      auto it = acc.find({GroupScope::model_task, m, t});
-      if (it != acc.end()) finish(it->second);
-    }
-  }
-  for (const auto &m : report.models) finish(acc.at({GroupScope::model, m, "all"}));
-  for (const auto &t : report.tasks) finish(acc.at({GroupScope::task, "all", t}));
-  finish(acc.at({GroupScope::overall, "all", "all"}));
-
-  // Paired model differences on their common tasks.
-  std::vector<std::pair<std::string, std::string>> compare = options.compare;
-  if (compare.empty()) {
-    for (std::size_t i = 0; i < report.models.size(); ++i)
-      for (std::size_t j = i + 1; j < report.models.size(); ++j)
-        compare.emplace_back(report.models[i], report.models[j]);
-  }
-  for (const auto &[ma, mb] : compare) {
-    Comparison cmp{ma, mb, {}};
-    // Per common task: trajectories paired by sample index (the i-th of A's with the i-th of B's).
-    std::vector<
-        std::pair<std::string, std::vector<std::pair<const TrajectoryFacts *, const TrajectoryFacts *>>>>
-        tasks_paired;
-    for (const auto &task : report.tasks) {
-      auto ia = pair_facts.find({ma, task}), ib = pair_facts.find({mb, task});
-      if (ia == pair_facts.end() || ib == pair_facts.end()) continue;
-      std::vector<const TrajectoryFacts *> va, vb;
-      for (const auto &f : ia->second) va.push_back(&f);
-      for (const auto &f : ib->second) vb.push_back(&f);
-      auto by_sample = [](const TrajectoryFacts *x, const TrajectoryFacts *y) {
-        return x->sample < y->sample;
-      };
-      std::stable_sort(va.begin(), va.end(), by_sample);
-      std::stable_sort(vb.begin(), vb.end(), by_sample);
-      std::vector<std::pair<const TrajectoryFacts *, const TrajectoryFacts *>> paired;
-      for (std::size_t i = 0; i < std::min(va.size(), vb.size()); ++i) paired.emplace_back(va[i], vb[i]);
-      if (!paired.empty()) tasks_paired.emplace_back(task, std::move(paired));
-    }
-    if (tasks_paired.empty()) continue;
-    // (pass1 A, pass1 B, fast1 A, fast1 B) of a set of tasks' pairs; each task weighs the same.
-    using Pairs = std::vector<std::pair<const TrajectoryFacts *, const TrajectoryFacts *>>;
-    auto rates = [](const std::vector<const Pairs *> &ts) {
-      std::array<double, 4> r{0, 0, 0, 0};
-      for (const Pairs *tp : ts) {
-        std::array<double, 4> t{0, 0, 0, 0};
-        for (const auto &[x, y] : *tp) {
-          t[0] += x->correct;
-          t[1] += y->correct;
-          t[2] += x->fast1;
-          t[3] += y->fast1;
-        }
-        for (int i = 0; i < 4; ++i) r[i] += t[i] / static_cast<double>(tp->size());
-      }
-      for (double &v : r) v /= static_cast<double>(ts.size());
-      return r;
-    };
-    auto row_for = [&](const std::string &name, const std::vector<const Pairs *> &ts) {
-      ComparisonRow row;
-      row.task = name;
-      for (const Pairs *tp : ts) row.pairs += static_cast<int>(tp->size());
-      const auto r = rates(ts);
-      row.pass1_a = r[0];
-      row.pass1_b = r[1];
-      row.pass1_diff = r[0] - r[1];
-      row.fast1_a = r[2];
-      row.fast1_b = r[3];
-      row.fast1_diff = r[2] - r[3];
-      for (int which = 0; which < 2; ++which) {
-        auto ci = percentile_bootstrap(
-            boot, fmt::format("compare/{}/{}/{}/{}", ma, mb, name, which ? "fast1" : "pass1"),
-            [&](Resampler &rng) {
-              std::vector<Pairs> drawn;
-              drawn.reserve(ts.size());
-              for (const Pairs *tp : ts) {
-                Pairs d;
-                d.reserve(tp->size());
-                for (std::size_t i = 0; i < tp->size(); ++i) d.push_back((*tp)[rng.index(tp->size())]);
-                drawn.push_back(std::move(d));
-              }
-              std::vector<const Pairs *> view;
-              for (const auto &d : drawn) view.push_back(&d);
-              const auto rr = rates(view);
-              return std::optional<double>(which ? rr[2] - rr[3] : rr[0] - rr[1]);
-            });
-        (which ? row.fast1_diff_ci : row.pass1_diff_ci) = ci;
-      }
-      return row;
-    };
-    std::vector<const Pairs *> all;
-    for (const auto &[task, tp] : tasks_paired) {
-      cmp.rows.push_back(row_for(task, {&tp}));
-      all.push_back(&tp);
-    }
-    cmp.rows.push_back(row_for("all", all));
-    report.comparisons.push_back(std::move(cmp));
-  }
-  report.pages = build_trajectory_pages(runs, report.prices);
-  if (has_repairs(runs)) report.repairs = summarize_repairs(runs, report.prices);
-  return report;
-}
-
-namespace {
-
 /// A GPU axis (correct, executed, fast, pass@k): "not measured" when no attempt of the group ran on a GPU.
 bool gpu_unmeasured(const GroupReport &g) {
   return g.attempts > 0 && g.gpu_measured_attempts == 0;
@@ -572,10 +118,12 @@ std::string ci_lo_hi(const std::optional<Interval> &ci) {
 
 }  // namespace
 
-std::string render_markdown(const Report &r) {
-  const auto &ps = r.options.fast_thresholds;
+namespace {
+
+/// The runs, what the rates mean, and how the intervals are made.
+void markdown_intro(const Report &r, std::string &md) {
   const auto &boot = r.options.bootstrap;
-  std::string md = "# PTXBench report\n\nRuns:\n";
+  md += "# PTXBench report\n\nRuns:\n";
   for (const auto &s : r.sources) md += "- `" + s + "`\n";
   md += fmt::format(
       "\nModels: {}. Tasks: {}. Turns: {}.\n\nRates are over trajectories: an axis counts once the "
@@ -601,7 +149,11 @@ std::string render_markdown(const Report &r) {
   }
   if (!r.groups.empty() && gpu_unmeasured(r.overall()))
     md += "\nNo attempt ran on a GPU: correct, executed, fast_p and pass@k are not measured.\n";
+}
 
+/// One row per group: the axes at the end of the trajectory.
+void markdown_summary(const Report &r, std::string &md) {
+  const auto &ps = r.options.fast_thresholds;
   md += "\n## Summary (end of trajectory)\n\n| model | task | trajectories | compile | correct | executed |";
   for (double p : ps) md += " " + p_label(p) + " |";
   md +=
@@ -622,7 +174,10 @@ std::string render_markdown(const Report &r) {
                       speedup_ci(g.geomean_speedup, g.geomean_speedup_ci), opt_fixed(g.best_speedup, 3, "x"),
                       opt_fixed(g.tokens_per_success, 0), usd(g.cost_per_success));
   }
+}
 
+/// Paired model differences.
+void markdown_comparisons(const Report &r, std::string &md) {
   if (!r.comparisons.empty()) {
     md +=
         "\n## Model comparison (A − B, paired bootstrap 95% interval; * = the interval excludes 0)\n\n| A | "
@@ -638,7 +193,10 @@ std::string render_markdown(const Report &r) {
       }
     }
   }
+}
 
+/// pass@k per group.
+void markdown_pass_at_k(const Report &r, std::string &md) {
   md +=
       "\n## pass@k (unbiased estimator, averaged over model × task pairs; bootstrap 95% interval)\n\n| model "
       "| task | metric |";
@@ -656,7 +214,11 @@ std::string render_markdown(const Report &r) {
       md += "\n";
     }
   }
+}
 
+/// Cumulative rates by turn.
+void markdown_by_turn(const Report &r, std::string &md) {
+  const auto &ps = r.options.fast_thresholds;
   md +=
       "\n## By turn (cumulative rates over trajectories with Wilson 95% intervals; attempts = records at "
       "that turn)\n\n| model | task "
@@ -676,7 +238,10 @@ std::string render_markdown(const Report &r) {
       md += "\n";
     }
   }
+}
 
+/// Verdict statuses of the attempts by turn.
+void markdown_failures(const Report &r, std::string &md) {
   std::set<std::string> statuses;
   for (const auto &g : r.groups)
     for (const auto &m : g.failures_by_turn)
@@ -696,7 +261,10 @@ std::string render_markdown(const Report &r) {
       md += "\n";
     }
   }
+}
 
+/// Tokens, cost and time per group.
+void markdown_cost(const Report &r, std::string &md) {
   md += "\n## Cost and time\n\n";
   if (r.prices.empty()) {
     md +=
@@ -720,6 +288,10 @@ std::string render_markdown(const Report &r) {
                       usd(g.cost_per_success), opt_fixed(g.mean_request_seconds, 2),
                       opt_fixed(g.mean_ttft_seconds, 2), g.wall_seconds, g.successes);
   }
+}
+
+/// Repairs, trajectory pages and warnings.
+void markdown_tail(const Report &r, std::string &md) {
   if (r.repairs) md += render_repairs_markdown(*r.repairs, "##");
   md += fmt::format(
       "\n## Trajectories\n\nEvery trajectory has a page under `trajectories/` ({} pages), linked from "
@@ -729,12 +301,28 @@ std::string render_markdown(const Report &r) {
     md += "\n## Warnings\n\n";
     for (const auto &w : r.warnings) md += "- " + w + "\n";
   }
+}
+
+}  // namespace
+
+std::string render_markdown(const Report &r) {
+  std::string md;
+  markdown_intro(r, md);
+  markdown_summary(r, md);
+  markdown_comparisons(r, md);
+  markdown_pass_at_k(r, md);
+  markdown_by_turn(r, md);
+  markdown_failures(r, md);
+  markdown_cost(r, md);
+  markdown_tail(r, md);
   return md;
 }
 
-std::map<std::string, std::string> render_csv(const Report &r) {
+namespace {
+
+/// summary.csv: one row per group; every rate followed by its 95% interval.
+void csv_summary(const Report &r, std::map<std::string, std::string> &files) {
   const auto &ps = r.options.fast_thresholds;
-  std::map<std::string, std::string> files;
   // Every rate is followed by its Wilson 95% interval (_lo, _hi); pass@1 and the geomean by their
   // bootstrap interval.
   std::string s =
@@ -768,8 +356,12 @@ std::map<std::string, std::string> render_csv(const Report &r) {
                      csv_num(g.mean_ttft_seconds));
   }
   files["summary.csv"] = s;
+}
 
-  s = "model,task,turn,attempts,cum_compile_rate,cum_correct_rate,cum_executed_rate";
+/// by_turn.csv: cumulative and per-attempt rates by turn.
+void csv_by_turn(const Report &r, std::map<std::string, std::string> &files) {
+  const auto &ps = r.options.fast_thresholds;
+  std::string s = "model,task,turn,attempts,cum_compile_rate,cum_correct_rate,cum_executed_rate";
   for (double p : ps) s += ",cum_" + p_label(p) + "_rate";
   s += ",cum_compile_lo,cum_compile_hi,cum_correct_lo,cum_correct_hi,cum_executed_lo,cum_executed_hi";
   for (double p : ps) s += ",cum_" + p_label(p) + "_lo,cum_" + p_label(p) + "_hi";
@@ -797,8 +389,11 @@ std::map<std::string, std::string> render_csv(const Report &r) {
     }
   }
   files["by_turn.csv"] = s;
+}
 
-  s = "model,task,metric,k,pass_at_k,lo,hi\n";
+/// pass_at_k.csv: pass@k per group and k with its bootstrap interval.
+void csv_pass_at_k(const Report &r, std::map<std::string, std::string> &files) {
+  std::string s = "model,task,metric,k,pass_at_k,lo,hi\n";
   for (const auto &g : r.groups) {
     for (int which = 0; which < 2; ++which) {
       const auto &m = which ? g.pass_fast1 : g.pass_correct;
@@ -812,8 +407,11 @@ std::map<std::string, std::string> render_csv(const Report &r) {
     }
   }
   files["pass_at_k.csv"] = s;
+}
 
-  s = "model,task,turn,status,count\n";
+/// failures.csv: verdict statuses by turn.
+void csv_failures(const Report &r, std::map<std::string, std::string> &files) {
+  std::string s = "model,task,turn,status,count\n";
   for (const auto &g : r.groups) {
     for (std::size_t t = 0; t < g.failures_by_turn.size(); ++t) {
       for (const auto &[status, n] : g.failures_by_turn[t]) {
@@ -822,16 +420,23 @@ std::map<std::string, std::string> render_csv(const Report &r) {
     }
   }
   files["failures.csv"] = s;
+}
 
-  s = "model,task,trajectory_id,turn,speedup\n";
+/// speedups.csv: every timed correct attempt.
+void csv_speedups(const Report &r, std::map<std::string, std::string> &files) {
+  std::string s = "model,task,trajectory_id,turn,speedup\n";
   for (const auto &p : r.speedups) {
     s += fmt::format("{},{},{},{},{:.6g}\n", csv_field(p.model), csv_field(p.task),
                      csv_field(p.trajectory_id), p.turn, p.speedup);
   }
   files["speedups.csv"] = s;
+}
 
+/// comparison.csv: paired model differences (when there are comparisons).
+void csv_comparison(const Report &r, std::map<std::string, std::string> &files) {
   if (!r.comparisons.empty()) {
-    s = "model_a,model_b,task,pairs,pass1_a,pass1_b,pass1_diff,pass1_diff_lo,pass1_diff_hi,fast1_a,fast1_b,"
+    std::string s =
+        "model_a,model_b,task,pairs,pass1_a,pass1_b,pass1_diff,pass1_diff_lo,pass1_diff_hi,fast1_a,fast1_b,"
         "fast1_diff,fast1_diff_lo,fast1_diff_hi\n";
     for (const auto &c : r.comparisons) {
       for (const auto &row : c.rows) {
@@ -843,6 +448,10 @@ std::map<std::string, std::string> render_csv(const Report &r) {
     }
     files["comparison.csv"] = s;
   }
+}
+
+/// repairs.csv: fix rates of a repairs run (when the runs hold one).
+void csv_repairs(const Report &r, std::map<std::string, std::string> &files) {
   if (r.repairs) {
     // Fix rates of a repairs run, each with its Wilson interval.
     std::string rep = "group,key,trajectories,fixed,fix_rate,fix_lo,fix_hi\n";
@@ -857,6 +466,19 @@ std::map<std::string, std::string> render_csv(const Report &r) {
     for (const auto &[k, c] : r.repairs->by_student_turn) add("student_turn", std::to_string(k), c);
     files["repairs.csv"] = rep;
   }
+}
+
+}  // namespace
+
+std::map<std::string, std::string> render_csv(const Report &r) {
+  std::map<std::string, std::string> files;
+  csv_summary(r, files);
+  csv_by_turn(r, files);
+  csv_pass_at_k(r, files);
+  csv_failures(r, files);
+  csv_speedups(r, files);
+  csv_comparison(r, files);
+  csv_repairs(r, files);
   return files;
 }
 

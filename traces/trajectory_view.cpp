@@ -233,6 +233,49 @@ std::string line_diff(std::string_view before, std::string_view after, int conte
   return out;
 }
 
+namespace {
+
+/// One turn as the page shows it (the kernel diff against the previous turn is the caller's).
+TurnView turn_view(const TurnRecord &r, const Price *price) {
+  TurnView v;
+  v.turn = r.turn;
+  v.status = detail::status_of(r);
+  v.correct = detail::correct_of(r);
+  v.targets_executed = detail::targets_executed_of(r);
+  v.speedup = detail::speedup_of(r);
+  if (r.messages) {
+    for (const auto &m : *r.messages)
+      if (m.role == "user") v.feedback_received = m.content;
+  }
+  if (const auto &resp = r.response) {
+    v.reasoning = resp->reasoning;
+    v.answer = resp->content;
+    v.prompt_tokens = resp->usage.prompt_tokens.value_or(0);
+    v.completion_tokens = resp->usage.completion_tokens.value_or(0);
+    if (price) v.cost_usd = cost_usd(*price, v.prompt_tokens, v.completion_tokens);
+  }
+  if (const auto &e = r.request_error)
+    v.request_error = fmt::format("{}: {}", e->kind.empty() ? "?" : e->kind, e->message);
+  if (const auto &c = r.candidate) {
+    v.language = c->language;
+    v.kernel = c->kernel_source;
+  }
+  const Json *verdict = detail::verdict_of(r);
+  v.stages = stage_lines(verdict);
+  v.figures = key_figures(verdict);
+  if (const auto &tm = r.timings) {
+    v.request_seconds = tm->request_s;
+    v.ttft_seconds = tm->ttft_s;
+    v.cpu_stages_seconds = tm->cpu_stages_s;
+    v.gpu_stage_seconds = tm->gpu_stage_s;
+  }
+  v.feedback_given = r.feedback;
+  v.stop_reason = r.stop_reason;
+  return v;
+}
+
+}  // namespace
+
 std::vector<TrajectoryPage> build_trajectory_pages(const std::vector<LoadedRun> &runs,
                                                    const std::map<std::string, Price> &prices) {
   detail::RunIndex index = detail::index_runs(runs);
@@ -253,34 +296,8 @@ std::vector<TrajectoryPage> build_trajectory_pages(const std::vector<LoadedRun> 
     const auto price = prices.find(t.model);
     std::string previous_kernel;
     std::optional<int> previous_turn;
-    for (const Json *r : t.turns) {
-      TurnView v;
-      v.turn = static_cast<int>(detail::int_field(*r, "turn").value_or(0));
-      v.status = detail::status_of(*r);
-      v.correct = detail::correct_of(*r);
-      v.targets_executed = detail::targets_executed_of(*r);
-      v.speedup = detail::speedup_of(*r);
-      for (const auto &m : array_of(r, "messages")) {
-        if (detail::string_field(m, "role") == "user")
-          v.feedback_received = detail::string_field(m, "content").value_or("");
-      }
-      if (const Json *resp = detail::object_field(*r, "response")) {
-        v.reasoning = detail::string_field(*resp, "reasoning").value_or("");
-        v.answer = detail::string_field(*resp, "content").value_or("");
-        if (const Json *u = detail::object_field(*resp, "usage")) {
-          v.prompt_tokens = detail::int_field(*u, "prompt_tokens").value_or(0);
-          v.completion_tokens = detail::int_field(*u, "completion_tokens").value_or(0);
-        }
-        if (price != prices.end()) v.cost_usd = cost_usd(price->second, v.prompt_tokens, v.completion_tokens);
-      }
-      if (const Json *e = detail::object_field(*r, "request_error")) {
-        v.request_error = fmt::format("{}: {}", detail::string_field(*e, "kind").value_or("?"),
-                                      detail::string_field(*e, "message").value_or(""));
-      }
-      if (const Json *c = detail::object_field(*r, "candidate")) {
-        v.language = detail::string_field(*c, "language").value_or("");
-        v.kernel = detail::string_field(*c, "kernel_source").value_or("");
-      }
+    for (const TurnRecord *r : t.turns) {
+      TurnView v = turn_view(*r, price == prices.end() ? nullptr : &price->second);
       if (!v.kernel.empty()) {
         if (previous_turn) {
           v.previous_kernel_turn = previous_turn;
@@ -290,17 +307,6 @@ std::vector<TrajectoryPage> build_trajectory_pages(const std::vector<LoadedRun> 
         previous_kernel = v.kernel;
         previous_turn = v.turn;
       }
-      const Json *verdict = detail::verdict_of(*r);
-      v.stages = stage_lines(verdict);
-      v.figures = key_figures(verdict);
-      if (const Json *tm = detail::object_field(*r, "timings")) {
-        v.request_seconds = detail::number_field(*tm, "request_s");
-        v.ttft_seconds = detail::number_field(*tm, "ttft_s");
-        v.cpu_stages_seconds = detail::number_field(*tm, "cpu_stages_s");
-        v.gpu_stage_seconds = detail::number_field(*tm, "gpu_stage_s");
-      }
-      v.feedback_given = detail::string_field(*r, "feedback").value_or("");
-      v.stop_reason = detail::string_field(*r, "stop_reason").value_or("");
       p.reached_correct |= v.correct == true;
       p.reached_executed |= v.targets_executed == true;
       if (v.correct == true && v.speedup && v.status == "ok")

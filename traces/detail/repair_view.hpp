@@ -8,13 +8,13 @@
 
 namespace ptxbench::traces::detail {
 
-/// The record's "repair_of" object, or nullptr in an ordinary run.
-const Json *repair_of(const Json &record);
+/// The record's repair_of, or nullptr in an ordinary run.
+const RepairOf *repair_of(const TurnRecord &record);
 /// The turn a repairs trajectory keeps: the first that reached the target with status ok, correct and
 /// targets executed; nullptr when none did (or the trajectory is not a repairs one). With
 /// `require_target` false (export --all), the first with status ok that is correct.
-const Json *kept_repair_turn(const TrajectoryView &t, bool require_target = true);
+const TurnRecord *kept_repair_turn(const TrajectoryView &t, bool require_target = true);
 /// "teacher" (the server returned reasoning), "synthesized" (explained by one more request) or "none".
-std::string repair_reasoning_source(const Json &record);
+std::string repair_reasoning_source(const TurnRecord &record);
 
 }  // namespace ptxbench::traces::detail

@@ -45,56 +45,61 @@ std::optional<long long> int_field(const Json &j, std::string_view key) {
   return f->get<long long>();
 }
 
+namespace {
+
+using TrajectoryKey = std::tuple<std::size_t, std::string, std::string, int>;  ///< run, model, task, sample
+
+void warn_skipped(RunIndex &index, const LoadedRun &run, int malformed, int other_version) {
+  if (malformed) {
+    index.warnings.push_back(fmt::format("{}: {} record(s) lack model, task_id, sample or turn; skipped",
+                                         run.dir.string(), malformed));
+  }
+  if (other_version) {
+    index.warnings.push_back(
+        fmt::format("{}: {} record(s) have a format_version other than {} (written by another ptxbench "
+                    "version); skipped",
+                    run.dir.string(), other_version, kFormatVersion));
+  }
+  index.malformed_records += malformed;
+  index.other_version_records += other_version;
+}
+
+}  // namespace
+
 RunIndex index_runs(const std::vector<LoadedRun> &runs) {
   RunIndex index;
   // (run, model, task, sample) -> turn -> record; std::map gives the documented order.
-  std::map<std::tuple<std::size_t, std::string, std::string, int>, std::map<int, const Json *>> grouped;
-  std::map<std::tuple<std::size_t, std::string, std::string, int>, std::string> ids;
+  std::map<TrajectoryKey, std::map<int, const TurnRecord *>> grouped;
+  std::map<TrajectoryKey, std::string> ids;
   for (std::size_t r = 0; r < runs.size(); ++r) {
     const LoadedRun &run = runs[r];
     index.skipped_partial_lines += run.skipped_partial_lines;
     for (const auto &w : run.warnings) index.warnings.push_back(fmt::format("{}: {}", run.dir.string(), w));
-    const std::string run_id_default = string_field(run.run, "run_id").value_or(run.dir.filename().string());
     int run_malformed = 0, run_other_version = 0;
-    for (const Json &record : run.turns) {
-      auto version = int_field(record, "format_version");
-      if (!version || *version != kFormatVersion) {
+    for (const TurnRecord &record : run.turns) {
+      if (record.format_version != kFormatVersion) {
         ++run_other_version;
         continue;
       }
-      auto model = string_field(record, "model");
-      auto task = string_field(record, "task_id");
-      auto sample = int_field(record, "sample");
-      auto turn = int_field(record, "turn");
-      if (!model || !task || !sample || !turn || *sample < 0 || *turn < 0 || *turn > 100000) {
+      if (!record.has_identity) {
         ++run_malformed;
         continue;
       }
-      auto key = std::make_tuple(r, model_label(record), *task, static_cast<int>(*sample));
+      auto key = std::make_tuple(r, model_label(record), record.task_id, record.sample);
       auto &turns = grouped[key];
       // A turn that ended in a request failure and was sent again by `resume` is replaced, not repeated.
-      if (auto old = turns.find(static_cast<int>(*turn));
-          old != turns.end() && string_field(*old->second, "stop_reason").value_or("") != "request_failed")
+      if (auto old = turns.find(record.turn);
+          old != turns.end() && old->second->stop_reason != "request_failed")
         ++index.duplicate_turn_records;
-      turns[static_cast<int>(*turn)] = &record;
+      turns[record.turn] = &record;
       if (!ids.count(key)) {
-        ids[key] =
-            string_field(record, "trajectory_id").value_or(fmt::format("{}/{}/{}", *model, *task, *sample));
+        ids[key] = record.trajectory_id.empty()
+                       ? fmt::format("{}/{}/{}", record.model, record.task_id, record.sample)
+                       : record.trajectory_id;
       }
       ++index.usable_records;
     }
-    if (run_malformed) {
-      index.warnings.push_back(fmt::format("{}: {} record(s) lack model, task_id, sample or turn; skipped",
-                                           run.dir.string(), run_malformed));
-    }
-    if (run_other_version) {
-      index.warnings.push_back(
-          fmt::format("{}: {} record(s) have a format_version other than {} (written by another ptxbench "
-                      "version); skipped",
-                      run.dir.string(), run_other_version, kFormatVersion));
-    }
-    index.malformed_records += run_malformed;
-    index.other_version_records += run_other_version;
+    warn_skipped(index, run, run_malformed, run_other_version);
   }
   if (index.duplicate_turn_records) {
     index.warnings.push_back(
@@ -108,52 +113,52 @@ RunIndex index_runs(const std::vector<LoadedRun> &runs) {
     t.task_id = std::get<2>(key);
     t.sample = std::get<3>(key);
     t.trajectory_id = ids[key];
-    const Json &first = *turns.begin()->second;
-    t.variant = string_field(first, "variant").value_or("");
+    const TurnRecord &first = *turns.begin()->second;
+    t.variant = first.variant.value_or("");
+    const LoadedRun &run = runs[t.run_index];
     t.run_id =
-        string_field(first, "run_id")
-            .value_or(string_field(runs[t.run_index].run, "run_id").value_or(runs[t.run_index].dir.string()));
+        !first.run_id.empty() ? first.run_id : string_field(run.run, "run_id").value_or(run.dir.string());
     for (auto &[turn, record] : turns) t.turns.push_back(record);
     index.trajectories.push_back(std::move(t));
   }
   return index;
 }
 
-const Json *verdict_of(const Json &record) {
-  return object_field(record, "verdict");
+const Json *verdict_of(const TurnRecord &record) {
+  return record.verdict_object();
 }
 
-std::string status_of(const Json &record) {
+std::string status_of(const TurnRecord &record) {
   const Json *v = verdict_of(record);
   if (!v) return "request_failed";
   return string_field(*v, "status").value_or("unknown");
 }
 
 namespace {
-const Json *axes_of(const Json &record) {
+const Json *axes_of(const TurnRecord &record) {
   const Json *v = verdict_of(record);
   return v ? object_field(*v, "axes") : nullptr;
 }
 }  // namespace
 
-std::optional<bool> correct_of(const Json &record) {
+std::optional<bool> correct_of(const TurnRecord &record) {
   const Json *a = axes_of(record);
   return a ? bool_field(*a, "correct") : std::nullopt;
 }
 
-std::optional<bool> targets_executed_of(const Json &record) {
+std::optional<bool> targets_executed_of(const TurnRecord &record) {
   const Json *a = axes_of(record);
   return a ? bool_field(*a, "targets_executed") : std::nullopt;
 }
 
-std::optional<double> speedup_of(const Json &record) {
+std::optional<double> speedup_of(const TurnRecord &record) {
   const Json *a = axes_of(record);
   auto s = a ? number_field(*a, "speedup") : std::nullopt;
   if (s && !(*s > 0)) return std::nullopt;  // a non-positive speedup is not a measurement
   return s;
 }
 
-bool compiled_of(const Json &record) {
+bool compiled_of(const TurnRecord &record) {
   const Json *v = verdict_of(record);
   if (!v) return false;
   if (const Json *stages = object_field(*v, "stages")) {
@@ -168,7 +173,7 @@ bool compiled_of(const Json &record) {
                       [&](const char *s) { return status == s; });
 }
 
-std::string failure_category_of(const Json &record) {
+std::string failure_category_of(const TurnRecord &record) {
   std::string status = status_of(record);
   if (status != "ok") return status;
   if (targets_executed_of(record) == false) return "targets_not_executed";
@@ -209,16 +214,14 @@ std::string normalized_kernel_hash(std::string_view source) {
   return util::fnv1a64_hex(normalize_kernel_source(source));
 }
 
-std::string kernel_hash_of(const Json &record) {
+std::string kernel_hash_of(const TurnRecord &record) {
   if (const Json *v = verdict_of(record)) {
     auto h = string_field(*v, "kernel_hash");
     if (h && !h->empty()) return *h;
   }
-  if (const Json *c = object_field(record, "candidate")) {
-    auto h = string_field(*c, "kernel_hash");
-    if (h && !h->empty()) return *h;
-    auto src = string_field(*c, "kernel_source");
-    if (src && !src->empty()) return normalized_kernel_hash(*src);
+  if (const auto &c = record.candidate) {
+    if (!c->kernel_hash.empty()) return c->kernel_hash;
+    if (!c->kernel_source.empty()) return normalized_kernel_hash(c->kernel_source);
   }
   return "";
 }

@@ -35,7 +35,7 @@ struct TrajectoryView {
   std::string task_id;
   int sample = 0;
   std::string trajectory_id;
-  std::vector<const Json *> turns;  ///< sorted by "turn", one record per turn index
+  std::vector<const TurnRecord *> turns;  ///< sorted by turn, one record per turn index
 };
 
 struct RunIndex {
@@ -53,20 +53,20 @@ RunIndex index_runs(const std::vector<LoadedRun> &runs);
 // ---- Facts about one turn record ----
 
 /// The verdict object, or nullptr when the request failed (verdict null/missing).
-const Json *verdict_of(const Json &record);
+const Json *verdict_of(const TurnRecord &record);
 /// Verdict status string; "request_failed" when there is no verdict.
-std::string status_of(const Json &record);
-std::optional<bool> correct_of(const Json &record);
-std::optional<bool> targets_executed_of(const Json &record);
-std::optional<double> speedup_of(const Json &record);
+std::string status_of(const TurnRecord &record);
+std::optional<bool> correct_of(const TurnRecord &record);
+std::optional<bool> targets_executed_of(const TurnRecord &record);
+std::optional<double> speedup_of(const TurnRecord &record);
 /// ptxas produced a cubin: the compile stage is ok (or, without stages, the status is past compile).
-bool compiled_of(const Json &record);
+bool compiled_of(const TurnRecord &record);
 /// Failure category: the verdict status when not ok; "targets_not_executed" when ok but
 /// the target instructions were measured and did not run; "request_failed"; else "ok".
-std::string failure_category_of(const Json &record);
+std::string failure_category_of(const TurnRecord &record);
 /// verdict.kernel_hash, else candidate.kernel_hash, else the normalized hash of
 /// candidate.kernel_source; "" when there is no kernel.
-std::string kernel_hash_of(const Json &record);
+std::string kernel_hash_of(const TurnRecord &record);
 
 /// Kernel source with // and /* */ comments and all whitespace removed (string and
 /// character literals kept verbatim), so reformatting or re-commenting does not change it.

@@ -1,0 +1,455 @@
+// Verdict facts as feedback text: diagnostics (with quoted source lines), resources, sanitizer findings,
+// correctness rows, timing and execution tables, and the parts of a feedback message per outcome.
+#include "agent/detail/feedback_sections.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <fmt/core.h>
+
+#include "agent/detail/template.hpp"
+#include "util/strings.hpp"
+
+namespace ptxbench::agent::detail {
+
+using evaluator::Diagnostic;
+using evaluator::StageResult;
+using evaluator::Status;
+using evaluator::Verdict;
+using nlohmann::json;
+
+// Bounds on what feedback repeats back to the model (it is read every turn).
+constexpr std::size_t kMaxDiagnostics = 12;       // diagnostics listed per stage
+constexpr std::size_t kMaxDiagnosticChars = 600;  // characters of one diagnostic
+constexpr std::size_t kMaxListedWorkloads = 8;    // workload rows in a table
+constexpr std::size_t kMaxTopOpcodes = 8;         // executed-opcode families listed
+
+std::string join(const std::vector<std::string> &items, std::string_view separator) {
+  std::string out;
+  for (const auto &s : items) {
+    if (!out.empty()) out += separator;
+    out += s;
+  }
+  return out;
+}
+
+std::string number(double v) {
+  return fmt::format("{:.4g}", v);
+}
+
+// ---- tolerant readers for verdict figures (other stages may omit keys) ----
+
+std::optional<double> num(const json &j, const char *key) {
+  if (!j.is_object()) return std::nullopt;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+std::optional<bool> boolean(const json &j, const char *key) {
+  if (!j.is_object()) return std::nullopt;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_boolean()) return std::nullopt;
+  return it->get<bool>();
+}
+
+std::string str(const json &j, const char *key, std::string fallback) {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return fallback;
+  return it->get<std::string>();
+}
+
+const json &array_at(const json &j, const char *key) {
+  static const json empty = json::array();
+  if (!j.is_object()) return empty;
+  auto it = j.find(key);
+  return it != j.end() && it->is_array() ? *it : empty;
+}
+
+std::string yes_no(std::optional<bool> b) {
+  return !b ? "unknown" : *b ? "yes" : "no";
+}
+
+// ---- sections ----
+
+std::string diagnostic_line(const Diagnostic &d) {
+  std::string prefix = d.line ? fmt::format("line {}: ", *d.line) : "";
+  std::string severity = d.severity == "error" ? "" : d.severity + ": ";
+  return prefix + severity + d.text;
+}
+
+std::string diagnostics_section(const StageResult &s) {
+  std::vector<std::string> lines;
+  for (const auto &d : s.diagnostics) lines.push_back(diagnostic_line(d));
+  return bullet_list(lines, kMaxDiagnostics, kMaxDiagnosticChars);
+}
+
+constexpr std::size_t kMaxQuotedChars = 200;  // characters of a quoted source line
+
+/// Line `line` (1-based) of `text`, trimmed and bounded; "" when out of range or blank.
+std::string source_line(std::string_view text, int line) {
+  if (line < 1) return "";
+  std::size_t pos = 0;
+  for (int i = 1; i < line; ++i) {
+    pos = text.find('\n', pos);
+    if (pos == std::string_view::npos) return "";
+    ++pos;
+  }
+  if (pos >= text.size()) return "";
+  std::size_t end = text.find('\n', pos);
+  std::string_view l = text.substr(pos, end == std::string_view::npos ? text.size() - pos : end - pos);
+  while (!l.empty() && (l.front() == ' ' || l.front() == '\t')) l.remove_prefix(1);
+  while (!l.empty() && (l.back() == ' ' || l.back() == '\t' || l.back() == '\r')) l.remove_suffix(1);
+  if (l.size() > kMaxQuotedChars) return std::string(l.substr(0, kMaxQuotedChars)) + "...";
+  return std::string(l);
+}
+
+/// `text` with every NVRTC log line "kernel.cu(N): ..." followed by the quoted CUDA line N.
+std::string quote_nvrtc_log(std::string_view text, std::string_view cuda) {
+  std::string out;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view l = text.substr(pos, end - pos);
+    out += l;
+    if (auto at = l.find(".cu("); at != std::string_view::npos) {
+      const int n = std::atoi(std::string(l.substr(at + 4, 12)).c_str());
+      if (std::string q = source_line(cuda, n); !q.empty()) out += "\n    > " + q;
+    }
+    if (end == text.size()) break;
+    out += '\n';
+    pos = end + 1;
+  }
+  return out;
+}
+
+/// A diagnostic with its line number stated once and, when the source is known, that line quoted.
+std::string quoted_diagnostic_line(const Diagnostic &d, std::string_view source, std::string_view cuda) {
+  std::string text = d.text;
+  if (!cuda.empty() && text.find(".cu(") != std::string::npos) text = quote_nvrtc_log(text, cuda);
+  // The evaluator's text often already names the line ("ptxas, line 45 of the PTX block ..."): no prefix
+  // then.
+  const bool names_line = d.line && text.find(fmt::format("line {}", *d.line)) != std::string::npos;
+  std::string out = (d.line && !names_line ? fmt::format("line {}: ", *d.line) : "") +
+                    (d.severity == "error" ? "" : d.severity + ": ") + text;
+  if (d.line && !source.empty())
+    if (std::string q = source_line(source, *d.line); !q.empty()) out += "\n    > " + q;
+  return out;
+}
+
+/// Diagnostics whose line numbers point into `source` (a CUDA source for NVRTC logs), each quoted.
+std::string quoted_diagnostics_section(const StageResult &s, std::string_view source, std::string_view cuda) {
+  std::vector<std::string> lines;
+  for (std::size_t i = 0; i < s.diagnostics.size(); ++i) {
+    // Several errors on one line: the line is quoted once, after the last of them.
+    const bool same_line_next = i + 1 < s.diagnostics.size() && s.diagnostics[i].line &&
+                                s.diagnostics[i + 1].line == s.diagnostics[i].line;
+    lines.push_back(quoted_diagnostic_line(s.diagnostics[i], same_line_next ? "" : source, cuda));
+  }
+  return bullet_list(lines, kMaxDiagnostics, kMaxDiagnosticChars + kMaxQuotedChars);
+}
+
+/// True when `summary` repeats the text of diagnostic `d` (the evaluator makes the first error the summary).
+bool repeats(const std::string &summary, const Diagnostic &d) {
+  return !d.text.empty() && summary.starts_with(d.text);
+}
+
+/// The stage's diagnostics without those the summary already states.
+StageResult without_summary_repeats(const StageResult &s) {
+  StageResult out = s;
+  out.diagnostics.clear();
+  for (const auto &d : s.diagnostics)
+    if (!repeats(s.summary, d)) out.diagnostics.push_back(d);
+  return out;
+}
+
+std::string sanitizer_section(const Verdict &v) {
+  if (v.sanitizer.status == Status::skipped && v.sanitizer.diagnostics.empty()) return "";
+  std::string summary = v.sanitizer.summary;
+  // "compute-sanitizer memcheck: <first report>": the report is listed below, so the summary keeps the tool.
+  if (!v.sanitizer.diagnostics.empty()) {
+    const std::string &first = v.sanitizer.diagnostics.front().text;
+    if (summary.size() > first.size() + 2 && summary.ends_with(": " + first))
+      summary = summary.substr(0, summary.size() - first.size() - 2);
+  }
+  std::string out = summary.starts_with("compute-sanitizer") ? summary : "compute-sanitizer";
+  if (!summary.empty() && !summary.starts_with("compute-sanitizer")) out += ": " + summary;
+  out += "\n";
+  return out + diagnostics_section(v.sanitizer);
+}
+
+std::string resources_section(const Verdict &v) {
+  const json &f = v.compile.figures;
+  std::vector<std::string> parts;
+  if (auto r = num(f, "registers")) parts.push_back(fmt::format("{} registers/thread", *r));
+  auto spill_st = num(f, "spill_store_bytes"), spill_ld = num(f, "spill_load_bytes");
+  if (spill_st || spill_ld)
+    parts.push_back(
+        fmt::format("spills {} B stored / {} B loaded", spill_st.value_or(0), spill_ld.value_or(0)));
+  if (auto s = num(f, "shared_bytes")) parts.push_back(fmt::format("{} B static shared", *s));
+  if (auto s = num(f, "stack_bytes")) parts.push_back(fmt::format("{} B stack", *s));
+  std::string out = parts.empty() ? "not reported" : join(parts, ", ");
+  std::vector<std::string> warnings;
+  for (const auto &w : array_at(f, "warnings"))
+    if (w.is_string()) warnings.push_back(w.get<std::string>());
+  if (!warnings.empty()) out += "\nptxas warnings:\n" + bullet_list(warnings, 6, 300);
+  return out;
+}
+
+std::string index_text(const json &index) {
+  if (!index.is_array()) return "?";
+  std::vector<std::string> parts;
+  for (const auto &i : index) parts.push_back(i.is_number() ? number(i.get<double>()) : i.dump());
+  return "[" + join(parts, ", ") + "]";
+}
+
+std::string value_text(const json &j, const char *key) {
+  if (!j.is_object() || !j.contains(key)) return "?";
+  const json &v = j[key];
+  if (v.is_number()) return number(v.get<double>());
+  if (v.is_string()) return v.get<std::string>();  // e.g. "nan"
+  return v.dump();
+}
+
+std::string correctness_workloads_section(const tasks::Task &task, const Verdict &v, bool only_failed) {
+  std::vector<std::string> rows;
+  for (const auto &w : array_at(v.correctness.figures, "workloads")) {
+    auto passed = num(w, "passed"), trials = num(w, "trials");
+    bool failed = (passed && trials && *passed < *trials) || boolean(w, "deterministic") == false ||
+                  boolean(w, "guard_damage") == true || boolean(w, "inputs_mutated") == true;
+    if (only_failed && !failed) continue;
+    std::string row = str(w, "name", "?") + ": ";
+    if (passed && trials) row += fmt::format("{} of {} trials passed", *passed, *trials);
+    if (auto e = num(w, "max_abs_error")) row += fmt::format("; max abs error {}", number(*e));
+    if (auto e = num(w, "max_rel_error")) row += fmt::format(", max rel error {}", number(*e));
+    if (auto m = num(w, "mismatches")) row += fmt::format("; {} mismatching elements", *m);
+    const json &first = w.is_object() && w.contains("first_mismatch") ? w["first_mismatch"] : json();
+    if (first.is_object()) {
+      const std::string tensor = str(first, "tensor", "?");
+      row += fmt::format("; first mismatch {}{}: got {}, expected {}", tensor,
+                         index_text(first.contains("index") ? first["index"] : json()),
+                         value_text(first, "got"), value_text(first, "expected"));
+      if (auto tol = task.tolerances.find(tensor); tol != task.tolerances.end())
+        row += fmt::format(" (tolerance {:g} + {:g}·|expected|)", tol->second.atol, tol->second.rtol);
+    }
+    if (auto n = num(w, "nan_count"); n && *n > 0) row += fmt::format("; {} NaN outputs", *n);
+    if (auto n = num(w, "unwritten_count"); n && *n > 0)
+      row += fmt::format("; {} output elements never written (still NaN poison)", *n);
+    if (auto g = w.is_object() && w.contains("guard_damage") ? w["guard_damage"] : json();
+        g.is_boolean() && g.get<bool>())
+      row += "; wrote outside a tensor (guard region damaged)";
+    else if (g.is_number() && g.get<double>() > 0)
+      row += fmt::format("; wrote outside a tensor ({} guard bytes damaged)", g.get<double>());
+    else if (g.is_string() && !g.get<std::string>().empty())
+      row += "; wrote outside a tensor: " + g.get<std::string>();
+    if (boolean(w, "inputs_mutated") == true) row += "; modified an input tensor";
+    if (boolean(w, "deterministic") == false) row += "; a second identical launch gave different bits";
+    rows.push_back(row);
+  }
+  return bullet_list(rows, kMaxListedWorkloads, kMaxDiagnosticChars);
+}
+
+std::string timing_section(const Verdict &v, const std::string &library) {
+  const StageResult &t = v.timing;
+  if (t.status == Status::skipped)
+    return "Timing not measured" + (t.summary.empty() ? "." : ": " + t.summary + ".");
+  std::vector<std::string> rows;
+  for (const auto &w : array_at(t.figures, "workloads")) {
+    std::string row = str(w, "name", "?") + ": ";
+    auto cand = num(w, "candidate_ms"), lib = num(w, "library_ms");
+    row += cand ? fmt::format("yours {} ms", number(*cand)) : "yours ? ms";
+    if (auto tf = num(w, "candidate_tflops")) row += fmt::format(" ({} TFLOP/s)", number(*tf));
+    row += lib ? fmt::format(", {} {} ms", library, number(*lib)) : "";
+    if (auto tf = num(w, "library_tflops")) row += fmt::format(" ({} TFLOP/s)", number(*tf));
+    if (auto s = num(w, "speedup")) row += fmt::format(", speedup {:.3f}x", *s);
+    if (auto floor = num(w, "sol_floor_ms")) row += fmt::format("; physical floor {} ms", number(*floor));
+    rows.push_back(row);
+  }
+  std::string out = "Timing (median, cold L2):\n" + bullet_list(rows, kMaxListedWorkloads, 400);
+  auto geo = num(t.figures, "geomean_speedup"), mn = num(t.figures, "min_speedup");
+  if (geo) out += fmt::format("Geomean speedup {:.3f}x", *geo);
+  if (mn) out += fmt::format("{}min {:.3f}x", geo ? ", " : "", *mn);
+  if (geo || mn) out += ".\n";
+  return out;
+}
+
+/// Per-target lines joining what the static, compile and execution stages saw.
+std::string execution_section(const tasks::Task &task, const Verdict &v) {
+  const json &in_ptx =
+      v.static_checks.figures.is_object() && v.static_checks.figures.contains("targets_in_ptx")
+          ? v.static_checks.figures["targets_in_ptx"]
+          : json::object();
+  const json &in_sass = v.compile.figures.is_object() && v.compile.figures.contains("targets_in_sass")
+                            ? v.compile.figures["targets_in_sass"]
+                            : json::object();
+  const json &executed = array_at(v.execution.figures, "targets");
+  std::string out;
+  std::vector<std::string> rows;
+  for (const auto &target : task.targets) {
+    const json *row = nullptr;
+    for (const auto &e : executed)
+      if (str(e, "name") == target.name) row = &e;
+    std::optional<bool> ptx = boolean(in_ptx, target.name.c_str());
+    std::optional<bool> sass = row ? boolean(*row, "present_in_sass") : boolean(in_sass, target.name.c_str());
+    // Executions with some thread's predicate on (a predicated-off issue does no work); plain value + flag:
+    // GCC 12 reports optional<double> here as maybe-uninitialized (a false positive).
+    std::optional<double> measured = row ? num(*row, "warp_executions") : std::nullopt;
+    if (const auto threads = row ? num(*row, "threads_on") : std::nullopt; threads && *threads == 0)
+      measured = 0.0;
+    const bool has_runs = measured.has_value();
+    const double run_count = measured.value_or(0.0);
+    std::string line = fmt::format("{} ({}): in PTX {}, in SASS ({}) {}", target.ptx_mnemonic, target.name,
+                                   yes_no(ptx), join(target.sass_families, "/"), yes_no(sass));
+    if (has_runs)
+      line += fmt::format(", executed {} times (warp-level)", number(run_count));
+    else if (v.execution.status == Status::skipped)
+      line += ", execution not measured";
+    // Share of the task's FLOPs the target's instructions did (tensor-core targets): running once
+    // beside the real loop does not count (EvaluatorSettings::min_target_work_share).
+    // (plain value + flag, as above: GCC 12's maybe-uninitialized false positive on optional<double>)
+    const auto share_figure = row ? num(*row, "work_share") : std::nullopt;
+    const bool has_share = share_figure.has_value();
+    const double work_share = share_figure.value_or(0.0);
+    const double min_share = num(v.settings, "min_target_work_share").value_or(0.5);
+    if (has_runs && run_count > 0 && has_share) {
+      line += fmt::format(", doing {} of the task's FLOPs", util::percent_text(work_share));
+      if (work_share < min_share)
+        line += fmt::format(
+            ". That is too little: targets count as executed only when they do at least {} of "
+            "the work (the rest ran on other units, see the top opcodes)",
+            util::percent_text(min_share));
+    }
+    if (has_runs && run_count == 0 && ptx == true && sass == true)
+      line += fmt::format(". {} is in your PTX and in the SASS but executed 0 times", target.ptx_mnemonic);
+    else if (has_runs && run_count == 0 && sass == false)
+      line += fmt::format(". {} is not in the SASS: ptxas removed or never emitted it", target.ptx_mnemonic);
+    rows.push_back(line);
+  }
+  out += "Target instructions:\n" + bullet_list(rows, kMaxListedWorkloads, 400);
+  std::vector<std::string> top;
+  for (const auto &op : array_at(v.execution.figures, "top_opcodes")) {
+    if (top.size() >= kMaxTopOpcodes) break;
+    if (auto n = num(op, "warp_executions"))
+      top.push_back(fmt::format("{} {}", str(op, "family", "?"), number(*n)));
+  }
+  if (!top.empty()) out += "Top executed opcodes (warp-level counts): " + join(top, ", ") + "\n";
+  if (auto share = num(v.execution.figures, "tensor_core_share"))
+    out += fmt::format("Tensor-core instructions are {:.1f}% of executed instructions.\n", *share * 100);
+  return out;
+}
+
+std::string static_details(const tasks::Task &task, const Verdict &v) {
+  std::vector<std::string> lines;
+  const json &f = v.static_checks.figures;
+  if (f.is_object() && f.contains("targets_in_ptx") && f["targets_in_ptx"].is_object())
+    for (const auto &t : task.targets)
+      if (boolean(f["targets_in_ptx"], t.name.c_str()) == false)
+        lines.push_back(fmt::format("target {} ({}) is not in your PTX", t.name, t.ptx_mnemonic));
+  for (const auto &g : array_at(f, "module_globals"))
+    if (g.is_string())
+      lines.push_back(fmt::format("module-scope .global variable '{}'", g.get<std::string>()));
+  if (lines.empty()) return "";
+  return bullet_list(lines, kMaxDiagnostics, kMaxDiagnosticChars);
+}
+
+/// What did pass when the GPU stages could not run (no GPU, or disabled).
+std::string verified_section(const tasks::Task &task, const Verdict &v) {
+  std::vector<std::string> lines;
+  if (v.parse.status == Status::ok) lines.push_back("kernel block and manifest parsed");
+  if (v.static_checks.status == Status::ok) lines.push_back("static PTX checks passed");
+  if (v.compile.status == Status::ok) lines.push_back("compiled with ptxas for " + task.arch);
+  std::string out = lines.empty() ? "" : "Passed: " + join(lines, "; ") + ".\n";
+  return out + execution_section(task, v);
+}
+
+/// Workload names of the failed rows correctness_workloads_section lists.
+std::vector<std::string> failed_workloads(const Verdict &v) {
+  std::vector<std::string> names;
+  for (const auto &w : array_at(v.correctness.figures, "workloads")) {
+    auto passed = num(w, "passed"), trials = num(w, "trials");
+    if ((passed && trials && *passed < *trials) || boolean(w, "deterministic") == false ||
+        boolean(w, "guard_damage") == true || boolean(w, "inputs_mutated") == true)
+      names.push_back(str(w, "name", "?"));
+  }
+  return names;
+}
+
+/// The correctness stage without the worker's per-workload diagnostics that a listed workload row
+/// already states; `summary_repeated` is set when the summary was one of them.
+StageResult without_workload_repeats(const StageResult &s, const std::vector<std::string> &listed,
+                                     bool &summary_repeated) {
+  StageResult out = s;
+  out.diagnostics.clear();
+  summary_repeated = false;
+  for (const auto &d : s.diagnostics) {
+    bool covered = false;
+    for (const auto &name : listed) covered = covered || d.text.starts_with("workload " + name + ":");
+    if (!covered) {
+      out.diagnostics.push_back(d);
+    } else if (repeats(s.summary, d)) {
+      summary_repeated = true;
+    }
+  }
+  return out;
+}
+
+/// Compile and static errors: the whole list, each error with its source line quoted, and a count as
+/// summary when the summary would repeat one of them.
+void add_listed_errors(Values &values, const StageResult &stage, const FeedbackSources *sources) {
+  // Lines of compile and static diagnostics point into the PTX (the kernel block, or NVRTC's output for
+  // CUDA); NVRTC's own log lines point into the CUDA source.
+  std::string_view ptx = sources ? sources->ptx : std::string_view();
+  std::string_view cuda = sources && sources->cuda ? sources->kernel_source : std::string_view();
+  if (sources && !sources->cuda && ptx.empty()) ptx = sources->kernel_source;
+  values["diagnostics"] = quoted_diagnostics_section(stage, ptx, cuda);
+  int errors = 0;
+  for (const auto &d : stage.diagnostics) errors += d.severity == "error";
+  const bool summary_repeated = std::any_of(stage.diagnostics.begin(), stage.diagnostics.end(),
+                                            [&](const Diagnostic &d) { return repeats(stage.summary, d); });
+  if (summary_repeated || stage.summary.empty())
+    values["summary"] = errors == 1 ? "1 error" : fmt::format("{} errors", errors);
+}
+
+/// Incorrect or nondeterministic: the failed workloads as rows, the other diagnostics once each.
+std::string correctness_feedback(const tasks::Task &task, const Verdict &verdict,
+                                 const StageResult &full_stage, Values &values) {
+  const auto listed = failed_workloads(verdict);
+  bool summary_repeated = false;
+  const StageResult rest = without_workload_repeats(full_stage, listed, summary_repeated);
+  const StageResult shown = without_summary_repeats(rest);
+  const std::string rows = correctness_workloads_section(task, verdict, /*only_failed=*/true);
+  const int total = static_cast<int>(array_at(verdict.correctness.figures, "workloads").size());
+  if (summary_repeated)
+    values["summary"] =
+        fmt::format("{} of {} workload{} failed", listed.size(), total, total == 1 ? "" : "s");
+  if (verdict.status == Status::incorrect) {
+    values["workloads"] = rows;
+    values["diagnostics"] = diagnostics_section(shown);
+    return "incorrect";
+  }
+  values["diagnostics"] = rows + diagnostics_section(shown);
+  return "nondeterministic";
+}
+
+/// Status ok (or skipped GPU stages): what ran, how fast, and which of the ok templates applies.
+std::string ok_feedback(const tasks::Task &task, const Verdict &verdict, const std::string &library,
+                        Values &values) {
+  values["execution"] = execution_section(task, verdict);
+  values["timing"] = timing_section(verdict, library);
+  if (verdict.axes.targets_executed == true)
+    values["targets_state"] = " and every target instruction executed";
+  if (!verdict.axes.correct.has_value()) {
+    const StageResult &why = verdict.correctness;
+    values["summary"] = why.summary.empty() ? "the GPU stages were skipped" : why.summary;
+    values["verified"] = verified_section(task, verdict);
+    return "ok_unverified";
+  }
+  if (verdict.axes.targets_executed == false) return "ok_not_executed";
+  if (verdict.axes.speedup && *verdict.axes.speedup >= 1.0) return "ok_fast";
+  return "ok_slow";
+}
+
+}  // namespace ptxbench::agent::detail

@@ -1,0 +1,48 @@
+// Verdict facts as feedback text, shared by the prompt builder's feedback and task prompts: tolerant
+// readers of verdict figures, the sections a feedback template fills, and the parts per outcome.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/prompt_builder.hpp"
+#include "evaluator/verdict.hpp"
+#include "tasks/task.hpp"
+
+namespace ptxbench::agent::detail {
+
+/// Template values by placeholder name.
+using Values = std::map<std::string, std::string>;
+
+std::string join(const std::vector<std::string> &items, std::string_view separator);
+
+// Tolerant readers for verdict figures (other stages may omit keys): a wrong type reads as absent.
+std::optional<double> num(const nlohmann::json &j, const char *key);
+std::optional<bool> boolean(const nlohmann::json &j, const char *key);
+std::string str(const nlohmann::json &j, const char *key, std::string fallback = "");
+const nlohmann::json &array_at(const nlohmann::json &j, const char *key);
+
+std::string diagnostics_section(const evaluator::StageResult &s);
+/// The stage without the diagnostics its summary already says.
+evaluator::StageResult without_summary_repeats(const evaluator::StageResult &s);
+std::string sanitizer_section(const evaluator::Verdict &v);
+std::string resources_section(const evaluator::Verdict &v);
+std::string timing_section(const evaluator::Verdict &v, const std::string &library);
+std::string static_details(const tasks::Task &task, const evaluator::Verdict &v);
+
+/// Compile and static errors: the whole list, each error with its source line quoted, and a count as
+/// summary when the summary would repeat one of them.
+void add_listed_errors(Values &values, const evaluator::StageResult &stage, const FeedbackSources *sources);
+/// Incorrect or nondeterministic: sets the values; returns the template name.
+std::string correctness_feedback(const tasks::Task &task, const evaluator::Verdict &verdict,
+                                 const evaluator::StageResult &full_stage, Values &values);
+/// Status ok (or skipped GPU stages): sets the values; returns the template name.
+std::string ok_feedback(const tasks::Task &task, const evaluator::Verdict &verdict,
+                        const std::string &library, Values &values);
+
+}  // namespace ptxbench::agent::detail

@@ -1,0 +1,299 @@
+// The runner's loops: requests per endpoint, CPU stages, GPU stages per GPU, and explanations of
+// verified repairs. Each hands a turn on through a queue; finalize (runner_finalize.cpp) records it.
+#include <fmt/core.h>
+
+#include "agent/conversation.hpp"
+#include "agent/detail/clocks.hpp"
+#include "agent/detail/runner_state.hpp"
+
+namespace ptxbench::agent {
+
+using detail::thread_cpu_ns;
+using detail::TrajectoryState;
+
+void Runner::Impl::request_stop(RunEnd kind, const std::string &why) {
+  {
+    std::lock_guard lock(stop_mutex);
+    if (stopping.exchange(true)) return;
+    stop_kind = kind;
+    stop_message = why;
+  }
+  for (auto &e : endpoints) e->queue.close(/*discard=*/true);
+  for (auto &c : clients) c->cancel();
+  notify();
+}
+
+void Runner::Impl::guarded(const char *stage, const std::function<void()> &body) {
+  // A bug in a stage must not take the other trajectories down silently: stop
+  // the run (resumable) and say what happened.
+  try {
+    body();
+  } catch (const std::exception &e) {
+    request_stop(RunEnd::interrupted,
+                 fmt::format("internal error in the {} stage: {} (please report; the run is "
+                             "resumable)",
+                             stage, e.what()));
+  }
+}
+
+void Runner::Impl::show_error_once(const std::string &endpoint, const llm::ChatError &error) {
+  // Byte counts and timings differ between otherwise identical failures: they do not make an error new.
+  std::string key = endpoint + "\n" + llm::to_string(error.kind) + "\n";
+  for (char c : error.message)
+    if (c < '0' || c > '9') key.push_back(c);
+  {
+    std::lock_guard lock(errors_mutex);
+    if (!errors_shown.insert(key).second) return;
+  }
+  progress->message(fmt::format("error: endpoint '{}': {} (shown once; every failed turn is in the trace)",
+                                endpoint, error.message));
+}
+
+llm::ChatError Runner::Impl::dead_error_for(std::size_t endpoint) {
+  std::lock_guard lock(endpoints[endpoint]->mutex);
+  return endpoints[endpoint]->dead_error;
+}
+
+void Runner::Impl::abandon(JobPtr job) {
+  (void)job;
+  ++turns_abandoned;
+  --in_flight;
+  notify();
+}
+
+void Runner::Impl::request_loop(std::size_t e) {
+  while (auto next = endpoints[e]->queue.pop()) {
+    TrajectoryState &t = **next;
+    ++in_flight;
+    if (stopping) {
+      --in_flight;
+      notify();
+      continue;
+    }
+    guarded("request", [&] { run_turn(e, t); });
+  }
+}
+
+void Runner::Impl::run_turn(std::size_t e, TrajectoryState &t) {
+  EndpointState &ep = *endpoints[e];
+  const std::int64_t c0 = thread_cpu_ns();
+  auto job = std::make_unique<TurnJob>();
+  job->trajectory = &t;
+  job->turn = t.next_turn;
+  job->started_at = detail::iso8601_utc_now();
+  const auto &[system, task] = task_prompts.at({t.arm, t.task->id});
+  job->messages = t.seed
+                      ? build_seeded_messages(config.history_of(arms[t.arm]), t.seed->conversation, t.history)
+                      : build_messages(config.history_of(arms[t.arm]), system, task, t.history);
+  if (ep.dead) {
+    job->error = dead_error_for(e);
+    job->forced_stop = "request_failed";
+  } else if (config.budgets.per_run > 0 && run_tokens >= config.budgets.per_run) {
+    job->error = llm::ChatError{
+        llm::ChatErrorKind::budget,
+        0,
+        fmt::format("not sent: the run's token budget ({} tokens) is used up", config.budgets.per_run),
+        0,
+        {}};
+    job->forced_stop = "run_budget";
+  }
+  if (job->error) {
+    job->orchestrator_ns = thread_cpu_ns() - c0;
+    finalize(std::move(job));
+    return;
+  }
+  llm::ChatRequest request;
+  request.messages = job->messages;
+  request.sampling = config.sampling_of(arms[t.arm]);
+  request.sampling.n = 1;
+  // Samples of one trajectory set must differ: a fixed seed would make them byte-identical.
+  if (request.sampling.seed) *request.sampling.seed += t.sample;
+  job->seed = request.sampling.seed;
+  request.task_id = t.task->id;
+  request.sample_index = t.sample;
+  request.turn_index = job->turn;
+  const std::int64_t c1 = thread_cpu_ns();
+  job->orchestrator_ns += c1 - c0;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto result = clients[e]->complete(request);
+  job->request_s = detail::seconds_since(t0);
+  const std::int64_t c2 = thread_cpu_ns();
+  job->client_ns = c2 - c1;
+  if (!result) {
+    request_failed(e, std::move(job), result.error());
+    return;
+  }
+  ep.consecutive_failures = 0;
+  job->response = std::move(result.value());
+  const auto &u = job->response->usage;
+  t.tokens += u.prompt_tokens + u.completion_tokens;
+  run_tokens += u.prompt_tokens + u.completion_tokens;
+  job->orchestrator_ns += thread_cpu_ns() - c2;
+  if (!cpu_queue.push(std::move(job))) {
+    // Closed only after a stop with nothing in flight: cannot happen while we hold a turn.
+    throw std::logic_error("CPU queue closed with a turn in flight");
+  }
+}
+
+void Runner::Impl::request_failed(std::size_t e, JobPtr job, const llm::ChatError &error) {
+  const std::int64_t c0 = thread_cpu_ns();
+  if (error.kind == llm::ChatErrorKind::cancelled || stopping) {
+    abandon(std::move(job));  // redone on resume
+    return;
+  }
+  EndpointState &ep = *endpoints[e];
+  const llm::EndpointConfig &ec = config.endpoints[e];
+  job->error = error;
+  show_error_once(ec.name, error);
+  const int failures = ++ep.consecutive_failures;
+  if (failures >= config.concurrency.endpoint_failures_before_dead && !ep.dead) {
+    std::lock_guard lock(ep.mutex);
+    if (!ep.dead) {
+      ep.dead_error = error;
+      ep.dead_error.attempts = 0;
+      ep.dead_error.message = fmt::format(
+          "not sent: endpoint '{}' failed {} requests in a row; its remaining turns are not attempted. "
+          "Last "
+          "error: {}",
+          ec.name, failures, error.message);
+      ep.dead = true;
+      progress->message(
+          fmt::format("warning: endpoint '{}' failed {} requests in a row ({}); its remaining "
+                      "trajectories are marked failed",
+                      ec.name, failures, error.message));
+    }
+  }
+  job->orchestrator_ns += thread_cpu_ns() - c0;
+  finalize(std::move(job));
+}
+
+void Runner::Impl::cpu_loop() {
+  while (auto next = cpu_queue.pop()) {
+    JobPtr job = std::move(*next);
+    guarded("compile", [&] {
+      const tasks::Task &task = *job->trajectory->task;
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::int64_t c0 = thread_cpu_ns();
+      if (reuse_verdict(job)) return;
+      job->compiled.emplace(services.cpu_stages(task, job->response->content, config.evaluator));
+      const std::int64_t c1 = thread_cpu_ns();
+      job->evaluator_ns = c1 - c0;
+      job->cpu_stages_s = detail::seconds_since(t0);
+      if (gpu_enabled && job->compiled->ready_for_gpu()) {
+        job->orchestrator_ns += thread_cpu_ns() - c1;
+        if (!gpu_queue.push(std::move(job))) throw std::logic_error("GPU queue closed with a turn in flight");
+        return;
+      }
+      if (!gpu_enabled && job->compiled->ready_for_gpu()) {
+        auto &v = job->compiled->verdict;
+        for (evaluator::StageResult *s : {&v.correctness, &v.execution, &v.timing, &v.sanitizer}) {
+          s->status = evaluator::Status::skipped;
+          s->summary = gpu_skip_reason;
+        }
+        v.finalize_status();
+      }
+      remember_verdict(*job);
+      job->orchestrator_ns += thread_cpu_ns() - c1;
+      finish_turn(std::move(job));
+    });
+  }
+}
+
+bool Runner::Impl::reuse_verdict(JobPtr &job) {
+  if (!verdict_cache || !config.reuse_verdicts) return false;
+  const tasks::Task &task = *job->trajectory->task;
+  job->verdict_key = verdict_cache->key(task, job->response->content, config.evaluator).value_or("");
+  if (job->verdict_key.empty()) return false;
+  auto hit = verdict_cache->get(job->verdict_key);
+  if (!hit) return false;
+  // The candidate as sent (for the record); the verdict as made the first time.
+  evaluator::CompiledCandidate c;
+  if (auto parsed = evaluator::parse_response(job->response->content, config.evaluator.parse))
+    c.response = std::move(*parsed);
+  c.verdict = std::move(*hit);
+  job->compiled.emplace(std::move(c));
+  ++verdicts_reused;
+  finish_turn(std::move(job));
+  return true;
+}
+
+void Runner::Impl::remember_verdict(const TurnJob &job) {
+  ++verdicts_made;
+  if (!verdict_cache || job.verdict_key.empty() || !job.compiled) return;
+  verdict_cache->put(job.verdict_key, job.compiled->verdict,
+                     fmt::format("{} turn {}", job.trajectory->id, job.turn));
+}
+
+void Runner::Impl::gpu_loop(int ordinal) {
+  evaluator::EvaluatorSettings settings = config.evaluator;
+  settings.device = ordinal;
+  while (auto next = gpu_queue.pop()) {
+    JobPtr job = std::move(*next);
+    guarded("GPU", [&] {
+      const auto t0 = std::chrono::steady_clock::now();
+      services.gpu_stages(*job->compiled, *job->trajectory->task, settings);
+      job->gpu_stage_s = detail::seconds_since(t0);
+      job->gpu = ordinal;
+      {
+        std::lock_guard lock(busy_mutex);
+        gpu_busy_s[ordinal] += job->gpu_stage_s;
+      }
+      remember_verdict(*job);
+      finish_turn(std::move(job));
+    });
+  }
+}
+
+void Runner::Impl::finish_turn(JobPtr job) {
+  const evaluator::Verdict *verdict = job->compiled ? &job->compiled->verdict : nullptr;
+  const bool wants_explanation = config.repairs && config.repairs->synthesize_reasoning &&
+                                 job->trajectory->seed && job->response && verdict != nullptr &&
+                                 config.stop.reached(verdict->axes) &&
+                                 job->response->reasoning.find_first_not_of(" \t\r\n") == std::string::npos;
+  if (!wants_explanation) {
+    finalize(std::move(job));
+    return;
+  }
+  // The explanation is one more request: it waits on the request side, not on a CPU or GPU thread.
+  if (!explain_queue.push(std::move(job)))
+    throw std::logic_error("explanation queue closed with a turn in flight");
+}
+
+void Runner::Impl::explain_loop() {
+  while (auto next = explain_queue.pop()) {
+    JobPtr job = std::move(*next);
+    guarded("explanation", [&] {
+      TrajectoryState &t = *job->trajectory;
+      if (stopping) {
+        abandon(std::move(job));  // redone on resume
+        return;
+      }
+      llm::ChatRequest request;
+      request.messages = explanation_request(*t.seed, job->response->content, &job->explanation_instruction);
+      request.sampling = config.sampling_of(arms[t.arm]);
+      request.sampling.n = 1;
+      if (request.sampling.seed) *request.sampling.seed += t.sample;
+      request.task_id = t.task->id;
+      request.sample_index = t.sample;
+      request.turn_index = job->turn;
+      const std::int64_t c0 = thread_cpu_ns();
+      auto result = clients[t.endpoint]->complete(request);
+      job->client_ns += thread_cpu_ns() - c0;
+      if (!result) {
+        if (result.error().kind == llm::ChatErrorKind::cancelled || stopping) {
+          abandon(std::move(job));
+          return;
+        }
+        job->explanation_error = result.error();  // the repair stands; it is kept without reasoning
+      } else {
+        const auto &u = result->usage;
+        t.tokens += u.prompt_tokens + u.completion_tokens;
+        run_tokens += u.prompt_tokens + u.completion_tokens;
+        job->explanation = std::move(*result);
+      }
+      finalize(std::move(job));
+    });
+  }
+}
+
+}  // namespace ptxbench::agent
