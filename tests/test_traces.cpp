@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/support.hpp"
 #include "traces/record.hpp"
 
 using namespace ptxbench;
@@ -17,27 +18,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// A private temporary directory removed at scope exit (tests only).
-struct ScratchDir {
-  fs::path dir;
-  explicit ScratchDir(const char *) {
-    std::string tmpl = (fs::temp_directory_path() / "ptxbench-traces-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    dir = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  const fs::path &path() const { return dir; }
-};
-
-std::string slurp(const fs::path &p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::ScratchDir;
+using test::slurp;
 
 nlohmann::json make_record(int turn, std::size_t payload_bytes = 10) {
   return {{"format_version", traces::kFormatVersion},
