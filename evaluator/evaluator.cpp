@@ -84,9 +84,8 @@ void run_after_parse(CompiledCandidate &c, const tasks::Task &task, const Evalua
   }
   c.ptx = std::move(source->ptx);
   v.compile.wall_seconds = 0;  // the compile stage's time is ptxas's; NVRTC's is its figure
-  const detail::ParseOutput parsed{c.response, c.manifest, c.plans};
   auto checked = run_stage(v, &Verdict::static_checks, [&] {
-    auto outcome = detail::static_stage(c.ptx, parsed, task, settings.compile);
+    auto outcome = detail::static_stage(c.ptx, c.manifest, c.plans, task, settings.compile);
     v.kernel_hash = outcome.output.kernel_hash;  // named even when the module does not pass
     return outcome;
   });

@@ -32,16 +32,16 @@ using std::chrono::milliseconds;
 
 namespace {
 
-using test::Clock;
-using test::seconds_since;
+using ptxbench::test::Clock;
+using ptxbench::test::seconds_since;
 
 constexpr const char *kKeyVar = "PTXBENCH_TEST_KEY";
 constexpr const char *kKey = "sk-test-5ecret-0123456789abcdef";
 constexpr const char *kWrongKeyVar = "PTXBENCH_TEST_WRONG_KEY";
 constexpr const char *kWrongKey = "sk-wrong-key-987654321";
 
-test::FakeOpenAiServer &server() {
-  static test::FakeOpenAiServer instance({"--api-key", kKey});
+ptxbench::test::FakeOpenAiServer &server() {
+  static ptxbench::test::FakeOpenAiServer instance({"--api-key", kKey});
   return instance;
 }
 

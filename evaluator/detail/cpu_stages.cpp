@@ -104,8 +104,9 @@ StageOutcome<PtxSource> ptx_source_stage(const ParsedResponse &response, const t
   return out;
 }
 
-StageOutcome<StaticOutput> static_stage(const std::string &ptx, const ParseOutput &parsed,
-                                        const tasks::Task &task, const CompileLimits &limits) {
+StageOutcome<StaticOutput> static_stage(const std::string &ptx, const Manifest &manifest,
+                                        const std::vector<LaunchPlan> &plans, const tasks::Task &task,
+                                        const CompileLimits &limits) {
   StageOutcome<StaticOutput> out;
   out.output.kernel_hash = util::fnv1a64_hex(ptx);
   if (ptx.size() > limits.max_ptx_bytes) {
@@ -119,8 +120,7 @@ StageOutcome<StaticOutput> static_stage(const std::string &ptx, const ParseOutpu
     return out;
   }
   out.output.kernel_hash = module->normalized_hash;
-  StaticCheckResult checked =
-      run_static_checks(*module, parsed.manifest, task, parsed.plans, limits.max_ptx_instructions);
+  StaticCheckResult checked = run_static_checks(*module, manifest, task, plans, limits.max_ptx_instructions);
   out.result = std::move(checked.stage);
   out.output.entry_param_types = std::move(checked.entry_param_types);
   out.output.targets_in_ptx = std::move(checked.targets_in_ptx);

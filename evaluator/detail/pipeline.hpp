@@ -55,8 +55,9 @@ struct StaticOutput {
   std::vector<std::string> entry_param_types;
   std::vector<std::string> targets_in_ptx;
 };
-StageOutcome<StaticOutput> static_stage(const std::string &ptx, const ParseOutput &parsed,
-                                        const tasks::Task &task, const CompileLimits &limits);
+StageOutcome<StaticOutput> static_stage(const std::string &ptx, const Manifest &manifest,
+                                        const std::vector<LaunchPlan> &plans, const tasks::Task &task,
+                                        const CompileLimits &limits);
 
 /// A disassembly still running: started by the compile stage, ended by finish_sass.
 struct PendingSass {
