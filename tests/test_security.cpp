@@ -37,11 +37,13 @@ using nlohmann::json;
 
 namespace {
 
-using test::cpu_settings;
-using test::replaced;
-const auto read = test::read_required;
+using ptxbench::test::cpu_settings;
+using ptxbench::test::replaced;
+std::string read(const fs::path &p) {
+  return ptxbench::test::read_required(p);
+}
 const tasks::Task &gemm4096() {
-  return test::repo_task("gemm_n4096_k4096");
+  return ptxbench::test::repo_task("gemm_n4096_k4096");
 }
 
 const fs::path kSource = fs::path(PTXBENCH_TEST_DATA).parent_path().parent_path();
