@@ -12,6 +12,7 @@
 
 #include "agent/detail/feedback_sections.hpp"
 #include "agent/detail/template.hpp"
+#include "tasks/arch.hpp"
 #include "util/files.hpp"
 #include "util/int_expr.hpp"
 #include "util/strings.hpp"
@@ -65,15 +66,15 @@ const char *const kFeedbackTemplates[] = {
 const char *const kNotes[] = {"wgmma", "tma", "setmaxnreg", "tcgen05"};
 
 std::string arch_name(const std::string &arch) {
-  if (arch.rfind("sm_90", 0) == 0) return "Hopper (H100/H200)";
-  if (arch.rfind("sm_100", 0) == 0 || arch.rfind("sm_103", 0) == 0) return "Blackwell (B200)";
-  if (arch.rfind("sm_120", 0) == 0) return "Blackwell (RTX 50xx)";
-  return arch;
+  const tasks::ArchFacts *facts = tasks::arch_facts(arch);
+  return facts ? std::string(facts->family) : arch;
 }
 
+// The quoted peaks (tasks/arch.hpp); an architecture without a reference GPU there quotes B200's.
 ArchPeaks peaks_for(const std::string &arch) {
-  if (arch.rfind("sm_90", 0) == 0) return {989, 1979, 4.8};  // H200 SXM
-  return {2250, 4500, 8.0};                                  // B200
+  const tasks::ArchFacts *facts = tasks::arch_facts(arch);
+  const tasks::PeakRates &p = facts && facts->peaks ? *facts->peaks : *tasks::arch_facts("sm_100a")->peaks;
+  return {p.bf16_flops_per_s / 1e12, p.fp8_flops_per_s / 1e12, p.dram_bytes_per_s / 1e12};
 }
 
 std::string reference_library(const tasks::Task &t) {

@@ -11,7 +11,6 @@
 #include "cli/cli.hpp"
 #include "evaluator/evaluator.hpp"
 #include "tasks/task.hpp"
-#include "util/files.hpp"
 
 namespace ptxbench::cli {
 namespace {
@@ -68,51 +67,13 @@ int run_eval(const EvalOptions &options) {
   settings.run_gpu = !options.no_gpu;
   settings.compile.ptxas_wall = std::chrono::milliseconds(static_cast<long>(options.ptxas_timeout_s * 1000));
   settings.timing.cooldown_ratio = options.cooldown_ratio;
-  // Read one byte past the parse limit so that an oversized response becomes a verdict, not an I/O error.
-  const std::size_t read_limit = settings.parse.max_response_bytes + 1;
-  std::string response;
-  if (options.response_path == "-") {
-    auto r = util::read_file("/dev/stdin", read_limit);
-    if (!r && r.error().find("limit") == std::string::npos) {
-      fmt::print(stderr, "ptxbench: cannot read the response from stdin: {}\n", r.error());
-      return kExitEnvironment;
-    }
-    response = r ? std::move(*r) : std::string(read_limit, ' ');
-  } else {
-    std::error_code ec;
-    auto size = std::filesystem::file_size(options.response_path, ec);
-    if (ec) {
-      fmt::print(stderr, "ptxbench: cannot read {}: {}\n", options.response_path, ec.message());
-      return kExitEnvironment;
-    }
-    if (size > settings.parse.max_response_bytes) {
-      // Too large to parse: the verdict says so without reading it all.
-      response.assign(read_limit, ' ');
-    } else {
-      auto r = util::read_file(options.response_path, read_limit);
-      if (!r) {
-        fmt::print(stderr, "ptxbench: cannot read the response: {}\n", r.error());
-        return kExitEnvironment;
-      }
-      response = std::move(*r);
-    }
-    if (size > settings.parse.max_response_bytes) {
-      evaluator::Verdict v = evaluator::evaluate(*task, response, settings);
-      // The placeholder text's size is not the file's: say the real size.
-      v.parse.summary =
-          fmt::format("the response is {} bytes, more than the limit of {} bytes; it was not parsed", size,
-                      settings.parse.max_response_bytes);
-      v.parse.diagnostics = {{"error", v.parse.summary, std::nullopt}};
-      if (options.as_json)
-        fmt::print("{}\n", v.to_json().dump(2));
-      else
-        fmt::print("{}: {}\n  parse        {:<16} {}\n", task->id, evaluator::to_string(v.status),
-                   evaluator::to_string(v.parse.status), v.parse.summary);
-      return kExitVerdictFailed;
-    }
+  // An oversized response is a value: the evaluator's parse stage says so in the verdict.
+  auto response = evaluator::read_response(options.response_path, settings.parse);
+  if (!response) {
+    fmt::print(stderr, "ptxbench: {}\n", response.error());
+    return kExitEnvironment;
   }
-
-  evaluator::Verdict v = evaluator::evaluate(*task, response, settings);
+  evaluator::Verdict v = evaluator::evaluate(*task, *response, settings);
   if (options.as_json) {
     fmt::print("{}\n", v.to_json().dump(2));
   } else {

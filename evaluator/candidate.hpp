@@ -52,6 +52,23 @@ struct ParseError {
 util::Expected<ParsedResponse, ParseError> parse_response(std::string_view response,
                                                           const ParseLimits &limits = {});
 
+/// A response as read for evaluation. Past ParseLimits::max_response_bytes the text is not kept: the
+/// parse stage rejects the response by its size alone.
+struct ResponseInput {
+  std::string text;             ///< the response; empty when it is over the limit
+  std::size_t bytes = 0;        ///< its size, bytes
+  bool bytes_at_least = false;  ///< `bytes` is a lower bound: a stream read only that far
+};
+
+/// The size rule: an error (no_kernel, saying the size and the limit) when `bytes` is over
+/// limits.max_response_bytes; `at_least` says the size is a lower bound (a stream read only that far).
+std::optional<ParseError> response_size_error(std::size_t bytes, const ParseLimits &limits,
+                                              bool at_least = false);
+
+/// Reads a response from `path` ("-" = stdin), reading no more than limits.max_response_bytes + 1 bytes.
+/// Error (a sentence) only when it cannot be read; an oversized one is a value (over_limit).
+util::Expected<ResponseInput> read_response(const std::string &path, const ParseLimits &limits);
+
 using protocol::ParamKind;
 using protocol::Swizzle;
 
@@ -90,7 +107,8 @@ using protocol::ResolvedParam;
 /// Resolves every expression of a (parsed) manifest for one workload and checks
 /// what can be checked without a GPU: grid/block/cluster limits, shared memory,
 /// tensor-map dims, strides, box and swizzle. Error: "<field>: <reason>".
-/// ResolvedParam::ptx_type is left empty (the static stage fills it from the PTX entry).
+/// ResolvedParam::ptx_type is left empty: the PTX entry declares it, so the static stage reports it
+/// (StaticCheckResult::entry_param_types) and the pipeline joins the two (with_param_types).
 util::Expected<LaunchPlan, std::string> resolve_launch(const Manifest &manifest, const tasks::Task &task,
                                                        const tasks::Workload &workload);
 

@@ -1,6 +1,5 @@
 #include "evaluator/compile.hpp"
 
-#include <nvrtc.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -11,7 +10,6 @@
 
 #include <fmt/core.h>
 
-#include "evaluator/detail/cuda_headers.hpp"
 #include "evaluator/ptx_lines.hpp"
 #include "util/files.hpp"
 
@@ -205,66 +203,11 @@ util::Expected<LineInfoCubin> compile_ptx_with_line_info(const fs::path &ptxas, 
                        run->wall_seconds};
 }
 
-util::Expected<std::string> nvrtc_compile_in_process(const std::string &source, const std::string &arch) {
-  // The stand-in standard headers and the prelude (evaluator/detail/cuda_headers.hpp) are handed to NVRTC
-  // in memory; the toolkit's own headers come from its include folders.
-  const auto &shims = detail::nvrtc_shim_headers();
-  std::vector<const char *> header_sources, header_names;
-  for (const auto &[name, text] : shims) {
-    header_names.push_back(name.c_str());
-    header_sources.push_back(text.c_str());
-  }
-  nvrtcProgram program = nullptr;
-  nvrtcResult rc = nvrtcCreateProgram(&program, source.c_str(), "kernel.cu", static_cast<int>(shims.size()),
-                                      header_sources.data(), header_names.data());
-  if (rc != NVRTC_SUCCESS)
-    return util::unexpected(std::string("nvrtcCreateProgram: ") + nvrtcGetErrorString(rc));
-  // compute_90a: PTX for the arch-specific feature set (wgmma, setmaxnreg need it).
-  std::string arch_option = "--gpu-architecture=compute_" + (arch.starts_with("sm_") ? arch.substr(3) : arch);
-  std::vector<std::string> options{arch_option, "--std=c++17", "-default-device", "-lineinfo",
-                                   "--pre-include=" + std::string(detail::kPreludeName)};
-  const auto include_dirs = detail::find_cuda_include_dirs();
-  if (!include_dirs) {
-    nvrtcDestroyProgram(&program);
-    return util::unexpected(std::string(
-        "the CUDA toolkit's headers were not found (CUDA_PATH, CUDA_HOME, nvcc on PATH, the NVRTC library's "
-        "folder): NVRTC cannot compile CUDA candidates"));
-  }
-  for (const auto &dir : include_dirs->dirs) options.push_back("-I" + dir.string());
-  std::vector<const char *> option_ptrs;
-  for (const auto &o : options) option_ptrs.push_back(o.c_str());
-  rc = nvrtcCompileProgram(program, static_cast<int>(option_ptrs.size()), option_ptrs.data());
-  std::size_t log_size = 0;
-  std::string log;
-  if (nvrtcGetProgramLogSize(program, &log_size) == NVRTC_SUCCESS && log_size > 1) {
-    log.resize(log_size);
-    if (nvrtcGetProgramLog(program, log.data()) != NVRTC_SUCCESS) log.clear();
-    while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
-  }
-  if (rc != NVRTC_SUCCESS) {
-    nvrtcDestroyProgram(&program);
-    if (std::string hint = detail::host_code_hint(log); !hint.empty()) log = hint + "\n" + log;
-    return util::unexpected(log.empty() ? std::string(nvrtcGetErrorString(rc)) : log);
-  }
-  std::size_t ptx_size = 0;
-  std::string ptx;
-  rc = nvrtcGetPTXSize(program, &ptx_size);
-  if (rc == NVRTC_SUCCESS) {
-    ptx.resize(ptx_size);
-    rc = nvrtcGetPTX(program, ptx.data());
-  }
-  nvrtcDestroyProgram(&program);
-  if (rc != NVRTC_SUCCESS) return util::unexpected(std::string("nvrtcGetPTX: ") + nvrtcGetErrorString(rc));
-  while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
-  return ptx;
-}
-
-util::Expected<std::string> nvrtc_compile_in_child(const fs::path &ptxbench_executable,
-                                                   const std::string &source, const std::string &arch,
-                                                   const fs::path &work_dir,
+util::Expected<std::string> nvrtc_compile_in_child(const fs::path &nvrtc_child, const std::string &source,
+                                                   const std::string &arch, const fs::path &work_dir,
                                                    const util::ProcessLimits &limits) {
   util::ProcessSpec spec;
-  spec.argv = {ptxbench_executable.string(), "internal", "nvrtc", "--arch", arch};
+  spec.argv = {nvrtc_child.string(), "--arch", arch};
   spec.env = util::scrubbed_environment(work_dir.string());
   spec.working_directory = work_dir.string();
   spec.stdin_data = source;
@@ -276,24 +219,14 @@ util::Expected<std::string> nvrtc_compile_in_child(const fs::path &ptxbench_exec
                                         std::chrono::duration<double>(limits.wall_time).count()));
   if (result->ok()) {
     if (result->stdout_dropped > 0)
-      return util::unexpected(std::string("the PTX NVRTC produced is too large"));
+      return util::unexpected(
+          fmt::format("the PTX NVRTC produced is more than {} bytes (the limit)", limits.max_output_bytes));
     return std::move(result->stdout_text);
   }
   std::string log = std::string(trim(result->stderr_text));
   if (result->signaled)
     return util::unexpected("the NVRTC child was " + result->describe() + (log.empty() ? "" : ": " + log));
   return util::unexpected(log.empty() ? "NVRTC failed (" + result->describe() + ")" : log);
-}
-
-std::optional<fs::path> find_ptxbench_executable(const fs::path &explicit_path) {
-  if (!explicit_path.empty()) return executable(explicit_path) ? std::optional(explicit_path) : std::nullopt;
-  const fs::path self = util::own_executable();
-  if (self.empty()) return std::nullopt;
-  if (self.filename() == "ptxbench") return self;
-  for (const fs::path &candidate :
-       {self.parent_path() / "ptxbench", self.parent_path().parent_path() / "apps" / "ptxbench"})
-    if (executable(candidate)) return candidate;
-  return std::nullopt;
 }
 
 }  // namespace ptxbench::evaluator

@@ -1,4 +1,4 @@
-// Compiling a candidate: NVRTC (```cuda blocks, in a child process) and ptxas
+// Compiling a candidate: NVRTC (```cuda blocks, in the ptxbench-nvrtc child) and ptxas
 // (`-arch=<arch> -v -lineinfo`, in a child process), with the resource usage
 // and the warnings that matter parsed from ptxas's report.
 #pragma once
@@ -72,20 +72,13 @@ util::Expected<LineInfoCubin> compile_ptx_with_line_info(const std::filesystem::
                                                          const std::filesystem::path &work_dir,
                                                          const util::ProcessLimits &limits);
 
-/// Compiles CUDA device code to PTX in THIS process with NVRTC (what the hidden
-/// `ptxbench internal nvrtc` child runs). Error = the NVRTC log.
-util::Expected<std::string> nvrtc_compile_in_process(const std::string &source, const std::string &arch);
-
-/// Compiles CUDA device code to PTX through the `ptxbench internal nvrtc --arch <arch>`
-/// child (source on stdin, PTX on stdout), so a crashing or hanging NVRTC never takes
-/// the evaluator down. Error = the compiler log or why the child failed.
-util::Expected<std::string> nvrtc_compile_in_child(const std::filesystem::path &ptxbench_executable,
+/// Compiles CUDA device code to PTX in the `ptxbench-nvrtc --arch <arch>` child (evaluator/nvrtc/:
+/// source on stdin, PTX on stdout) with a scrubbed environment and `limits` (time, CPU, address space,
+/// output), so that a crashing, hanging or memory-hungry compile never takes the evaluator down and a
+/// huge PTX is cut off. Error = the compiler log or why the child failed.
+util::Expected<std::string> nvrtc_compile_in_child(const std::filesystem::path &nvrtc_child,
                                                    const std::string &source, const std::string &arch,
                                                    const std::filesystem::path &work_dir,
                                                    const util::ProcessLimits &limits);
-
-/// The ptxbench executable for the NVRTC child: explicit, else this process when it is ptxbench.
-std::optional<std::filesystem::path> find_ptxbench_executable(
-    const std::filesystem::path &explicit_path = {});
 
 }  // namespace ptxbench::evaluator

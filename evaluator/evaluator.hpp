@@ -24,7 +24,8 @@ struct CompileLimits {
   /// ms; ptxas killed past it -> compile_error "took too long"
   std::chrono::milliseconds ptxas_wall{30'000};
   std::uint64_t ptxas_address_space_bytes = 4ull << 30;  ///< bytes (RLIMIT_AS)
-  std::chrono::milliseconds nvrtc_wall{60'000};          ///< ms; NVRTC runs in a child process too
+  std::chrono::milliseconds nvrtc_wall{60'000};          ///< ms; the NVRTC child is killed past it
+  std::uint64_t nvrtc_address_space_bytes = 8ull << 30;  ///< bytes (RLIMIT_AS of the NVRTC child)
   std::size_t max_ptx_bytes = 8u << 20;                  ///< bytes of PTX accepted
   std::size_t max_ptx_instructions = 200'000;  ///< instruction statements accepted by the static stage
   /// ms; cuobjdump/nvdisasm killed past it (SASS then unavailable)
@@ -60,8 +61,9 @@ struct EvaluatorSettings {
   std::filesystem::path worker_path;        ///< empty = next to the ptxbench executable
   std::filesystem::path ptxas_path;         ///< empty = PATH, then /usr/local/cuda/bin/ptxas
   std::filesystem::path disassembler_path;  ///< cuobjdump or nvdisasm; empty = search (evaluator/sass.hpp)
-  std::filesystem::path
-      ptxbench_path;  ///< executable for the NVRTC child (`ptxbench internal nvrtc`); empty = this process
+  /// the ptxbench-nvrtc child that compiles ```cuda candidates; empty = next to the worker
+  /// (find_worker_binary)
+  std::filesystem::path nvrtc_child_path;
   std::filesystem::path lock_dir = "/tmp/ptxbench-locks";  ///< per-GPU lock files live here
   nlohmann::json to_json() const;
 };
@@ -102,10 +104,17 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task, const
 
 /// Both, in order.
 Verdict evaluate(const tasks::Task &task, std::string_view response, const EvaluatorSettings &settings);
+/// Both, in order, for a response read by read_response: one over the size limit gets the parse stage's
+/// verdict (no_kernel, with its size) without its text.
+Verdict evaluate(const tasks::Task &task, const ResponseInput &response, const EvaluatorSettings &settings);
 
 /// The ptxbench-worker executable: settings.worker_path, $PTXBENCH_WORKER, next to
 /// this executable, or the build tree's evaluator/worker/ (nullopt = not found).
 std::optional<std::filesystem::path> find_worker_binary(const EvaluatorSettings &settings);
+
+/// The ptxbench-nvrtc child: settings.nvrtc_child_path, else the one next to the worker
+/// (find_worker_binary), which is where the build and an install put it (nullopt = not found).
+std::optional<std::filesystem::path> find_nvrtc_child(const EvaluatorSettings &settings);
 
 /// Is there a GPU the worker can use? ("" if yes, else the reason, e.g. "no CUDA driver (libcuda.so.1 not
 /// found)").

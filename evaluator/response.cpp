@@ -9,6 +9,7 @@
 // block is labeled json, the last unlabeled block starting with '{' is the manifest.
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include <fmt/ranges.h>
 
 #include "evaluator/candidate.hpp"
+#include "util/files.hpp"
 
 namespace ptxbench::evaluator {
 namespace {
@@ -116,19 +118,38 @@ std::optional<std::string> binary_content(std::string_view text) {
 
 }  // namespace
 
-util::Expected<ParsedResponse, ParseError> parse_response(std::string_view response,
-                                                          const ParseLimits &limits) {
-  auto fail = [](Status status, std::string message) {
-    return util::unexpected(ParseError{status, std::move(message)});
-  };
-  // Size first: a 50 MB response is rejected before it is scanned.
-  if (response.size() > limits.max_response_bytes)
-    return fail(Status::no_kernel,
-                fmt::format("the response is {} bytes, more than the limit of {} bytes; it was "
-                            "not parsed. Answer with one kernel block and one json block.",
-                            response.size(), limits.max_response_bytes));
-  if (auto binary = binary_content(response)) return fail(Status::no_kernel, *binary);
+std::optional<ParseError> response_size_error(std::size_t bytes, const ParseLimits &limits, bool at_least) {
+  if (bytes <= limits.max_response_bytes) return std::nullopt;
+  return ParseError{Status::no_kernel,
+                    fmt::format("the response is {}{} bytes, more than the limit of {} bytes; it was not "
+                                "parsed. Answer with one kernel block and one json block.",
+                                at_least ? "at least " : "", bytes, limits.max_response_bytes)};
+}
 
+util::Expected<ResponseInput> read_response(const std::string &path, const ParseLimits &limits) {
+  const std::size_t read_limit = limits.max_response_bytes + 1;
+  if (path != "-") {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec) return util::unexpected(fmt::format("cannot read {}: {}", path, ec.message()));
+    if (size > limits.max_response_bytes) return ResponseInput{"", static_cast<std::size_t>(size), false};
+  }
+  // One byte past the limit tells an oversized stream from one exactly at the limit.
+  auto text = util::read_file(path == "-" ? "/dev/stdin" : path, read_limit);
+  if (!text) {
+    if (path == "-" && text.error().find("limit") != std::string::npos)
+      return ResponseInput{"", read_limit, true};
+    return util::unexpected(fmt::format("cannot read {}: {}", path == "-" ? "stdin" : path, text.error()));
+  }
+  const std::size_t bytes = text->size();
+  if (bytes > limits.max_response_bytes) return ResponseInput{"", bytes, false};
+  return ResponseInput{std::move(*text), bytes, false};
+}
+
+namespace {
+
+// Every fenced block, in order; an unterminated last one is kept (closed = false) to report it.
+std::vector<Fence> scan_fences(std::string_view response) {
   std::vector<Fence> fences;
   std::optional<Fence> open;
   int line_no = 0;
@@ -156,49 +177,74 @@ util::Expected<ParsedResponse, ParseError> parse_response(std::string_view respo
     if (nl == std::string_view::npos) break;
     pos = nl + 1;
   }
-  if (open) fences.push_back(std::move(*open));  // unterminated: kept to report it
+  if (open) fences.push_back(std::move(*open));
+  return fences;
+}
 
-  ParsedResponse parsed;
+struct PickedBlocks {
   const Fence *kernel = nullptr;
   const Fence *manifest = nullptr;
-  std::vector<std::string> seen;
+  bool cuda_by_body = false;      ///< an unlabeled C++ block taken as CUDA for its __global__
+  std::vector<std::string> seen;  ///< every block's label, for the no-kernel message
+};
+
+// The kernel and manifest blocks by the rule at the top; counts the labeled ones into `parsed`.
+PickedBlocks pick_blocks(const std::vector<Fence> &fences, ParsedResponse &parsed) {
+  PickedBlocks p;
   for (const auto &f : fences) {
-    seen.push_back(f.info.empty() ? "unlabeled" : f.info);
+    p.seen.push_back(f.info.empty() ? "unlabeled" : f.info);
     if (is_kernel_info(f.info)) {
       ++parsed.kernel_blocks_seen;
-      kernel = &f;
+      p.kernel = &f;
     } else if (is_json_info(f.info)) {
       ++parsed.json_blocks_seen;
-      manifest = &f;
+      p.manifest = &f;
     }
   }
-  // Unlabeled fallbacks (see the rule at the top).
-  bool cuda_by_body = false;
-  if (!kernel)
+  if (!p.kernel)
     for (const auto &f : fences)
       if ((f.info.empty() || is_asm_info(f.info)) && join_body(f).find(".entry") != std::string::npos)
-        kernel = &f;
-  if (!kernel)
+        p.kernel = &f;
+  if (!p.kernel)
     for (const auto &f : fences)
       if (is_cpp_info(f.info) && join_body(f).find("__global__") != std::string::npos) {
-        kernel = &f;
-        cuda_by_body = true;
+        p.kernel = &f;
+        p.cuda_by_body = true;
       }
-  if (!manifest)
+  if (!p.manifest)
     for (const auto &f : fences)
-      if (f.info.empty() && &f != kernel) {
+      if (f.info.empty() && &f != p.kernel) {
         std::string body = join_body(f);
         auto first = body.find_first_not_of(" \t\r\n");
-        if (first != std::string::npos && body[first] == '{') manifest = &f;
+        if (first != std::string::npos && body[first] == '{') p.manifest = &f;
       }
+  return p;
+}
 
-  auto fence_name = [](const Fence &f) {
-    return std::string(f.length, f.ch) + (f.info.empty() ? "" : f.info);
-  };
+std::string fence_name(const Fence &f) {
+  return std::string(f.length, f.ch) + (f.info.empty() ? "" : f.info);
+}
+
+util::Unexpected<ParseError> fail(Status status, std::string message) {
+  return util::unexpected(ParseError{status, std::move(message)});
+}
+
+}  // namespace
+
+util::Expected<ParsedResponse, ParseError> parse_response(std::string_view response,
+                                                          const ParseLimits &limits) {
+  // Size first: a 50 MB response is rejected before it is scanned.
+  if (auto too_large = response_size_error(response.size(), limits)) return util::unexpected(*too_large);
+  if (auto binary = binary_content(response)) return fail(Status::no_kernel, *binary);
+  const std::vector<Fence> fences = scan_fences(response);
+  ParsedResponse parsed;
+  const PickedBlocks picked = pick_blocks(fences, parsed);
+  const Fence *kernel = picked.kernel;
+  const Fence *manifest = picked.manifest;
   if (!kernel) {
-    std::string what = seen.empty()
-                           ? "no fenced blocks at all"
-                           : fmt::format("{} fenced block(s): {}", seen.size(), fmt::join(seen, ", "));
+    std::string what = picked.seen.empty() ? "no fenced blocks at all"
+                                           : fmt::format("{} fenced block(s): {}", picked.seen.size(),
+                                                         fmt::join(picked.seen, ", "));
     return fail(Status::no_kernel,
                 fmt::format("no kernel found: expected a ```ptx (or ```cuda) block, saw {}", what));
   }
@@ -207,8 +253,9 @@ util::Expected<ParsedResponse, ParseError> parse_response(std::string_view respo
                 fmt::format("the {} block starting at line {} is never closed (the response may "
                             "have been truncated)",
                             fence_name(*kernel), kernel->open_line));
-  parsed.language = kernel->info == "cuda" || kernel->info == "cu" || cuda_by_body ? KernelLanguage::cuda
-                                                                                   : KernelLanguage::ptx;
+  parsed.language = kernel->info == "cuda" || kernel->info == "cu" || picked.cuda_by_body
+                        ? KernelLanguage::cuda
+                        : KernelLanguage::ptx;
   parsed.kernel_source = join_body(*kernel);
   parsed.kernel_first_line = kernel->open_line + 1;
   if (parsed.kernel_source.find_first_not_of(" \t\r\n") == std::string::npos)

@@ -1,5 +1,8 @@
 #include "evaluator/static_checks.hpp"
 
+#include "tasks/arch.hpp"
+
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
@@ -9,11 +12,10 @@
 namespace ptxbench::evaluator {
 namespace {
 
-// Minimum PTX ISA version (x10) per architecture-specific target.
-int min_ptx_version_x10(std::string_view arch) {
-  if (arch.starts_with("sm_100") || arch.starts_with("sm_101") || arch.starts_with("sm_120")) return 86;
-  if (arch.starts_with("sm_90")) return 80;
-  return 0;
+// What `.target <arch>` enables over the plain target (for the missing-'a' message).
+std::string_view arch_features(std::string_view arch) {
+  const tasks::ArchFacts *facts = tasks::arch_facts(arch);
+  return facts ? facts->arch_specific_features : std::string_view("the architecture-specific instructions");
 }
 
 int version_x10(std::string_view v) {
@@ -59,15 +61,14 @@ void check_target(StageResult &s, const PtxModule &m, const tasks::Task &task) {
       error(s, fmt::format(
                    "`.target {0}` lacks the 'a' suffix: this task needs `.target {1}`, which enables the "
                    "architecture-specific instructions ({2}); ptxas rejects them for plain {0}",
-                   m.target, task.arch,
-                   task.arch.starts_with("sm_90") ? "wgmma.mma_async, setmaxnreg, multicast TMA"
-                                                  : "tcgen05.*, TMEM"));
+                   m.target, task.arch, arch_features(task.arch)));
     else
       error(s, fmt::format("`.target {}` does not match this task's architecture {}: write `.target {}`",
                            m.target, task.arch, task.arch));
   }
   if (!m.version.empty()) {
-    int need = min_ptx_version_x10(task.arch);
+    const tasks::ArchFacts *facts = tasks::arch_facts(task.arch);
+    const int need = facts ? facts->min_ptx_version_x10 : 0;
     if (version_x10(m.version) < need)
       error(s, fmt::format("`.version {}` is too old for {}: it needs PTX ISA {}.{} or newer", m.version,
                            task.arch, need / 10, need % 10));
@@ -78,8 +79,39 @@ void check_target(StageResult &s, const PtxModule &m, const tasks::Task &task) {
     warning(s, "no `.address_size 64` directive (ptxas then assumes 32-bit addresses in some contexts)");
 }
 
+// A scalar parameter: a type that can hold the task scalar (or the workload symbol's every value).
+void check_scalar_param(StageResult &s, const std::string &where, const PtxParam &p, const ManifestParam &mp,
+                        const tasks::Task &task, const std::vector<LaunchPlan> &plans) {
+  std::vector<std::string> ok;
+  const bool symbol = std::find(task.symbols.begin(), task.symbols.end(), mp.name) != task.symbols.end();
+  if (symbol)
+    ok = {".u32", ".s32", ".b32", ".u64", ".s64", ".b64"};
+  else if (const auto *sc = task.find_scalar(mp.name))
+    ok = accepted_scalar_types(sc->type);
+  if (p.array_size > 0 || std::find(ok.begin(), ok.end(), p.type) == ok.end()) {
+    error(s,
+          fmt::format("{}: the entry declares `{}`, which cannot hold it; use one of {}", where,
+                      p.declaration(), fmt::join(ok, ", ")),
+          p.line);
+    return;
+  }
+  if (!symbol || ptx_type_bytes(p.type) != 4) return;
+  const bool is_signed = p.type == ".s32";
+  const std::int64_t hi = is_signed ? 2147483647LL : 4294967295LL;
+  const std::int64_t lo = is_signed ? -2147483648LL : 0;
+  for (const auto &plan : plans) {
+    auto it = plan.symbols.find(mp.name);
+    if (it == plan.symbols.end() || (it->second <= hi && it->second >= lo)) continue;
+    error(s,
+          fmt::format("{}: {} = {} in workload {} does not fit in {}", where, mp.name, it->second,
+                      plan.workload, p.type),
+          p.line);
+    return;
+  }
+}
+
 void check_params(StageResult &s, const PtxFunction &entry, const Manifest &manifest, const tasks::Task &task,
-                  std::vector<LaunchPlan> &plans) {
+                  const std::vector<LaunchPlan> &plans) {
   if (entry.params.size() != manifest.params.size()) {
     std::vector<std::string> decl;
     for (const auto &p : entry.params) decl.push_back(p.declaration());
@@ -123,38 +155,10 @@ void check_params(StageResult &s, const PtxFunction &entry, const Manifest &mani
               p.line);
         }
         break;
-      case ParamKind::scalar: {
-        std::vector<std::string> ok;
-        bool symbol = std::find(task.symbols.begin(), task.symbols.end(), mp.name) != task.symbols.end();
-        if (symbol)
-          ok = {".u32", ".s32", ".b32", ".u64", ".s64", ".b64"};
-        else if (const auto *sc = task.find_scalar(mp.name))
-          ok = accepted_scalar_types(sc->type);
-        if (p.array_size > 0 || std::find(ok.begin(), ok.end(), p.type) == ok.end()) {
-          error(s,
-                fmt::format("{}: the entry declares `{}`, which cannot hold it; use one of {}", where,
-                            p.declaration(), fmt::join(ok, ", ")),
-                p.line);
-        } else if (symbol && ptx_type_bytes(p.type) == 4) {
-          for (const auto &plan : plans) {
-            auto it = plan.symbols.find(mp.name);
-            if (it == plan.symbols.end()) continue;
-            bool is_signed = p.type == ".s32";
-            std::int64_t hi = is_signed ? 2147483647LL : 4294967295LL;
-            if (it->second > hi || it->second < (is_signed ? -2147483648LL : 0)) {
-              error(s,
-                    fmt::format("{}: {} = {} in workload {} does not fit in {}", where, mp.name, it->second,
-                                plan.workload, p.type),
-                    p.line);
-              break;
-            }
-          }
-        }
+      case ParamKind::scalar:
+        check_scalar_param(s, where, p, mp, task, plans);
         break;
-      }
     }
-    for (auto &plan : plans)
-      if (i < plan.params.size()) plan.params[i].ptx_type = p.type;
   }
 }
 
@@ -211,9 +215,10 @@ nlohmann::json targets_in_ptx(const PtxModule &module, const std::vector<tasks::
   return result;
 }
 
-StageResult run_static_checks(const PtxModule &module, const Manifest &manifest, const tasks::Task &task,
-                              std::vector<LaunchPlan> &plans, std::size_t max_instructions) {
-  StageResult s;
+namespace {
+
+void record_figures(StageResult &s, const PtxModule &module, const Manifest &manifest,
+                    const tasks::Task &task) {
   s.figures["entry"] = manifest.entry;
   s.figures["ptx_version"] = module.version;
   s.figures["ptx_target"] = module.target;
@@ -224,31 +229,28 @@ StageResult run_static_checks(const PtxModule &module, const Manifest &manifest,
   for (const auto &v : module.module_variables)
     if (v.state_space == ".global") globals.push_back(v.name);
   s.figures["module_globals"] = globals;
+}
 
-  check_target(s, module, task);
-
+// The manifest's entry when the module defines it as a kernel; else an error naming the entries there are.
+const PtxFunction *find_entry(StageResult &s, const PtxModule &module, const Manifest &manifest) {
   const PtxFunction *entry = module.find_function(manifest.entry);
-  if (!entry || !entry->is_entry || !entry->is_definition) {
-    auto entries = module.entry_names();
-    std::string what = !entry ? fmt::format("the manifest's entry '{}' is not in the module", manifest.entry)
-                       : !entry->is_entry
-                           ? fmt::format("'{}' is a .func, not a kernel (.entry)", manifest.entry)
-                           : fmt::format(".entry {} has no body", manifest.entry);
-    error(s,
-          what + (entries.empty() ? "; the module defines no .entry at all"
-                                  : fmt::format("; the module's entries: {}", fmt::join(entries, ", "))),
-          entry ? std::optional(entry->line) : std::nullopt);
-  } else {
-    check_params(s, *entry, manifest, task, plans);
-    check_launch_bounds(s, *entry, plans);
-  }
+  if (entry && entry->is_entry && entry->is_definition) return entry;
+  auto entries = module.entry_names();
+  std::string what = !entry ? fmt::format("the manifest's entry '{}' is not in the module", manifest.entry)
+                     : !entry->is_entry
+                         ? fmt::format("'{}' is a .func, not a kernel (.entry)", manifest.entry)
+                         : fmt::format(".entry {} has no body", manifest.entry);
+  error(s,
+        what + (entries.empty() ? "; the module defines no .entry at all"
+                                : fmt::format("; the module's entries: {}", fmt::join(entries, ", "))),
+        entry ? std::optional(entry->line) : std::nullopt);
+  return nullptr;
+}
 
-  if (module.instructions.size() > max_instructions)
-    error(s, fmt::format("the module has {} instructions, more than the limit of {}",
-                         module.instructions.size(), max_instructions));
-
+void warn_absent_targets_and_state(StageResult &s, const PtxModule &module, const tasks::Task &task,
+                                   const std::vector<std::string> &present) {
   for (const auto &t : task.targets)
-    if (!s.figures["targets_in_ptx"][t.name].get<bool>())
+    if (std::find(present.begin(), present.end(), t.name) == present.end())
       warning(s,
               fmt::format(
                   "target {} absent: no `{}` instruction in the PTX; the target-executed axis will be false",
@@ -262,24 +264,50 @@ StageResult run_static_checks(const PtxModule &module, const Manifest &manifest,
                       "re-verified)",
                       v.name),
           v.line);
+}
 
-  bool failed = std::any_of(s.diagnostics.begin(), s.diagnostics.end(),
-                            [](const Diagnostic &d) { return d.severity == "error"; });
-  s.status = failed ? Status::static_error : Status::ok;
-  if (failed) {
-    s.summary = std::find_if(s.diagnostics.begin(), s.diagnostics.end(), [](const Diagnostic &d) {
-                  return d.severity == "error";
-                })->text;
-  } else {
-    std::vector<std::string> present;
-    for (const auto &t : task.targets)
-      if (s.figures["targets_in_ptx"][t.name].get<bool>()) present.push_back(t.name);
-    s.summary =
-        fmt::format("{} {} ({}), {} instructions; targets in PTX: {}", module.target, manifest.entry,
-                    entry ? fmt::format("{} params", entry->params.size()) : "", module.instructions.size(),
-                    present.empty() ? "none" : fmt::format("{}", fmt::join(present, ", ")));
+}  // namespace
+
+StaticCheckResult run_static_checks(const PtxModule &module, const Manifest &manifest,
+                                    const tasks::Task &task, const std::vector<LaunchPlan> &plans,
+                                    std::size_t max_instructions) {
+  StaticCheckResult out;
+  StageResult &s = out.stage;
+  record_figures(s, module, manifest, task);
+  for (const auto &t : task.targets)
+    if (!module.instructions_with_prefix(t.ptx_mnemonic).empty()) out.targets_in_ptx.push_back(t.name);
+  check_target(s, module, task);
+  const PtxFunction *entry = find_entry(s, module, manifest);
+  if (entry) {
+    for (const auto &p : entry->params) out.entry_param_types.push_back(p.type);
+    check_params(s, *entry, manifest, task, plans);
+    check_launch_bounds(s, *entry, plans);
   }
-  return s;
+  if (module.instructions.size() > max_instructions)
+    error(s, fmt::format("the module has {} instructions, more than the limit of {}",
+                         module.instructions.size(), max_instructions));
+  warn_absent_targets_and_state(s, module, task, out.targets_in_ptx);
+
+  auto first_error = std::find_if(s.diagnostics.begin(), s.diagnostics.end(),
+                                  [](const Diagnostic &d) { return d.severity == "error"; });
+  s.status = first_error != s.diagnostics.end() ? Status::static_error : Status::ok;
+  if (s.status != Status::ok) {
+    s.summary = first_error->text;
+  } else {
+    s.summary = fmt::format(
+        "{} {} ({}), {} instructions; targets in PTX: {}", module.target, manifest.entry,
+        fmt::format("{} params", entry->params.size()), module.instructions.size(),
+        out.targets_in_ptx.empty() ? "none" : fmt::format("{}", fmt::join(out.targets_in_ptx, ", ")));
+  }
+  return out;
+}
+
+std::vector<LaunchPlan> with_param_types(std::vector<LaunchPlan> plans,
+                                         const std::vector<std::string> &entry_param_types) {
+  for (auto &plan : plans)
+    for (std::size_t i = 0; i < plan.params.size() && i < entry_param_types.size(); ++i)
+      plan.params[i].ptx_type = entry_param_types[i];
+  return plans;
 }
 
 }  // namespace ptxbench::evaluator

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "evaluator/candidate.hpp"
@@ -12,14 +13,26 @@
 
 namespace ptxbench::evaluator {
 
-/// Checks .target/.version, the entry, its parameters against the manifest
-/// (count, kinds, types), launch bounds (.reqntid/.maxntid/.reqnctapercluster)
-/// against each plan, target mnemonics, module-scope state and the instruction
-/// count. Fills each plan's ResolvedParam::ptx_type. Returns the stage with its
-/// figures (ARCHITECTURE.md: entry, ptx_version, ptx_target, targets_in_ptx,
-/// instruction_count, module_globals).
-StageResult run_static_checks(const PtxModule &module, const Manifest &manifest, const tasks::Task &task,
-                              std::vector<LaunchPlan> &plans, std::size_t max_instructions);
+/// The static stage's outcome: the stage, and what it learns from the PTX that later stages use.
+struct StaticCheckResult {
+  StageResult stage;
+  /// The declared PTX type of each entry parameter, in order (".u64", ".b8", ...); empty when the
+  /// manifest's entry is not in the module. The job needs them (with_param_types).
+  std::vector<std::string> entry_param_types;
+  std::vector<std::string> targets_in_ptx;  ///< the task's targets whose mnemonic the PTX has
+};
+
+/// Checks .target/.version, the entry, its parameters against the manifest (count, kinds, types),
+/// launch bounds (.reqntid/.maxntid/.reqnctapercluster) against each plan, target mnemonics,
+/// module-scope state and the instruction count. The stage's figures (ARCHITECTURE.md): entry,
+/// ptx_version, ptx_target, targets_in_ptx, instruction_count, module_globals.
+StaticCheckResult run_static_checks(const PtxModule &module, const Manifest &manifest,
+                                    const tasks::Task &task, const std::vector<LaunchPlan> &plans,
+                                    std::size_t max_instructions);
+
+/// `plans` with each parameter's ptx_type set from `entry_param_types` (by position).
+std::vector<LaunchPlan> with_param_types(std::vector<LaunchPlan> plans,
+                                         const std::vector<std::string> &entry_param_types);
 
 /// {target name: present} for the task's targets (mnemonic prefix match on instructions only).
 nlohmann::json targets_in_ptx(const PtxModule &module, const std::vector<tasks::TargetInstruction> &targets);

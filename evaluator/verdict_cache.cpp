@@ -10,7 +10,7 @@ using nlohmann::json;
 
 json verdict_settings(const EvaluatorSettings &settings) {
   json s = settings.to_json();
-  for (const char *path : {"worker_path", "ptxas_path", "disassembler_path", "ptxbench_path", "lock_dir"})
+  for (const char *path : {"worker_path", "ptxas_path", "disassembler_path", "nvrtc_child_path", "lock_dir"})
     s.erase(path);
   if (s.contains("worker")) {
     s["worker"].erase("prestart");

@@ -10,7 +10,9 @@
 
 #include <fmt/core.h>
 
+#include "tasks/arch.hpp"
 #include "tasks/detail/schema.hpp"
+#include "util/enum_names.hpp"
 #include "util/files.hpp"
 
 namespace ptxbench::tasks {
@@ -24,13 +26,19 @@ using nlohmann::json;
 constexpr std::size_t kMaxTaskFileBytes = 1u << 20;  // a task file is prose + a few shapes
 constexpr std::size_t kMaxRank = 5;                  // TMA's limit, and the largest the harness handles
 
-constexpr std::string_view kKnownArchs[] = {"sm_90a", "sm_100a", "sm_103a", "sm_120a"};
 constexpr std::string_view kScalarTypes[] = {"f32", "f64", "u32", "s32", "u64", "s64"};
 
-constexpr DType kAllDTypes[] = {DType::bf16, DType::f16, DType::f32, DType::e4m3, DType::e5m2, DType::i32};
-constexpr Family kAllFamilies[] = {Family::gemm, Family::attention_fwd, Family::attention_bwd};
-constexpr Distribution kAllDistributions[] = {Distribution::normal, Distribution::uniform,
-                                              Distribution::spiky, Distribution::derived};
+// The names task files and traces use; never rename one.
+constexpr util::EnumName<DType> kDTypeNames[] = {{DType::bf16, "bf16"}, {DType::f16, "f16"},
+                                                 {DType::f32, "f32"},   {DType::e4m3, "e4m3"},
+                                                 {DType::e5m2, "e5m2"}, {DType::i32, "i32"}};
+constexpr util::EnumName<Family> kFamilyNames[] = {{Family::gemm, "gemm"},
+                                                   {Family::attention_fwd, "attention_fwd"},
+                                                   {Family::attention_bwd, "attention_bwd"}};
+constexpr util::EnumName<Distribution> kDistributionNames[] = {{Distribution::normal, "normal"},
+                                                               {Distribution::uniform, "uniform"},
+                                                               {Distribution::spiky, "spiky"},
+                                                               {Distribution::derived, "derived"}};
 
 std::string reference_for(Family f) {
   switch (f) {
@@ -42,20 +50,6 @@ std::string reference_for(Family f) {
       return "cudnn_sdpa_bwd";
   }
   return "";
-}
-
-template <class E, std::size_t N>
-std::optional<E> enum_from_string(const E (&all)[N], std::string_view text) {
-  for (E e : all)
-    if (to_string(e) == text) return e;
-  return std::nullopt;
-}
-
-template <class E, std::size_t N>
-std::string enum_names(const E (&all)[N]) {
-  std::string out;
-  for (E e : all) out += (out.empty() ? "" : ", ") + to_string(e);
-  return out;
 }
 
 std::string joined(const std::vector<std::string> &names) {
@@ -95,16 +89,19 @@ class TaskReader {
       if (*id != stem) r_.error("id", fmt::format("'{}' differs from the file name '{}.json'", *id, stem));
     }
     if (auto fam = r_.string_member(root, "", "family", true)) {
-      if (auto f = enum_from_string(kAllFamilies, *fam))
+      if (auto f = util::enum_from_string(kFamilyNames, *fam))
         t_.family = *f;
       else
-        r_.error("family", fmt::format("unknown family '{}' (known: {})", *fam, enum_names(kAllFamilies)));
+        r_.error("family",
+                 fmt::format("unknown family '{}' (known: {})", *fam, util::enum_names(kFamilyNames)));
     }
     if (auto arch = r_.string_member(root, "", "arch", true)) {
       t_.arch = *arch;
-      if (std::find(std::begin(kKnownArchs), std::end(kKnownArchs), *arch) == std::end(kKnownArchs))
-        r_.error("arch",
-                 fmt::format("unknown architecture '{}' (known: sm_90a, sm_100a, sm_103a, sm_120a)", *arch));
+      if (!arch_facts(*arch)) {
+        std::vector<std::string> known;
+        for (const auto &a : known_archs()) known.emplace_back(a.arch);
+        r_.error("arch", fmt::format("unknown architecture '{}' (known: {})", *arch, joined(known)));
+      }
     }
     for (const char *key : {"title", "description"}) {
       auto text = r_.string_member(root, "", key, true);
@@ -189,7 +186,7 @@ class TaskReader {
           t.dtype = *d;
         else
           r_.error(join_path(path, "dtype"),
-                   fmt::format("unknown dtype '{}' (known: {})", *dt, enum_names(kAllDTypes)));
+                   fmt::format("unknown dtype '{}' (known: {})", *dt, util::enum_names(kDTypeNames)));
       }
       bool shape_ok = true;
       if (const json *shape = r_.array_member(j, path, "shape", true)) {
@@ -213,11 +210,11 @@ class TaskReader {
           r_.error(join_path(path, "role"), fmt::format("unknown role '{}' (known: input, output)", *role));
       }
       if (auto dist = r_.string_member(j, path, "distribution", false)) {
-        if (auto d = enum_from_string(kAllDistributions, *dist))
+        if (auto d = util::enum_from_string(kDistributionNames, *dist))
           t.distribution = *d;
         else
           r_.error(join_path(path, "distribution"), fmt::format("unknown distribution '{}' (known: {})",
-                                                                *dist, enum_names(kAllDistributions)));
+                                                                *dist, util::enum_names(kDistributionNames)));
         if (t.role == TensorRole::output)
           r_.error(join_path(path, "distribution"),
                    "applies to inputs only (outputs are written by the kernel)");
@@ -477,25 +474,11 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 }  // namespace
 
 std::string to_string(DType d) {
-  switch (d) {
-    case DType::bf16:
-      return "bf16";
-    case DType::f16:
-      return "f16";
-    case DType::f32:
-      return "f32";
-    case DType::e4m3:
-      return "e4m3";
-    case DType::e5m2:
-      return "e5m2";
-    case DType::i32:
-      return "i32";
-  }
-  throw std::logic_error("unknown DType");
+  return std::string(util::enum_to_string(kDTypeNames, d));
 }
 
 std::optional<DType> dtype_from_string(std::string_view text) {
-  return enum_from_string(kAllDTypes, text);
+  return util::enum_from_string(kDTypeNames, text);
 }
 
 std::size_t size_of(DType d) {
@@ -514,29 +497,11 @@ std::size_t size_of(DType d) {
 }
 
 std::string to_string(Family f) {
-  switch (f) {
-    case Family::gemm:
-      return "gemm";
-    case Family::attention_fwd:
-      return "attention_fwd";
-    case Family::attention_bwd:
-      return "attention_bwd";
-  }
-  throw std::logic_error("unknown Family");
+  return std::string(util::enum_to_string(kFamilyNames, f));
 }
 
 std::string to_string(Distribution d) {
-  switch (d) {
-    case Distribution::normal:
-      return "normal";
-    case Distribution::uniform:
-      return "uniform";
-    case Distribution::spiky:
-      return "spiky";
-    case Distribution::derived:
-      return "derived";
-  }
-  throw std::logic_error("unknown Distribution");
+  return std::string(util::enum_to_string(kDistributionNames, d));
 }
 
 const Tensor *Task::find_tensor(std::string_view name) const {

@@ -21,6 +21,7 @@
 #include "agent/conversation.hpp"
 #include "agent/run_config.hpp"
 #include "agent/runner.hpp"
+#include "support/support.hpp"
 #include "traces/record.hpp"
 
 using namespace ptxbench;
@@ -29,25 +30,8 @@ using Json = nlohmann::json;
 
 namespace {
 
-struct ScratchDir {
-  fs::path dir;
-  ScratchDir() {
-    std::string tmpl = (fs::temp_directory_path() / "ptxbench-agent-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    dir = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-
-std::string slurp(const fs::path &p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::ScratchDir;
+using test::slurp;
 
 /// Answers from a function of (task, sample, turn); counts calls.
 struct Script {

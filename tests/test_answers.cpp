@@ -12,6 +12,7 @@
 
 #include "evaluator/compile.hpp"
 #include "evaluator/evaluator.hpp"
+#include "support/support.hpp"
 #include "tasks/task.hpp"
 #include "util/files.hpp"
 
@@ -21,23 +22,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kAnswers = fs::path(PTXBENCH_TEST_DATA) / "answers";
-
+using test::cpu_settings;
 const tasks::Task &gemm_task() {
-  static const tasks::Task task = [] {
-    auto t = tasks::load_task_file(fs::path(PTXBENCH_SOURCE_DIR) / "tasks" / "gemm_n7168_k5120.json");
-    REQUIRE_MESSAGE(t.has_value(), t.error());
-    return *t;
-  }();
-  return task;
+  return test::repo_task("gemm_n7168_k5120");
 }
 
-EvaluatorSettings cpu_settings() {
-  EvaluatorSettings s;
-  s.run_gpu = false;
-  s.ptxbench_path = fs::path(PTXBENCH_BINARY_DIR) / "apps" / "ptxbench";
-  return s;
-}
+const fs::path kAnswers = fs::path(PTXBENCH_TEST_DATA) / "answers";
 
 std::string all_messages(const Verdict &v) {
   std::string text;
@@ -52,7 +42,7 @@ std::string all_messages(const Verdict &v) {
 
 TEST_CASE("answer corpus: every answer parses and compiles as expected.json says") {
   REQUIRE_MESSAGE(find_ptxas().has_value(), "ptxas is needed (the CUDA toolkit)");
-  REQUIRE_MESSAGE(fs::exists(cpu_settings().ptxbench_path), "build the ptxbench executable first");
+  REQUIRE_MESSAGE(find_nvrtc_child(cpu_settings()).has_value(), "build the ptxbench-nvrtc child first");
   auto text = util::read_file(kAnswers / "expected.json");
   REQUIRE_MESSAGE(text.has_value(), text.error());
   const auto expected = nlohmann::json::parse(*text, nullptr, true, /*ignore_comments=*/true);

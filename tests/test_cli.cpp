@@ -62,7 +62,8 @@ TEST_CASE("ptxbench: --help names every subcommand and the exit codes; --version
        {"tasks", "eval", "doctor", "run", "resume", "export", "report", "show", "prompt", "slurm", "merge"})
     CHECK_MESSAGE(has(help.out, std::string("  ") + sub + " "), sub);
   CHECK(has(help.out, "Exit codes"));
-  CHECK_FALSE(has(help.out, "  internal "));  // the NVRTC child helper stays hidden
+  // NVRTC runs in its own executable (ptxbench-nvrtc): the CLI has no hidden helper subcommand left.
+  CHECK(run_cli({"internal", "nvrtc", "--arch", "sm_90a"}).code == cli::kExitUsage);
 
   const Outcome version = run_cli({"--version"});
   CHECK(version.code == cli::kExitOk);
@@ -119,6 +120,18 @@ TEST_CASE("eval: ok, not ok, a missing file and an unknown task, in text and JSO
   CHECK(not_ok.code == cli::kExitVerdictFailed);
   CHECK(has(not_ok.out, "no_kernel"));
   CHECK(has(not_ok.out, "```ptx"));  // the message says what was expected
+
+  // Over the size limit (4 MiB): a verdict from the evaluator's parse stage with the file's real size.
+  const fs::path huge = tmp.path() / "huge.md";
+  std::ofstream(huge) << std::string((4u << 20) + 10, 'x');
+  const Outcome too_large =
+      run_cli({"eval", "--task", "gemm_n7168_k5120", "--no-gpu", "--json", "--response", huge.string()});
+  CHECK(too_large.code == cli::kExitVerdictFailed);
+  const auto big = nlohmann::json::parse(too_large.out);
+  CHECK(big["stages"]["parse"]["status"] == "no_kernel");
+  CHECK(has(big["stages"]["parse"]["summary"].get<std::string>(),
+            "the response is 4194314 bytes, more than the limit of 4194304 bytes"));
+  CHECK(big["stages"]["static"]["status"] == "skipped");
 
   const Outcome missing = run_cli({"eval", "--task", "gemm_n7168_k5120", "--response", "/no/such/file.md"});
   CHECK(missing.code == cli::kExitEnvironment);

@@ -13,10 +13,12 @@
 #include "evaluator/compile.hpp"
 #include "evaluator/detail/sanitizer.hpp"
 #include "evaluator/evaluator.hpp"
+#include "evaluator/nvrtc/nvrtc_compile.hpp"
 #include "evaluator/ptx.hpp"
 #include "evaluator/ptx_lines.hpp"
 #include "evaluator/sass.hpp"
 #include "evaluator/static_checks.hpp"
+#include "support/support.hpp"
 #include "util/files.hpp"
 
 using namespace ptxbench;
@@ -24,19 +26,15 @@ using namespace ptxbench::evaluator;
 namespace fs = std::filesystem;
 
 namespace {
-std::string data_file(const std::string &name) {
-  auto text = util::read_file(fs::path(PTXBENCH_TEST_DATA) / "evaluator" / name);
-  REQUIRE_MESSAGE(text.has_value(), text.error());
-  return *text;
+
+using test::cpu_settings;
+using test::replaced;
+const tasks::Task &gemm_task() {
+  return test::repo_task("gemm_n7168_k5120");
 }
 
-const tasks::Task &gemm_task() {
-  static const tasks::Task task = [] {
-    auto t = tasks::load_task_file(fs::path(PTXBENCH_SOURCE_DIR) / "tasks" / "gemm_n7168_k5120.json");
-    REQUIRE_MESSAGE(t.has_value(), t.error());
-    return *t;
-  }();
-  return task;
+std::string data_file(const std::string &name) {
+  return test::test_data(fs::path("evaluator") / name);
 }
 
 const char *kGoodManifest = R"json({
@@ -58,13 +56,6 @@ std::string manifest_error(const std::string &text) {
   auto m = parse_manifest(text, gemm_task());
   REQUIRE_MESSAGE(!m.has_value(), text);
   return m.error();
-}
-
-EvaluatorSettings cpu_settings() {
-  EvaluatorSettings s;
-  s.run_gpu = false;
-  s.ptxbench_path = fs::path(PTXBENCH_BINARY_DIR) / "apps" / "ptxbench";
-  return s;
 }
 
 // A PTX module that keeps ptxas busy for minutes: 60k FMAs over 600 live registers.
@@ -563,17 +554,12 @@ StageResult static_stage(const std::string &ptx, const std::string &manifest_tex
   REQUIRE_MESSAGE(m.has_value(), m.error());
   std::vector<LaunchPlan> plans;
   for (const auto &w : gemm_task().workloads) plans.push_back(*resolve_launch(*m, gemm_task(), w));
-  return run_static_checks(*module, *m, gemm_task(), plans, 200000);
+  return run_static_checks(*module, *m, gemm_task(), plans, 200000).stage;
 }
 bool has_diagnostic(const StageResult &s, const std::string &severity, const std::string &fragment) {
   for (const auto &d : s.diagnostics)
     if (d.severity == severity && d.text.find(fragment) != std::string::npos) return true;
   return false;
-}
-std::string replaced(std::string s, const std::string &from, const std::string &to) {
-  auto pos = s.find(from);
-  REQUIRE_MESSAGE(pos != std::string::npos, from);
-  return s.replace(pos, from.size(), to);
 }
 }  // namespace
 
@@ -651,11 +637,17 @@ TEST_CASE("static: warnings for missing targets and module state; instruction li
   auto module = parse_ptx(data_file("gemm_tma_wgmma.ptx"));
   auto m = parse_manifest(kGoodManifest, gemm_task());
   std::vector<LaunchPlan> plans{*resolve_launch(*m, gemm_task(), gemm_task().workloads[0])};
-  StageResult limited = run_static_checks(*module, *m, gemm_task(), plans, 10);
-  CHECK(limited.status == Status::static_error);
-  CHECK(has_diagnostic(limited, "error", "more than the limit of 10"));
-  CHECK(plans[0].params[0].ptx_type == ".u64");
-  CHECK(plans[0].params[1].ptx_type == ".b8");
+  StaticCheckResult limited = run_static_checks(*module, *m, gemm_task(), plans, 10);
+  CHECK(limited.stage.status == Status::static_error);
+  CHECK(has_diagnostic(limited.stage, "error", "more than the limit of 10"));
+  // The stage reports the entry's parameter types; the plans it was given stay as the parse stage made them.
+  REQUIRE(limited.entry_param_types.size() == 3);
+  CHECK(limited.entry_param_types[0] == ".u64");
+  CHECK(limited.entry_param_types[1] == ".b8");
+  CHECK(plans[0].params[0].ptx_type.empty());
+  const std::vector<LaunchPlan> typed = with_param_types(plans, limited.entry_param_types);
+  CHECK(typed[0].params[0].ptx_type == ".u64");
+  CHECK(typed[0].params[1].ptx_type == ".b8");
 }
 
 // ---------------------------------------------------------------- ptxas (real runs)
@@ -810,31 +802,6 @@ TEST_CASE("evaluate: bad input becomes a verdict") {
 
   Verdict huge = evaluate(gemm_task(), std::string(50u << 20, 'x'), cpu_settings());
   CHECK(huge.status == Status::no_kernel);
-}
-
-TEST_CASE("nvrtc: CUDA device code compiles to PTX in process and through the child") {
-  std::string source = data_file("gemm_tma_wgmma_nvrtc.cu");
-  auto ptx = nvrtc_compile_in_process(source, "sm_90a");
-  REQUIRE_MESSAGE(ptx.has_value(), ptx.error());
-  CHECK(ptx->find(".target sm_90a") != std::string::npos);
-  CHECK(ptx->find("wgmma.mma_async") != std::string::npos);
-  auto broken = nvrtc_compile_in_process("extern \"C\" __global__ void k() { undefined_call(); }", "sm_90a");
-  REQUIRE_FALSE(broken.has_value());
-  CHECK(broken.error().find("undefined_call") != std::string::npos);
-
-  fs::path exe = fs::path(PTXBENCH_BINARY_DIR) / "apps" / "ptxbench";
-  REQUIRE_MESSAGE(fs::exists(exe), "build the ptxbench executable first: " << exe.string());
-  Verdict v = evaluate(gemm_task(), data_file("response_cuda_gemm.md"), cpu_settings());
-  CHECK_MESSAGE(v.compile.status == Status::ok, v.compile.summary);
-  CHECK(v.static_checks.figures["targets_in_ptx"]["wgmma"] == true);
-  CHECK(v.static_checks.figures["targets_in_ptx"]["tma_load"] == true);
-
-  std::string bad =
-      replaced(data_file("response_cuda_gemm.md"), "float s = 0.f;", "float s = undefined_name;");
-  Verdict vb = evaluate(gemm_task(), bad, cpu_settings());
-  CHECK(vb.status == Status::compile_error);
-  CHECK(vb.compile.summary.find("NVRTC: ") == 0);
-  CHECK(vb.compile.summary.find("undefined_name") != std::string::npos);
 }
 
 // ---------------------------------------------------------------- line info for sanitizer reports

@@ -513,3 +513,26 @@ TEST_CASE(
   CHECK(wd::sol_floor_ms(task_flops("mha_fwd_d128_causal"), bytes, peak) ==
         doctest::Approx(wd::sol_floor_ms(task_flops("mha_fwd_d128"), bytes, peak) / 2).epsilon(1e-3));
 }
+
+TEST_CASE("decide_axes: the three axes from one verdict, each nullopt where its stage did not measure") {
+  ev::Verdict v;  // every stage skipped
+  auto none = ev::detail::decide_axes(v, true, 0.75, 0.5);
+  CHECK_FALSE(none.axes.correct.has_value());
+  CHECK_FALSE(none.axes.targets_executed.has_value());
+  CHECK_FALSE(none.axes.speedup.has_value());
+
+  v.correctness.status = ev::Status::incorrect;
+  v.execution = ok_execution(json::object());
+  v.timing.status = ev::Status::skipped;
+  v.timing.figures["geomean_speedup"] = 2.0;  // not ok: not an axis value
+  auto wrong = ev::detail::decide_axes(v, true, 0.75, 0.5);
+  CHECK(wrong.axes.correct == false);
+  CHECK(wrong.axes.targets_executed == ev::detail::targets_executed_axis(v.execution, true, 0.75, 0.5).value);
+  CHECK_FALSE(wrong.axes.speedup.has_value());
+
+  v.correctness.status = ev::Status::ok;
+  v.timing.status = ev::Status::ok;
+  auto right = ev::detail::decide_axes(v, true, 0.75, 0.5);
+  CHECK(right.axes.correct == true);
+  CHECK(right.axes.speedup == 2.0);
+}

@@ -34,90 +34,19 @@
 
 #include "agent/run_config.hpp"
 #include "agent/runner.hpp"
+#include "support/support.hpp"
 #include "traces/record.hpp"
 
 using namespace ptxbench;
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-struct ScratchDir {
-  fs::path dir;
-  ScratchDir() {
-    std::string tmpl = (fs::temp_directory_path() / "ptxbench-faults-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    dir = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-
-/// tests/fake_openai_server.py as a child process (port read from its first stdout line).
-class FakeServer {
- public:
-  FakeServer() {
-    for (const char *proxy :
-         {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"})
-      unsetenv(proxy);
-    log_ = fs::temp_directory_path() / ("ptxbench-faults-server-" + std::to_string(getpid()) + ".jsonl");
-    const std::string script = std::string(PTXBENCH_TEST_DATA) + "/../fake_openai_server.py";
-    int fds[2];
-    if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
-    pid_ = fork();
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-    if (pid_ == 0) {
-      dup2(fds[1], STDOUT_FILENO);
-      close(fds[0]);
-      close(fds[1]);
-      execlp("python3", "python3", script.c_str(), "--log", log_.c_str(), nullptr);
-      _exit(127);
-    }
-    close(fds[1]);
-    std::string line;
-    const auto start = Clock::now();
-    while (line.find('\n') == std::string::npos && seconds_since(start) < 20) {
-      pollfd p{fds[0], POLLIN, 0};
-      if (poll(&p, 1, 200) <= 0) continue;
-      char buffer[64];
-      const ssize_t n = read(fds[0], buffer, sizeof buffer);
-      if (n <= 0) break;
-      line.append(buffer, static_cast<std::size_t>(n));
-    }
-    close(fds[0]);
-    port_ = std::atoi(line.c_str());
-    if (port_ <= 0) throw std::runtime_error("fake server did not print its port (python3 missing?)");
-  }
-  ~FakeServer() {
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    std::error_code ec;
-    fs::remove(log_, ec);
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
-  int requests(const std::string &model) const {
-    int n = 0;
-    std::ifstream in(log_);
-    for (std::string line; std::getline(in, line);) {
-      const auto j = Json::parse(line, nullptr, false);
-      n += !j.is_discarded() && j.value("model", "") == model;
-    }
-    return n;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-  fs::path log_;
-};
+using test::Clock;
+using test::ScratchDir;
+using test::seconds_since;
+using FakeServer = test::FakeOpenAiServer;
 
 /// A TCP listener that resets every connection it accepts (SO_LINGER 0, then close): "connection reset
 /// by peer" for the client, on every attempt.
@@ -243,7 +172,7 @@ TEST_CASE(
   // 5xx burst: retried inside the client; both turns got an answer and were evaluated.
   REQUIRE(by_endpoint["burst"].size() == 2);
   for (const auto &r : by_endpoint["burst"]) CHECK(r.stop_reason != "request_failed");
-  CHECK(server.requests("burst500#faults") >= 5);  // 3 failures + 2 answers
+  CHECK(server.requests("burst500#faults").size() >= 5);  // 3 failures + 2 answers
   // Cut stream, hang past the timeout, connection reset: recorded on the trajectory's turn, with a message.
   for (const char *name : {"cut", "hang", "reset"}) {
     INFO(name);

@@ -24,99 +24,34 @@
 
 #include "llm_clients/chat_client.hpp"
 #include "llm_clients/detail/protocol.hpp"
+#include "support/support.hpp"
 
 using namespace ptxbench::llm;
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
-using Clock = std::chrono::steady_clock;
 
 namespace {
+
+using ptxbench::test::Clock;
+using ptxbench::test::seconds_since;
 
 constexpr const char *kKeyVar = "PTXBENCH_TEST_KEY";
 constexpr const char *kKey = "sk-test-5ecret-0123456789abcdef";
 constexpr const char *kWrongKeyVar = "PTXBENCH_TEST_WRONG_KEY";
 constexpr const char *kWrongKey = "sk-wrong-key-987654321";
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
+ptxbench::test::FakeOpenAiServer &server() {
+  static ptxbench::test::FakeOpenAiServer instance({"--api-key", kKey});
+  return instance;
 }
 
-/// The fake server as a child process for the whole test binary; killed at exit.
-class FakeServer {
- public:
-  FakeServer() {
-    for (const char *proxy :
-         {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"})
-      unsetenv(proxy);
-    char dir_template[] = "/tmp/ptxbench-llm-test-XXXXXX";
-    if (!mkdtemp(dir_template)) throw std::runtime_error("mkdtemp failed");
-    dir_ = dir_template;
-    log_ = dir_ / "requests.jsonl";
-    const std::string script = std::string(PTXBENCH_TEST_DATA) + "/../fake_openai_server.py";
-    int pipe_fds[2];
-    if (pipe(pipe_fds) != 0) throw std::runtime_error("pipe failed");
-    pid_ = fork();
-    if (pid_ < 0) throw std::runtime_error("fork failed");
-    if (pid_ == 0) {
-      dup2(pipe_fds[1], STDOUT_FILENO);
-      close(pipe_fds[0]);
-      close(pipe_fds[1]);
-      execlp("python3", "python3", script.c_str(), "--log", log_.c_str(), "--api-key", kKey, nullptr);
-      _exit(127);
-    }
-    close(pipe_fds[1]);
-    std::string line;
-    const auto start = Clock::now();
-    while (line.find('\n') == std::string::npos && seconds_since(start) < 20) {
-      pollfd p{pipe_fds[0], POLLIN, 0};
-      if (poll(&p, 1, 200) <= 0) continue;
-      char buffer[64];
-      ssize_t n = read(pipe_fds[0], buffer, sizeof buffer);
-      if (n <= 0) break;
-      line.append(buffer, static_cast<std::size_t>(n));
-    }
-    close(pipe_fds[0]);
-    port_ = std::atoi(line.c_str());
-    if (port_ <= 0) throw std::runtime_error("fake server did not print its port (python3 missing?)");
-  }
-  ~FakeServer() {
-    kill(pid_, SIGTERM);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  int port() const { return port_; }
-  const fs::path &dir() const { return dir_; }
-
-  /// The requests the server logged for one model name, in arrival order.
-  std::vector<nlohmann::json> requests(const std::string &model) const {
-    std::vector<nlohmann::json> out;
-    std::ifstream in(log_);
-    for (std::string line; std::getline(in, line);) {
-      auto j = nlohmann::json::parse(line, nullptr, false);
-      if (!j.is_discarded() && j["model"] == model) out.push_back(j);
-    }
-    return out;
-  }
-  /// Seconds between consecutive requests for a model (server clock).
-  std::vector<double> gaps(const std::string &model) const {
-    auto r = requests(model);
-    std::vector<double> out;
-    for (std::size_t i = 1; i < r.size(); ++i)
-      out.push_back(r[i]["t"].get<double>() - r[i - 1]["t"].get<double>());
-    return out;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-  fs::path dir_, log_;
-};
-
-FakeServer &server() {
-  static FakeServer instance;
-  return instance;
+/// Seconds between consecutive requests for a model (server clock).
+std::vector<double> request_gaps(const std::string &model) {
+  const auto r = server().requests(model);
+  std::vector<double> out;
+  for (std::size_t i = 1; i < r.size(); ++i)
+    out.push_back(r[i]["t"].get<double>() - r[i - 1]["t"].get<double>());
+  return out;
 }
 
 EndpointConfig config_for(const std::string &model) {
@@ -351,7 +286,7 @@ TEST_CASE("429 with Retry-After in seconds: waits at least that long, then succe
   REQUIRE(result.has_value());
   CHECK(result->content == "after rate limit");
   CHECK(result->attempts == 2);
-  auto gaps = server().gaps("ratelimit#s");
+  auto gaps = request_gaps("ratelimit#s");
   REQUIRE(gaps.size() == 1);
   CHECK(gaps[0] >= 0.99);  // Retry-After: 1 honoured although the jittered backoff is <= 20 ms
   CHECK(seconds_since(start) >= 1.0);
@@ -362,7 +297,7 @@ TEST_CASE("429 with Retry-After as an HTTP date") {
   auto result = run(config_for("ratelimit-date#d"));
   REQUIRE(result.has_value());
   CHECK(result->attempts == 2);
-  auto gaps = server().gaps("ratelimit-date#d");
+  auto gaps = request_gaps("ratelimit-date#d");
   REQUIRE(gaps.size() == 1);
   // The date is 2 s ahead, truncated to whole seconds by the HTTP date format: 1..2 s.
   CHECK(gaps[0] >= 0.95);
@@ -381,7 +316,7 @@ TEST_CASE("Retry-After is capped by backoff_max; retries exhausted give the stat
   CHECK(result.error().attempts == 3);
   CHECK(result.error().message.find("gave up after 3 attempts") != std::string::npos);
   CHECK(result.error().message.find("slow down") != std::string::npos);
-  for (double gap : server().gaps("always429#cap")) {
+  for (double gap : request_gaps("always429#cap")) {
     CHECK(gap >= 0.19);  // max(jitter, Retry-After 30 s) capped to 200 ms
     CHECK(gap < 0.6);
   }
@@ -410,7 +345,7 @@ TEST_CASE("a burst of 5xx is retried with exponential backoff") {
   REQUIRE(result.has_value());
   CHECK(result->content == "after 500s");
   CHECK(result->attempts == 4);
-  auto gaps = server().gaps("burst500#b");
+  auto gaps = request_gaps("burst500#b");
   REQUIRE(gaps.size() == 3);
   // Full jitter: wait i is uniform in [0, 50 * 2^i] ms; allow 300 ms for the round trip on a loaded machine.
   CHECK(gaps[0] < 0.05 + 0.3);

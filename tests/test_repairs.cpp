@@ -29,6 +29,7 @@
 #include "agent/run_config.hpp"
 #include "agent/runner.hpp"
 #include "evaluator/candidate.hpp"
+#include "support/support.hpp"
 #include "traces/export.hpp"
 #include "traces/record.hpp"
 #include "traces/report.hpp"
@@ -40,65 +41,10 @@ using Json = nlohmann::json;
 
 namespace {
 
+using test::ScratchDir;
+using FakeServer = test::FakeOpenAiServer;
+
 const fs::path kSource = fs::path(PTXBENCH_TEST_DATA).parent_path().parent_path();
-
-struct ScratchDir {
-  fs::path dir;
-  ScratchDir() {
-    std::string tmpl = (fs::temp_directory_path() / "ptxbench-repairs-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    dir = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-
-/// tests/fake_openai_server.py on a free port, stopped at scope exit.
-class FakeServer {
- public:
-  explicit FakeServer(const fs::path &log) {
-    for (const char *proxy :
-         {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"})
-      ::unsetenv(proxy);
-    const std::string script = (kSource / "tests" / "fake_openai_server.py").string();
-    int fds[2];
-    REQUIRE(::pipe(fds) == 0);
-    pid_ = ::fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      ::dup2(fds[1], STDOUT_FILENO);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      ::execlp("python3", "python3", script.c_str(), "--log", log.c_str(), nullptr);
-      ::_exit(127);
-    }
-    ::close(fds[1]);
-    std::string line;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < until) {
-      pollfd p{fds[0], POLLIN, 0};
-      if (::poll(&p, 1, 200) <= 0) continue;
-      char buffer[64];
-      const ssize_t n = ::read(fds[0], buffer, sizeof buffer);
-      if (n <= 0) break;
-      line.append(buffer, static_cast<std::size_t>(n));
-    }
-    ::close(fds[0]);
-    port_ = std::atoi(line.c_str());
-    REQUIRE_MESSAGE(port_ > 0, "the fake server did not start (python3 missing?)");
-  }
-  ~FakeServer() {
-    ::kill(pid_, SIGTERM);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-};
 
 /// The outcome expected.json gives the reference solution or probe whose kernel this is; null when none.
 Json expected_outcome(const std::string &task_id, const std::string &kernel_source) {
@@ -176,7 +122,7 @@ llm::EndpointConfig endpoint(const FakeServer &server, const std::string &model)
   llm::EndpointConfig e;
   e.name = model;
   e.model = model;
-  e.base_url = server.base_url();
+  e.base_url = server.url();
   e.max_in_flight = 2;
   return e;
 }
@@ -462,7 +408,7 @@ TEST_CASE("seeded messages: the student's conversation, then the teacher's own a
 TEST_CASE(
     "repairs against the fake server: student, teacher loop, export, card, report, resume after SIGKILL") {
   ScratchDir scratch;
-  FakeServer server(scratch.dir / "requests.jsonl");
+  FakeServer server;
   const fs::path student_dir = run_student(server, scratch.dir / "student");
   auto students = load({student_dir});
 

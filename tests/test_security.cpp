@@ -25,6 +25,7 @@
 #include "agent/run_config.hpp"
 #include "evaluator/evaluator.hpp"
 #include "evaluator/ptx.hpp"
+#include "support/support.hpp"
 #include "tasks/task.hpp"
 #include "util/files.hpp"
 #include "util/int_expr.hpp"
@@ -36,36 +37,17 @@ using nlohmann::json;
 
 namespace {
 
+using ptxbench::test::cpu_settings;
+using ptxbench::test::replaced;
+std::string read(const fs::path &p) {
+  return ptxbench::test::read_required(p);
+}
+const tasks::Task &gemm4096() {
+  return ptxbench::test::repo_task("gemm_n4096_k4096");
+}
+
 const fs::path kSource = fs::path(PTXBENCH_TEST_DATA).parent_path().parent_path();
 const fs::path kCorpus = kSource / "tests" / "adversarial";
-
-ev::EvaluatorSettings cpu_settings() {
-  ev::EvaluatorSettings s;
-  s.run_gpu = false;
-  s.ptxbench_path = fs::path(PTXBENCH_BINARY_DIR) / "apps" / "ptxbench";
-  return s;
-}
-
-const tasks::Task &gemm4096() {
-  static const tasks::Task task = [] {
-    auto t = tasks::load_task_file(kSource / "tasks" / "gemm_n4096_k4096.json");
-    REQUIRE_MESSAGE(t.has_value(), t.error());
-    return *t;
-  }();
-  return task;
-}
-
-std::string read(const fs::path &p) {
-  auto text = ptxbench::util::read_file(p);
-  REQUIRE_MESSAGE(text.has_value(), p.string());
-  return *text;
-}
-
-std::string replaced(std::string text, const std::string &from, const std::string &to) {
-  const auto at = text.find(from);
-  REQUIRE_MESSAGE(at != std::string::npos, "fixture text not found: " << from);
-  return text.replace(at, from.size(), to);
-}
 
 /// The PTX of a response (between ```ptx and the next fence).
 std::string ptx_of(const std::string &response) {
@@ -106,17 +88,14 @@ TEST_CASE("shell syntax anywhere in a response is inert: no command runs") {
   const ev::Verdict bad_expr = ev::evaluate(gemm4096(), expr_injection, cpu_settings());
   CHECK(bad_expr.status == ev::Status::bad_manifest);
 
-  // CUDA source goes through NVRTC in a child process (when the ptxbench executable is built).
-  if (fs::exists(cpu_settings().ptxbench_path)) {
-    const std::string cuda =
-        "```cuda\n#include \"$(touch " + in_cuda.string() + ")\"\n// `touch " + in_cuda.string() +
-        "`\nextern \"C\" __global__ void adv_gemm() {}\n```\n```json\n" +
-        "{\"entry\": \"adv_gemm\", \"grid\": [1, 1, 1], \"block\": [32, 1, 1], \"params\": []}\n```\n";
-    const ev::Verdict v = ev::evaluate(gemm4096(), cuda, cpu_settings());
-    CHECK(v.status == ev::Status::compile_error);  // the include does not exist
-  } else {
-    MESSAGE("ptxbench executable not built: the CUDA/NVRTC variant was not run");
-  }
+  // CUDA source goes through NVRTC in the ptxbench-nvrtc child.
+  REQUIRE_MESSAGE(ev::find_nvrtc_child(cpu_settings()).has_value(), "build the ptxbench-nvrtc child first");
+  const std::string cuda =
+      "```cuda\n#include \"$(touch " + in_cuda.string() + ")\"\n// `touch " + in_cuda.string() +
+      "`\nextern \"C\" __global__ void adv_gemm() {}\n```\n```json\n" +
+      "{\"entry\": \"adv_gemm\", \"grid\": [1, 1, 1], \"block\": [32, 1, 1], \"params\": []}\n```\n";
+  const ev::Verdict v = ev::evaluate(gemm4096(), cuda, cpu_settings());
+  CHECK(v.status == ev::Status::compile_error);  // the include does not exist
   for (const auto &p : {in_comment, in_entry, in_expr, in_prose, in_cuda})
     CHECK_MESSAGE(!fs::exists(p), "a command from the response ran: " << p.string());
 }

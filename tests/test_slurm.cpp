@@ -18,6 +18,7 @@
 #include "agent/runner.hpp"
 #include "agent/shard.hpp"
 #include "agent/slurm.hpp"
+#include "support/support.hpp"
 #include "traces/record.hpp"
 #include "traces/shards.hpp"
 #include "util/files.hpp"
@@ -30,18 +31,7 @@ namespace slurm = agent::slurm;
 
 namespace {
 
-struct Scratch {
-  fs::path dir;
-  Scratch() {
-    std::string tmpl = (fs::temp_directory_path() / "ptxbench-slurm-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    dir = tmpl;
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
+using Scratch = test::ScratchDir;
 
 /// Answers "turn <n>"; the CPU stages below turn the text into a verdict.
 class EchoClient : public llm::ChatClient {

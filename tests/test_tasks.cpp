@@ -12,7 +12,10 @@
 
 #include <unistd.h>
 
+#include "support/support.hpp"
+#include "tasks/arch.hpp"
 #include "tasks/task.hpp"
+#include "util/enum_names.hpp"
 #include "util/subprocess.hpp"
 
 namespace fs = std::filesystem;
@@ -248,6 +251,52 @@ TEST_CASE("enum names") {
   CHECK(size_of(DType::e4m3) == 1);
   CHECK(to_string(Family::attention_bwd) == "attention_bwd");
   CHECK(to_string(Distribution::spiky) == "spiky");
+  // Every DType round-trips through its one table, and nothing else is accepted.
+  for (DType d : {DType::bf16, DType::f16, DType::f32, DType::e4m3, DType::e5m2, DType::i32})
+    CHECK(dtype_from_string(to_string(d)) == d);
+  CHECK_FALSE(dtype_from_string("").has_value());
+}
+
+TEST_CASE("util::EnumName: one table read both ways; unknown names and values are told apart") {
+  enum class Colour { red, green, blue };
+  static constexpr ptxbench::util::EnumName<Colour> kNames[] = {{Colour::red, "red"},
+                                                                {Colour::green, "green"}};
+  CHECK(ptxbench::util::enum_to_string(kNames, Colour::green) == "green");
+  CHECK(ptxbench::util::enum_to_string(kNames, Colour::blue).empty());  // a table without it says nothing
+  CHECK(ptxbench::util::enum_from_string(kNames, "red") == Colour::red);
+  CHECK_FALSE(ptxbench::util::enum_from_string(kNames, "Red").has_value());
+  CHECK(ptxbench::util::enum_names(kNames) == "red, green");
+  static_assert(ptxbench::util::enum_from_string(kNames, "green") == Colour::green);
+}
+
+TEST_CASE("architecture facts: one row per architecture the loader accepts") {
+  REQUIRE(known_archs().size() == 4);
+  for (const ArchFacts &a : known_archs()) {
+    CHECK(arch_facts(a.arch) == &a);
+    CHECK(a.max_shared_bytes_per_block > 0);
+    CHECK(a.min_ptx_version_x10 >= 80);
+  }
+  CHECK(arch_facts("sm_90") == nullptr);  // the plain target is not a task architecture
+  const ArchFacts *hopper = arch_facts("sm_90a");
+  REQUIRE(hopper != nullptr);
+  REQUIRE(hopper->peaks.has_value());
+  CHECK(hopper->peaks->bf16_flops_per_s == doctest::Approx(989e12));
+  CHECK(hopper->peaks->dram_bytes_per_s == doctest::Approx(4.8e12));
+  CHECK(hopper->peaks->sm_count == 132);
+  CHECK(hopper->max_shared_bytes_per_block == 232448);
+
+  // The loader's list of known architectures is the table's.
+  const std::string text =
+      ptxbench::test::replaced(ptxbench::test::read_required(default_task_dir() / "gemm_n7168_k5120.json"),
+                               "\"sm_90a\"", "\"sm_91z\"");
+  ptxbench::test::ScratchDir dir("ptxbench-arch");
+  { std::ofstream(dir.path() / "x.json") << text; }
+  auto task = load_task_file(dir.path() / "x.json");
+  REQUIRE_FALSE(task.has_value());
+  CHECK_MESSAGE(
+      task.error().find("unknown architecture 'sm_91z' (known: sm_90a, sm_100a, sm_103a, sm_120a)") !=
+          std::string::npos,
+      task.error());
 }
 
 TEST_CASE("ptxbench tasks list/show (end to end, when the binary is built)") {

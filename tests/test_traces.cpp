@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/support.hpp"
 #include "traces/record.hpp"
 
 using namespace ptxbench;
@@ -18,27 +19,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// A private temporary directory removed at scope exit (tests only).
-struct ScratchDir {
-  fs::path dir;
-  explicit ScratchDir(const char *) {
-    std::string tmpl = (fs::temp_directory_path() / "ptxbench-traces-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    dir = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  const fs::path &path() const { return dir; }
-};
-
-std::string slurp(const fs::path &p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::ScratchDir;
+using test::slurp;
 
 traces::TurnRecord make_record(int turn, std::size_t payload_bytes = 10) {
   return traces::TurnRecord::from_json({{"format_version", traces::kFormatVersion},

@@ -64,4 +64,19 @@ TargetsExecutedAxis targets_executed_axis(const StageResult &execution, bool tas
   return axis;
 }
 
+AxesDecision decide_axes(const Verdict &verdict, bool task_has_targets, double min_work_share,
+                         double min_byte_share) {
+  AxesDecision d;
+  if (verdict.correctness.status != Status::skipped)
+    d.axes.correct = verdict.correctness.status == Status::ok;
+  TargetsExecutedAxis executed =
+      targets_executed_axis(verdict.execution, task_has_targets, min_work_share, min_byte_share);
+  d.axes.targets_executed = executed.value;
+  d.shortfalls = std::move(executed.shortfalls);
+  const json &timing = verdict.timing.figures;
+  if (verdict.timing.status == Status::ok && timing.contains("geomean_speedup"))
+    d.axes.speedup = timing["geomean_speedup"].get<double>();
+  return d;
+}
+
 }  // namespace ptxbench::evaluator::detail

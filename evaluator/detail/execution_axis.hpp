@@ -23,4 +23,14 @@ struct TargetsExecutedAxis {
 TargetsExecutedAxis targets_executed_axis(const StageResult &execution, bool task_has_targets,
                                           double min_work_share, double min_byte_share = 0);
 
+/// The three axes, decided in one place from a verdict's GPU stages: correct from the correctness
+/// status (nullopt when it was skipped), targets executed from targets_executed_axis, speedup from the
+/// timing stage's geomean_speedup (nullopt unless timing is ok). `shortfalls` as in TargetsExecutedAxis.
+struct AxesDecision {
+  Axes axes;
+  std::vector<std::string> shortfalls;
+};
+AxesDecision decide_axes(const Verdict &verdict, bool task_has_targets, double min_work_share,
+                         double min_byte_share);
+
 }  // namespace ptxbench::evaluator::detail

@@ -1,4 +1,4 @@
-#include "evaluator/detail/cuda_headers.hpp"
+#include "evaluator/nvrtc/detail/cuda_headers.hpp"
 
 #include <dlfcn.h>
 #include <nvrtc.h>
