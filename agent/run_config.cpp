@@ -12,6 +12,7 @@
 
 #include "agent/detail/json_fields.hpp"
 #include "evaluator/protocol/error.hpp"
+#include "util/enum_names.hpp"
 #include "util/files.hpp"
 
 namespace ptxbench::agent {
@@ -19,23 +20,19 @@ namespace ptxbench::agent {
 namespace fs = std::filesystem;
 using detail::FieldReader;
 
+namespace {
+constexpr util::EnumName<HistoryPolicy> kHistoryPolicyNames[] = {
+    {HistoryPolicy::full, "full"},
+    {HistoryPolicy::last_attempt, "last_attempt"},
+    {HistoryPolicy::none, "none"}};
+}  // namespace
+
 std::string to_string(HistoryPolicy p) {
-  switch (p) {
-    case HistoryPolicy::full:
-      return "full";
-    case HistoryPolicy::last_attempt:
-      return "last_attempt";
-    case HistoryPolicy::none:
-      return "none";
-  }
-  return "full";
+  return std::string(util::enum_to_string(kHistoryPolicyNames, p));
 }
 
 std::optional<HistoryPolicy> history_policy_from_string(std::string_view s) {
-  if (s == "full") return HistoryPolicy::full;
-  if (s == "last_attempt") return HistoryPolicy::last_attempt;
-  if (s == "none") return HistoryPolicy::none;
-  return std::nullopt;
+  return util::enum_from_string(kHistoryPolicyNames, s);
 }
 
 bool StopTarget::reached(const evaluator::Axes &axes) const {

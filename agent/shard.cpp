@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 
 #include "agent/run_config.hpp"
+#include "util/enum_names.hpp"
 #include "util/files.hpp"
 
 namespace ptxbench::agent {
@@ -32,14 +33,17 @@ std::string escape_part(const std::string &s) {
 
 }  // namespace
 
+namespace {
+constexpr util::EnumName<InFlightScope> kInFlightScopeNames[] = {{InFlightScope::shard, "shard"},
+                                                                 {InFlightScope::run, "run"}};
+}  // namespace
+
 std::string to_string(InFlightScope scope) {
-  return scope == InFlightScope::run ? "run" : "shard";
+  return std::string(util::enum_to_string(kInFlightScopeNames, scope));
 }
 
 std::optional<InFlightScope> in_flight_scope_from_string(std::string_view s) {
-  if (s == "shard") return InFlightScope::shard;
-  if (s == "run") return InFlightScope::run;
-  return std::nullopt;
+  return util::enum_from_string(kInFlightScopeNames, s);
 }
 
 util::Expected<ShardSpec> parse_shard_spec(std::string_view text) {

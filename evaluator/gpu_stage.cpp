@@ -563,28 +563,13 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   profile["outside_stages_seconds"] = profile["worker_run_seconds"].get<double>() - stage_seconds;
   v.profile = profile;
 
-  // The three axes.
-  switch (v.correctness.status) {
-    case Status::skipped:
-      v.axes.correct.reset();
-      break;
-    case Status::ok:
-      v.axes.correct = true;
-      break;
-    default:
-      v.axes.correct = false;
-  }
-  // Executed means run AND doing the work: a target that ran but did too little of the task's
-  // FLOPs (e.g. one wgmma beside an FFMA loop) fails the axis and is named in a warning.
-  const detail::TargetsExecutedAxis executed = detail::targets_executed_axis(
-      v.execution, !task.targets.empty(), settings.min_target_work_share, settings.min_tma_byte_share);
-  v.axes.targets_executed = executed.value;
-  for (const auto &line : executed.shortfalls)
-    v.execution.diagnostics.push_back({"warning", line, std::nullopt});
-  if (v.timing.status == Status::ok && v.timing.figures.contains("geomean_speedup"))
-    v.axes.speedup = v.timing.figures["geomean_speedup"].get<double>();
-  else
-    v.axes.speedup.reset();
+  // The three axes. Executed means run AND doing the work: a target that ran but did too little of
+  // the task's FLOPs (e.g. one wgmma beside an FFMA loop) fails the axis and is named in a warning.
+  detail::AxesDecision decided = detail::decide_axes(v, !task.targets.empty(), settings.min_target_work_share,
+                                                     settings.min_tma_byte_share);
+  v.axes = decided.axes;
+  for (auto &line : decided.shortfalls)
+    v.execution.diagnostics.push_back({"warning", std::move(line), std::nullopt});
 
   // Diagnostics for the model on faults, hangs and races.
   const Status c = v.correctness.status;

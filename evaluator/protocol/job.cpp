@@ -4,6 +4,7 @@
 
 #include "evaluator/protocol/detail/fields.hpp"
 #include "evaluator/protocol/error.hpp"
+#include "util/enum_names.hpp"
 
 namespace ptxbench::protocol {
 
@@ -12,47 +13,40 @@ using nlohmann::json;
 
 namespace {
 
-/// A closed enum's names, in declaration order: to_string and from_string both read this table.
 /// A closed enum's names, in declaration order, and what the enum is called in messages: to_string,
 /// from_string and the JSON form all read this table.
 template <class E, std::size_t N>
 struct EnumNames {
-  const char *what;
-  std::array<std::pair<E, const char *>, N> names;
+  const char *what;                     ///< the enum's name in messages
+  const util::EnumName<E> (&table)[N];  ///< its one name table
   std::string name(E e) const {
-    for (const auto &[value, text] : names)
-      if (value == e) return text;
-    return "?";
+    const std::string_view text = util::enum_to_string(table, e);
+    return text.empty() ? "?" : std::string(text);
   }
-  std::optional<E> parse(std::string_view text) const {
-    for (const auto &[value, name] : names)
-      if (text == name) return value;
-    return std::nullopt;
-  }
+  std::optional<E> parse(std::string_view text) const { return util::enum_from_string(table, text); }
 };
 
-constexpr EnumNames<ParamKind, 3> kParamKinds{
-    "parameter kind",
-    {{{ParamKind::tensor, "tensor"}, {ParamKind::scalar, "scalar"}, {ParamKind::tensor_map, "tensor_map"}}}};
-constexpr EnumNames<Swizzle, 4> kSwizzles{
-    "swizzle",
-    {{{Swizzle::none, "none"}, {Swizzle::b32, "32B"}, {Swizzle::b64, "64B"}, {Swizzle::b128, "128B"}}}};
-constexpr EnumNames<ElemType, 6> kElemTypes{"element type",
-                                            {{{ElemType::bf16, "bf16"},
-                                              {ElemType::f16, "f16"},
-                                              {ElemType::f32, "f32"},
-                                              {ElemType::e4m3, "e4m3"},
-                                              {ElemType::e5m2, "e5m2"},
-                                              {ElemType::i32, "i32"}}}};
-constexpr EnumNames<InputDistribution, 4> kDistributions{"input distribution",
-                                                         {{{InputDistribution::normal, "normal"},
-                                                           {InputDistribution::uniform, "uniform"},
-                                                           {InputDistribution::spiky, "spiky"},
-                                                           {InputDistribution::derived, "derived"}}}};
-constexpr EnumNames<JobMode, 2> kJobModes{"job mode",
-                                          {{{JobMode::full, "full"}, {JobMode::sanitize, "sanitize"}}}};
+constexpr util::EnumName<ParamKind> kParamKindsTable[] = {
+    {ParamKind::tensor, "tensor"}, {ParamKind::scalar, "scalar"}, {ParamKind::tensor_map, "tensor_map"}};
+constexpr EnumNames<ParamKind, 3> kParamKinds{"parameter kind", kParamKindsTable};
+constexpr util::EnumName<Swizzle> kSwizzlesTable[] = {
+    {Swizzle::none, "none"}, {Swizzle::b32, "32B"}, {Swizzle::b64, "64B"}, {Swizzle::b128, "128B"}};
+constexpr EnumNames<Swizzle, 4> kSwizzles{"swizzle", kSwizzlesTable};
+constexpr util::EnumName<ElemType> kElemTypesTable[] = {{ElemType::bf16, "bf16"}, {ElemType::f16, "f16"},
+                                                        {ElemType::f32, "f32"},   {ElemType::e4m3, "e4m3"},
+                                                        {ElemType::e5m2, "e5m2"}, {ElemType::i32, "i32"}};
+constexpr EnumNames<ElemType, 6> kElemTypes{"element type", kElemTypesTable};
+constexpr util::EnumName<InputDistribution> kDistributionsTable[] = {{InputDistribution::normal, "normal"},
+                                                                     {InputDistribution::uniform, "uniform"},
+                                                                     {InputDistribution::spiky, "spiky"},
+                                                                     {InputDistribution::derived, "derived"}};
+constexpr EnumNames<InputDistribution, 4> kDistributions{"input distribution", kDistributionsTable};
+constexpr util::EnumName<JobMode> kJobModesTable[] = {{JobMode::full, "full"},
+                                                      {JobMode::sanitize, "sanitize"}};
+constexpr EnumNames<JobMode, 2> kJobModes{"job mode", kJobModesTable};
 
 // Each enum's table, found by the enum's type (the JSON form below is one template over them).
+
 const auto &names_of(ParamKind) {
   return kParamKinds;
 }
