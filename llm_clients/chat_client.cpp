@@ -7,29 +7,21 @@
 
 #include "llm_clients/detail/openai_client.hpp"
 #include "llm_clients/detail/scripted_client.hpp"
+#include "util/enum_names.hpp"
 
 namespace ptxbench::llm {
 
+namespace {
+constexpr util::EnumName<ChatErrorKind> kErrorKindNames[] = {
+    {ChatErrorKind::network, "network"},         {ChatErrorKind::timeout, "timeout"},
+    {ChatErrorKind::http_status, "http_status"}, {ChatErrorKind::bad_response, "bad_response"},
+    {ChatErrorKind::length, "length"},           {ChatErrorKind::cancelled, "cancelled"},
+    {ChatErrorKind::budget, "budget"},           {ChatErrorKind::config, "config"}};
+}  // namespace
+
 std::string to_string(ChatErrorKind kind) {
-  switch (kind) {
-    case ChatErrorKind::network:
-      return "network";
-    case ChatErrorKind::timeout:
-      return "timeout";
-    case ChatErrorKind::http_status:
-      return "http_status";
-    case ChatErrorKind::bad_response:
-      return "bad_response";
-    case ChatErrorKind::length:
-      return "length";
-    case ChatErrorKind::cancelled:
-      return "cancelled";
-    case ChatErrorKind::budget:
-      return "budget";
-    case ChatErrorKind::config:
-      return "config";
-  }
-  return "unknown";
+  const std::string_view name = util::enum_to_string(kErrorKindNames, kind);
+  return name.empty() ? "unknown" : std::string(name);
 }
 
 nlohmann::json EndpointConfig::to_json_redacted() const {

@@ -124,7 +124,7 @@ enum class ChatErrorKind {
   length,        ///< finish_reason == length with no usable content (never produced: see top of file)
   cancelled,     ///< stop requested
   budget,        ///< retry budget exhausted
-  config,        ///< bad endpoint config or scripted file (added by h5)
+  config,        ///< bad endpoint config or scripted file
 };
 std::string to_string(ChatErrorKind);
 
@@ -133,7 +133,7 @@ struct ChatError {
   int http_status = 0;
   std::string message;  ///< status + body excerpt (<= 500 chars) + hint; never the key
   int attempts = 1;
-  std::string partial_content;  ///< text received before a stream broke off (added by h5)
+  std::string partial_content;  ///< text received before a stream broke off
 };
 
 class ChatClient {

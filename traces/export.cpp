@@ -11,6 +11,7 @@
 #include "traces/detail/repair_view.hpp"
 #include "traces/detail/run_view.hpp"
 #include "traces/repairs.hpp"
+#include "util/enum_names.hpp"
 #include "util/files.hpp"
 
 namespace ptxbench::traces {
@@ -19,48 +20,41 @@ using detail::Example;
 using detail::Json;
 using detail::Message;
 
+namespace {
+// The names the CLI accepts and the dataset card writes.
+constexpr util::EnumName<ExportFormat> kFormatNames[] = {{ExportFormat::messages, "messages"},
+                                                         {ExportFormat::sharegpt, "sharegpt"},
+                                                         {ExportFormat::repair_pairs, "repair-pairs"},
+                                                         {ExportFormat::improve_pairs, "improve-pairs"}};
+constexpr util::EnumName<ExportUnit> kUnitNames[] = {{ExportUnit::turn, "turn"},
+                                                     {ExportUnit::trajectory, "trajectory"}};
+constexpr util::EnumName<ReasoningMode> kReasoningNames[] = {
+    {ReasoningMode::inline_think, "inline"}, {ReasoningMode::field, "field"}, {ReasoningMode::drop, "drop"}};
+}  // namespace
+
 std::optional<ExportFormat> export_format_from_string(std::string_view s) {
-  if (s == "messages") return ExportFormat::messages;
-  if (s == "sharegpt") return ExportFormat::sharegpt;
-  if (s == "repair-pairs") return ExportFormat::repair_pairs;
-  if (s == "improve-pairs") return ExportFormat::improve_pairs;
-  return std::nullopt;
+  return util::enum_from_string(kFormatNames, s);
 }
 
 std::optional<ExportUnit> export_unit_from_string(std::string_view s) {
-  if (s == "turn") return ExportUnit::turn;
-  if (s == "trajectory") return ExportUnit::trajectory;
-  return std::nullopt;
+  return util::enum_from_string(kUnitNames, s);
 }
 
 std::optional<ReasoningMode> reasoning_mode_from_string(std::string_view s) {
-  if (s == "inline") return ReasoningMode::inline_think;
-  if (s == "field") return ReasoningMode::field;
-  if (s == "drop") return ReasoningMode::drop;
-  return std::nullopt;
+  return util::enum_from_string(kReasoningNames, s);
 }
 
 std::string_view to_string(ExportFormat f) {
-  switch (f) {
-    case ExportFormat::messages:
-      return "messages";
-    case ExportFormat::sharegpt:
-      return "sharegpt";
-    case ExportFormat::repair_pairs:
-      return "repair-pairs";
-    case ExportFormat::improve_pairs:
-      return "improve-pairs";
-  }
-  return "messages";
+  return util::enum_to_string(kFormatNames, f);
 }
 
 namespace {
 
 std::string_view to_string(ExportUnit u) {
-  return u == ExportUnit::turn ? "turn" : "trajectory";
+  return util::enum_to_string(kUnitNames, u);
 }
 std::string_view to_string(ReasoningMode m) {
-  return m == ReasoningMode::inline_think ? "inline" : m == ReasoningMode::field ? "field" : "drop";
+  return util::enum_to_string(kReasoningNames, m);
 }
 
 /// The first filter the example fails, or "" when it passes all.
