@@ -29,7 +29,9 @@
 #                           trial, every count) and as shipped; prints busy fraction and verdicts per
 #                           GPU-hour of each. GPU_CHECK_LOOP_TASKS (comma list, default the five core
 #                           tasks), GPU_CHECK_LOOP_SAMPLES / _TURNS (default 4 / 4), GPU_CHECK_LOOP_LIMIT
-#                           (seconds per run, default 600)
+#                           (seconds per run, default 600; a run stopped there finishes its turns in
+#                           flight, up to 120 s more), GPU_CHECK_LOOP_MODES (default "baseline shipped"; one
+#                           mode per call keeps a full-size pair inside a 10-minute device call)
 #   GPU_CHECK_REPAIRS_DEMO=1 scripts/repairs_demo.sh (a student run, teacher repairs, the repair-pairs card and
 #                           the report; GPU stages on) into $OUT/repairs_demo
 #   GPU_CHECK_REPORT_DEMO=1 bench/report_demo.sh with the GPU stages on (3 models x 5 core tasks x 4 x 4);
@@ -158,7 +160,7 @@ if [[ -n ${GPU_CHECK_LOOP:-} ]]; then
   for _ in $(seq 50); do [[ -s $OUT/loop/server.port ]] && break; sleep 0.1; done
   port=$(head -n1 "$OUT/loop/server.port")
   tasks=${GPU_CHECK_LOOP_TASKS:-gemm_n7168_k5120,mha_fwd_d128,mha_fwd_d128_causal,mha_bwd_d128,mha_bwd_d128_causal}
-  for mode in baseline shipped; do
+  for mode in ${GPU_CHECK_LOOP_MODES:-baseline shipped}; do
     rm -rf "$OUT/loop/$mode"
     timeout -k 120 "${GPU_CHECK_LOOP_LIMIT:-600}" "$BUILD/bench/bench_orchestrator" --gpu --model demo-60 \
       --base-url "http://127.0.0.1:$port/v1" --tasks "$tasks" --samples "${GPU_CHECK_LOOP_SAMPLES:-4}" \
@@ -168,7 +170,7 @@ if [[ -n ${GPU_CHECK_LOOP:-} ]]; then
       >>"$OUT/loop/$mode.log"
   done
   kill "$server" 2>/dev/null
-  cat "$OUT/loop/baseline.log" "$OUT/loop/shipped.log" >"$OUT/loop_table.txt"
+  for mode in ${GPU_CHECK_LOOP_MODES:-baseline shipped}; do cat "$OUT/loop/$mode.log"; done >"$OUT/loop_table.txt"
   cat "$OUT/loop_table.txt"
 fi
 
