@@ -16,6 +16,9 @@
 #                           work share (FLOPs) or byte share (TMA), candidate and library ms, speedup,
 #                           TFLOP/s, whether the verdict matches the folder's expected.json, wall time
 #   GPU_CHECK_SKIP_CTEST=1  skip the test label
+#   GPU_CHECK_BENCH_BEFORE=1 with GPU_CHECK_BENCH: each bench_eval case also runs under the earlier timing
+#                           policy (--min-seconds 0.5 --no-reuse-inputs) right before the shipped one, so the
+#                           table compares both policies within one session (rows "before" / "after")
 #   GPU_CHECK_CMAKE_ARGS=   extra configure arguments (e.g. -DPTXBENCH_CUDNN_FRONTEND_INCLUDE=DIR offline)
 #   GPU_CHECK_BENCH=1       also bench_eval (median of 5) per family (GEMM and attention, ok and incorrect,
 #                           backward; table: median wall, stages, resent-kernel cost), the
@@ -88,9 +91,15 @@ if [[ -n ${GPU_CHECK_BENCH:-} ]]; then
   echo "== bench_eval (median of 5 full evaluations per case)"
   mkdir -p "$OUT/bench"
   : >"$OUT/bench_eval.log"
-  for c in gemm_n7168_k5120/wgmma_tma gemm_n7168_k5120/probe_guard_oob mha_fwd_d128/flash_fwd \
+  for c in gemm_n7168_k5120/wgmma_tma gemm_n7168_k5120/probe_guard_oob mha_fwd_d128/wgmma_tma mha_fwd_d128/flash_fwd \
       mha_fwd_d128/probe_lse_log2 mha_bwd_d128/wgmma ${GPU_CHECK_BENCH_EXTRA:-}; do
     [[ -f $ROOT/tasks/solutions/$c/response.md ]] || continue
+    if [[ -n ${GPU_CHECK_BENCH_BEFORE:-} ]]; then
+      "$BUILD/bench/bench_eval" --task "${c%%/*}" --runs 5 --tasks-dir "$ROOT/tasks" --min-seconds 0.5 \
+        --no-reuse-inputs --response "$ROOT/tasks/solutions/$c/response.md" \
+        >"$OUT/bench/bench_eval.${c/\//.}.before.log" 2>&1
+      tail -1 "$OUT/bench/bench_eval.${c/\//.}.before.log" >>"$OUT/bench_eval.log"
+    fi
     "$BUILD/bench/bench_eval" --task "${c%%/*}" --runs 5 --tasks-dir "$ROOT/tasks" \
       --response "$ROOT/tasks/solutions/$c/response.md" >"$OUT/bench/bench_eval.${c/\//.}.log" 2>&1
     tail -1 "$OUT/bench/bench_eval.${c/\//.}.log" >>"$OUT/bench_eval.log"
@@ -98,20 +107,25 @@ if [[ -n ${GPU_CHECK_BENCH:-} ]]; then
   # One line per case: median wall, status, the median run's stages (s), speedup repeatability, resend.
   python3 - "$OUT/bench_eval.log" <<'PY' | tee "$OUT/bench_eval_table.txt"
 import json, sys
-print(f"{'case':44} {'median s':>8} {'status':10} {'compile':>7} {'correct':>7} {'timing':>7} "
-      f"{'exec':>6} {'outside':>7} {'resend s':>8} {'speedup range':>13}")
+print(f"{'case':40} {'policy':6} {'median s':>8} {'gpu s':>6} {'status':10} {'compile':>7} {'correct':>7} "
+      f"{'timing':>7} {'sampl':>6} {'inputs':>6} {'libsel':>6} {'exec':>6} {'outside':>7} {'speedup':>8} "
+      f"{'range':>6} {'resend s':>8}")
 for line in open(sys.argv[1]):
     try:
         d = json.loads(line)
     except ValueError:
         continue
     st = d["profile"]["stages"]
+    ph = st["timing"].get("phases", {})
     gpu = d["profile"].get("gpu_stage", {})
     outside = d["profile"]["wall_s"] - sum(v["s"] for v in st.values())
     name = d["task"] + "/" + d["response"].split("/")[-2]
-    print(f"{name:44} {d['median_wall_s']:8.3f} {d['status']:10} {st['compile']['s']:7.3f} "
-          f"{st['correctness']['s']:7.3f} {st['timing']['s']:7.3f} {st['execution']['s']:6.3f} "
-          f"{outside:7.3f} {d['resend_s']:8.4f} {d['speedup_rel_range']:13.4f}")
+    policy = "before" if not d.get("reuse_correctness_inputs", True) else "after"
+    print(f"{name:40} {policy:6} {d['median_wall_s']:8.3f} {gpu.get('worker_run_seconds', 0):6.3f} "
+          f"{d['status']:10} {st['compile']['s']:7.3f} {st['correctness']['s']:7.3f} {st['timing']['s']:7.3f} "
+          f"{ph.get('sampling', 0):6.3f} {ph.get('inputs', 0):6.3f} {ph.get('library_selection', 0):6.3f} "
+          f"{st['execution']['s']:6.3f} {outside:7.3f} {d['speedup_median']:8.4f} "
+          f"{d['speedup_rel_range']:6.4f} {d['resend_s']:8.4f}")
 PY
   if [[ ${GPU_CHECK_BENCH_FIDELITY:-1} != 0 ]]; then
   echo "== fidelity: our cuBLASLt vs torch.matmul (do_bench)"
