@@ -6,6 +6,7 @@
 //              [--tasks-dir DIR] [--worker PATH] [--all-trials] [--no-prestart] [--prestart-cupti]
 //              [--min-seconds S] [--no-reuse-inputs]   (the timing policy's min_seconds and
 //              reuse_correctness_inputs, to compare policies within one session)
+//              [--verdicts FILE]  (every run's verdict, one JSON line each, with every timing sample)
 // Prints one line per run, the profile of the median run, the cost of a resent
 // identical kernel (verdict cache), and a JSON summary last.
 #include <algorithm>
@@ -25,7 +26,7 @@
 namespace ev = ptxbench::evaluator;
 
 int main(int argc, char **argv) {
-  std::string task_id, response_path, tasks_dir, worker;
+  std::string task_id, response_path, tasks_dir, worker, verdicts_path;
   int runs = 5;
   bool all_trials = false, prestart = true, prestart_cupti = false, reuse_inputs = true;
   double min_seconds = -1;  // < 0: the policy's default
@@ -64,6 +65,8 @@ int main(int argc, char **argv) {
       tasks_dir = argv[i];
     else if (a == "--worker")
       worker = argv[i];
+    else if (a == "--verdicts")
+      verdicts_path = argv[i];
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -93,6 +96,7 @@ int main(int argc, char **argv) {
   settings.worker.prestart_cupti = prestart_cupti;
   settings.timing.reuse_correctness_inputs = reuse_inputs;
   if (min_seconds >= 0) settings.timing.min_seconds = min_seconds;
+  settings.timing.record_samples = !verdicts_path.empty();
   if (const std::string why = ev::gpu_unavailable_reason(settings); !why.empty()) {
     std::printf("SKIPPED: %s\n", why.c_str());
     return 77;
@@ -119,6 +123,14 @@ int main(int argc, char **argv) {
         r + 1, status.c_str(), wall, cpu_s, v.correctness.wall_seconds, v.timing.wall_seconds,
         v.execution.wall_seconds, wall - cpu_s - gpu_s - v.sanitizer.wall_seconds, speedup);
     std::fflush(stdout);
+  }
+  if (!verdicts_path.empty()) {
+    std::string lines;
+    for (const auto &v : verdicts) lines += v.dump() + "\n";
+    if (auto w = ptxbench::util::write_file_atomic(verdicts_path, lines); !w) {
+      std::fprintf(stderr, "%s\n", w.error().c_str());
+      return 3;
+    }
   }
   // The median run's profile: every stage, the worker's own phases and the pool, in seconds.
   std::size_t median_run = 0;

@@ -248,6 +248,29 @@ WorkerRun run_worker(const std::vector<std::string> &argv, const fs::path &job_d
 }
 
 /// Runs the job on a pre-started worker (which said "ready"): its job and result paths on one stdin line.
+/// Where the worker run's time went outside the stages, from the worker's steady-clock marks (one
+/// clock for every process): job_line (the job handed over until the worker read it), job_load (job
+/// parse, cubin load: until the first stage), exit (the result written until the process was reaped:
+/// the CUDA context's teardown). Absent marks are left out.
+json handover_seconds(const json &worker, std::chrono::steady_clock::time_point sent,
+                      std::chrono::steady_clock::time_point reaped) {
+  json out = json::object();
+  if (!worker.is_object() || !worker.contains("clock") || !worker["clock"].is_object()) return out;
+  const json &clock = worker["clock"];
+  const auto at = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(t.time_since_epoch()).count();
+  };
+  const auto mark = [&](const char *name) -> std::optional<double> {
+    if (!clock.contains(name) || !clock[name].is_number()) return std::nullopt;
+    return clock[name].get<double>();
+  };
+  const auto received = mark("job_received"), started = mark("stages_start"), finished = mark("finished");
+  if (received) out["job_line"] = *received - at(sent);
+  if (received && started) out["job_load"] = *started - *received;
+  if (finished) out["exit"] = at(reaped) - *finished;
+  return out;
+}
+
 WorkerRun run_prestarted(util::StartedProcess worker, const fs::path &job_path, const fs::path &result_path,
                          std::chrono::milliseconds wall) {
   WorkerRun run;
@@ -488,8 +511,9 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
     profile["prestarted_exit"] = run.process.describe();
     run = one_shot();
   }
-  profile["worker_run_seconds"] =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - worker_start).count();
+  const auto worker_end = std::chrono::steady_clock::now();
+  profile["worker_run_seconds"] = std::chrono::duration<double>(worker_end - worker_start).count();
+  profile["worker_handover"] = handover_seconds(run.result.worker, worker_start, worker_end);
   // The next candidate's worker sets itself up while this process does CPU work; it waits for the lock.
   if (settings.worker.prestart) detail::WorkerPool::shared().refill(key);
   if (sass_handover.joinable()) sass_handover.join();

@@ -106,6 +106,7 @@ TEST_CASE("protocol: every policy survives to_json -> from_json, guard_bytes inc
   t.cooldown_max_ms = 2;
   t.library_preroll = false;
   t.reuse_correctness_inputs = false;
+  t.record_samples = true;
   CHECK(round_trip(t) == t);
   CHECK_FALSE(round_trip(p::TimingPolicy{}) == t);
 

@@ -31,6 +31,7 @@ void fields(IO &io, TimingPolicy &p) {
   io("cooldown_max_ms", p.cooldown_max_ms, Bounds{0});
   io("library_preroll", p.library_preroll);
   io("reuse_correctness_inputs", p.reuse_correctness_inputs);
+  io("record_samples", p.record_samples);
 }
 
 template <class IO>

@@ -57,6 +57,9 @@ struct TimingPolicy {
   /// candidate's launch) are the timing stage's input sets, so timing does not fill and run the reference
   /// again. false: timing draws and checks its own sets.
   bool reuse_correctness_inputs = true;
+  /// true: each workload's timing figures also list every sample in ms, candidate and library, in
+  /// sampling order (`candidate_samples_ms`, `library_samples_ms`), for studies of the spread
+  bool record_samples = false;
   PTXBENCH_PROTOCOL_EQUALITY(TimingPolicy)
 };
 

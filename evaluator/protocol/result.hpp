@@ -4,7 +4,8 @@
 //
 // result.json: {environment{...}, base_seed, stages: {correctness|execution|timing: StageResult},
 //               finished: bool, fatal: {stage, status} | absent,
-//               worker: {prestarted, phase_seconds{...}, prewarm_errors{...}} (the worker's own time
+//               worker: {prestarted, phase_seconds{...}, prewarm_errors{...}, clock{job_received,
+//               stages_start, finished} (steady-clock seconds, comparable with the evaluator's)} (the worker's own time
 //               before the stages)}
 #pragma once
 

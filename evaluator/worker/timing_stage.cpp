@@ -283,6 +283,10 @@ json Worker::workload_timing(const JobWorkload &w, const TimingSamples &samples,
              {"flops", w.spec.flops},
              {"bytes", w.spec.bytes}};
   wj.update(peak.to_json());
+  if (run.tp.record_samples) {
+    wj["candidate_samples_ms"] = cand_ms;
+    wj["library_samples_ms"] = lib_ms;
+  }
   return wj;
 }
 

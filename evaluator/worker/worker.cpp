@@ -114,7 +114,9 @@ int run_job_file(const std::string &job_path, const std::string &result_path) {
     return exit_code::kNoDevice;
   }
   return run_job_on(job_path, result_path, *device,
-                    json{{"prestarted", false}, {"phase_seconds", {{"context", seconds_since(start)}}}});
+                    json{{"prestarted", false},
+                         {"phase_seconds", {{"context", seconds_since(start)}}},
+                         {"clock", {{"job_received", detail::monotonic_seconds()}}}});
 }
 
 int serve_prestarted(int device_ordinal, const std::string &lock_path, bool cupti) {
@@ -157,12 +159,13 @@ int serve_prestarted(int device_ordinal, const std::string &lock_path, bool cupt
   std::string line;
   if (!std::getline(std::cin, line)) return exit_code::kFinished;  // the pool closed: no job for this worker
   mark("idle");
+  const double received = detail::monotonic_seconds();
   const std::size_t tab = line.find('\t');
   if (tab == std::string::npos) {
     std::fprintf(stderr, "ptxbench-worker: expected JOB<TAB>RESULT on stdin, got '%s'\n", line.c_str());
     return exit_code::kBadJob;
   }
-  json figures = {{"prestarted", true}, {"phase_seconds", phases}};
+  json figures = {{"prestarted", true}, {"phase_seconds", phases}, {"clock", {{"job_received", received}}}};
   if (!warm.empty()) figures["prewarm_errors"] = warm;
   return run_job_on(line.substr(0, tab), line.substr(tab + 1), *device, std::move(figures));
 }

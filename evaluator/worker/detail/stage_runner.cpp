@@ -47,6 +47,7 @@ int Worker::run() {
   }
   if (std::string why = kernel_.load(cubin, job_.entry); !why.empty())
     fatal("correctness", Status::launch_error, why);
+  result_.worker["clock"]["stages_start"] = monotonic_seconds();
 
   bool correct = true;
   if (job_.wants("correctness")) correct = correctness_stage();
@@ -72,6 +73,7 @@ void Worker::set_stage(const std::string &name, protocol::StageResult stage) {
 
 void Worker::finish() {
   result_.finished = true;
+  result_.worker["clock"]["finished"] = monotonic_seconds();
   flush();
 }
 

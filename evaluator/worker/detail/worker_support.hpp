@@ -26,6 +26,9 @@ using protocol::Status;
 namespace exit_code = protocol::exit_code;
 
 double seconds_since(Clock::time_point t);
+/// Seconds on the steady clock (CLOCK_MONOTONIC, one clock for every process on the machine): the
+/// result's `worker.clock` marks, which the evaluator compares with its own.
+double monotonic_seconds();
 /// A 64-bit mixer (seeds of trials, input sets, tensors).
 std::uint64_t mix(std::uint64_t x);
 std::uint64_t name_hash(const std::string &s);
