@@ -141,7 +141,9 @@ void Runner::Impl::supervise() {
       const int n = options.interrupts->load();
       if (n > interrupts_seen) {
         interrupts_seen = n;
-        progress->message("interrupted: finishing the turns in flight (Ctrl-C again to quit at once)");
+        progress->message(
+            "interrupted: finishing the stages in progress; queued turns are redone on resume (Ctrl-C again "
+            "to quit at once)");
         request_stop(RunEnd::interrupted, "interrupted by Ctrl-C");
       }
     }

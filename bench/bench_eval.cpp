@@ -3,9 +3,11 @@
 // its speedup repeats. Evaluations run back to back in one process, as in a run:
 // from the second on, the worker was pre-started while the previous one ended.
 //   bench_eval --task gemm_n7168_k5120 --response tasks/solutions/.../response.md [--runs 5]
-//              [--tasks-dir DIR] [--worker PATH] [--all-trials] [--no-prestart] [--prestart-cupti]
-//              [--min-seconds S] [--no-reuse-inputs]   (the timing policy's min_seconds and
-//              reuse_correctness_inputs, to compare policies within one session)
+//              [--tasks-dir DIR] [--worker PATH] [--all-trials] [--no-prestart] [--no-prestart-cupti]
+//              [--wait-for-exit]
+//              [--min-seconds S] [--no-reuse-inputs] [--paired-min-samples N]   (the timing policy's
+//              min_seconds, reuse_correctness_inputs and paired_min_samples (0 = speedup from the two
+//              medians), to compare policies within one session)
 //              [--verdicts FILE]  (every run's verdict, one JSON line each, with every timing sample)
 // Prints one line per run, the profile of the median run, the cost of a resent
 // identical kernel (verdict cache), and a JSON summary last.
@@ -28,8 +30,10 @@ namespace ev = ptxbench::evaluator;
 int main(int argc, char **argv) {
   std::string task_id, response_path, tasks_dir, worker, verdicts_path;
   int runs = 5;
-  bool all_trials = false, prestart = true, prestart_cupti = false, reuse_inputs = true;
-  double min_seconds = -1;  // < 0: the policy's default
+  bool all_trials = false, prestart = true, prestart_cupti = ev::EvaluatorSettings{}.worker.prestart_cupti,
+       reuse_inputs = true, wait_for_exit = false;
+  double min_seconds = -1;      // < 0: the policy's default
+  int paired_min_samples = -1;  // < 0: the policy's default
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--all-trials") {
@@ -40,12 +44,16 @@ int main(int argc, char **argv) {
       prestart = false;
       continue;
     }
+    if (a == "--wait-for-exit") {
+      wait_for_exit = true;
+      continue;
+    }
     if (a == "--no-reuse-inputs") {
       reuse_inputs = false;
       continue;
     }
-    if (a == "--prestart-cupti") {
-      prestart_cupti = true;
+    if (a == "--prestart-cupti" || a == "--no-prestart-cupti") {
+      prestart_cupti = a == "--prestart-cupti";
       continue;
     }
     if (i + 1 >= argc) {
@@ -61,6 +69,8 @@ int main(int argc, char **argv) {
       runs = std::max(1, std::atoi(argv[i]));
     else if (a == "--min-seconds")
       min_seconds = std::atof(argv[i]);
+    else if (a == "--paired-min-samples")
+      paired_min_samples = std::atoi(argv[i]);
     else if (a == "--tasks-dir")
       tasks_dir = argv[i];
     else if (a == "--worker")
@@ -94,8 +104,10 @@ int main(int argc, char **argv) {
   settings.correctness.all_trials = all_trials;
   settings.worker.prestart = prestart;
   settings.worker.prestart_cupti = prestart_cupti;
+  settings.worker.wait_for_exit = wait_for_exit;
   settings.timing.reuse_correctness_inputs = reuse_inputs;
   if (min_seconds >= 0) settings.timing.min_seconds = min_seconds;
+  if (paired_min_samples >= 0) settings.timing.paired_min_samples = paired_min_samples;
   settings.timing.record_samples = !verdicts_path.empty();
   if (const std::string why = ev::gpu_unavailable_reason(settings); !why.empty()) {
     std::printf("SKIPPED: %s\n", why.c_str());
@@ -191,6 +203,8 @@ int main(int argc, char **argv) {
                             {"min_seconds", settings.timing.min_seconds},
                             {"reuse_correctness_inputs", reuse_inputs},
                             {"prestart_cupti", prestart_cupti},
+                            {"paired_min_samples", settings.timing.paired_min_samples},
+                            {"wait_for_exit", wait_for_exit},
                             {"resend_s", resend_s},
                             {"resend_reused", reused},
                             {"profile", profile}};

@@ -8,8 +8,10 @@
 //                      [--tasks ID,ID,...] [--baseline]
 // --gpu runs the GPU stages too (on a GPU machine) and prints each GPU's busy fraction (time its GPU
 // stage ran / wall) and verdicts per GPU-hour. --baseline turns off what makes verdicts cheap (verdict
-// reuse, pre-started workers, early stop, skipped counts of incorrect kernels) for a before/after pair
-// measured in one session; library selections stay cached across workers either way.
+// reuse, pre-started workers, early stop, skipped counts of incorrect kernels, the timing policy's
+// shorter minimum, reused correctness inputs and paired-ratio stop) for a before/after pair measured in
+// one session; library selections stay cached across workers either way. SIGTERM (a time limit) ends
+// the run after the stages in progress and prints the figures so far.
 // With tests/fake_openai_server.py, --model repair answers GEMM tasks with a kernel that fails to
 // compile and then the fixed one, so the turns exercise ptxas and the repair prompts.
 #include <signal.h>
@@ -36,7 +38,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// SIGTERM/SIGINT (e.g. from `timeout`): the run finishes the turns in flight and the figures so far are
+// SIGTERM/SIGINT (e.g. from `timeout`): the run finishes the stages in progress and the figures so far are
 // printed, so a run cut by a time limit still reports its busy fraction.
 std::atomic<int> g_interrupts{0};
 extern "C" void on_signal(int) {
@@ -130,6 +132,9 @@ int main(int argc, char **argv) {
     c.evaluator.worker.prestart = false;
     c.evaluator.correctness.all_trials = true;
     c.evaluator.worker.incorrect_execution_budget = std::chrono::hours(1);
+    c.evaluator.timing.min_seconds = 0.5;
+    c.evaluator.timing.reuse_correctness_inputs = false;
+    c.evaluator.timing.paired_min_samples = 0;
   }
   c.out_dir = out;
 
@@ -170,10 +175,11 @@ int main(int argc, char **argv) {
   const int n = std::max(1, result.turns_recorded);
   const double self_ms = cpu_ms(self1.ru_utime, self1.ru_stime) - cpu_ms(self0.ru_utime, self0.ru_stime);
   const double child_ms = cpu_ms(child1.ru_utime, child1.ru_stime) - cpu_ms(child0.ru_utime, child0.ru_stime);
-  fmt::print(
-      "bench_orchestrator: 2 models x {} tasks x {} samples x {} turns, client {}, GPU stages {}{}\n",
-      tasks.size(), samples, turns, base_url.empty() ? "scripted" : base_url, gpu ? "on" : "off",
-      baseline ? " (baseline: no verdict reuse, no pre-started workers, every trial, every count)" : "");
+  fmt::print("bench_orchestrator: 2 models x {} tasks x {} samples x {} turns, client {}, GPU stages {}{}\n",
+             tasks.size(), samples, turns, base_url.empty() ? "scripted" : base_url, gpu ? "on" : "off",
+             baseline ? " (baseline: no verdict reuse, no pre-started workers, every trial, every count, the "
+                        "earlier timing policy)"
+                      : "");
   fmt::print("  turns recorded        {} in {:.2f} s wall ({})\n", result.turns_recorded, result.wall_seconds,
              result.end == agent::RunEnd::completed ? "completed" : result.message);
   std::string st;

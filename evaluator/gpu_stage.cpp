@@ -194,6 +194,9 @@ std::string signal_name(int sig) {
   return "signal " + std::to_string(sig) + (d ? std::string(" (") + d + ")" : "");
 }
 
+/// A worker that has written its result gets this long to exit before its process group is killed.
+constexpr std::chrono::milliseconds kExitingWorkerLimit{30'000};
+
 struct WorkerRun {
   bool started = false;
   std::string start_error;
@@ -201,6 +204,9 @@ struct WorkerRun {
   protocol::WorkerResult result;  ///< result.json as the worker left it (empty when none)
   bool has_result = false;        ///< result.json was there and read
   std::string result_error;       ///< why result.json could not be read ("" = read, or none written)
+  /// A pre-started worker that said it had finished (result complete) and is still tearing down: it
+  /// holds the GPU until it exits (WorkerPool::reap_later).
+  std::optional<util::StartedProcess> exiting;
 };
 
 /// Reads result.json into `run` (no file: no stages; an unreadable one: no stages and why).
@@ -272,10 +278,22 @@ json handover_seconds(const json &worker, std::chrono::steady_clock::time_point 
 }
 
 WorkerRun run_prestarted(util::StartedProcess worker, const fs::path &job_path, const fs::path &result_path,
-                         std::chrono::milliseconds wall) {
+                         std::chrono::milliseconds wall, bool wait_for_exit) {
   WorkerRun run;
   run.started = true;
-  run.process = worker.finish(job_path.string() + "\t" + result_path.string() + "\n", wall);
+  const std::string input = job_path.string() + "\t" + result_path.string() + "\n";
+  run.process = wait_for_exit ? worker.finish(input, wall)
+                              : worker.finish_until_line(input, protocol::kFinishedLinePrefix, wall);
+  if (run.process.still_running) {
+    // The exit code it announced stands for the one it is about to return.
+    const std::string prefix = protocol::kFinishedLinePrefix;
+    const std::string &out = run.process.stdout_text;
+    std::size_t at = out.starts_with(prefix) ? 0 : out.find("\n" + prefix);
+    if (at != 0) at = at == std::string::npos ? out.size() : at + 1;
+    run.process.exit_code = std::atoi(out.c_str() + std::min(out.size(), at + prefix.size()));
+    run.process.still_running = false;
+    run.exiting.emplace(std::move(worker));
+  }
   read_result(result_path, run);
   return run;
 }
@@ -470,11 +488,11 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   }
   // Held until the end, sanitizer rerun included: one GPU stage at a time per GPU.
   const auto lock_start = std::chrono::steady_clock::now();
-  GpuLock lock(settings.lock_dir, lock_file(settings));
+  auto lock = std::make_shared<GpuLock>(settings.lock_dir, lock_file(settings));
   profile["lock_wait_seconds"] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - lock_start).count();
-  if (!lock.error().empty()) {
-    skip_gpu_stages(v, lock.error());
+  if (!lock->error().empty()) {
+    skip_gpu_stages(v, lock->error());
     v.finalize_status();
     return;
   }
@@ -501,8 +519,9 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
                       dir.path(), result_path, settings.device, settings.worker.wall,
                       settings.worker.cpu_seconds);
   };
-  WorkerRun run =
-      ready ? run_prestarted(std::move(*ready), job_path, result_path, settings.worker.wall) : one_shot();
+  WorkerRun run = ready ? run_prestarted(std::move(*ready), job_path, result_path, settings.worker.wall,
+                                         settings.worker.wait_for_exit)
+                        : one_shot();
   profile["worker"] = ready ? "prestarted" : "one_shot";
   // A pre-started worker that died before it took the job (no result file at all) is no verdict on the
   // candidate: run the job again in a fresh worker.
@@ -514,6 +533,8 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   const auto worker_end = std::chrono::steady_clock::now();
   profile["worker_run_seconds"] = std::chrono::duration<double>(worker_end - worker_start).count();
   profile["worker_handover"] = handover_seconds(run.result.worker, worker_start, worker_end);
+  // A worker still tearing down keeps the GPU lock until it exits, after this verdict is made.
+  profile["worker_exit"] = run.exiting ? "after the verdict" : "waited for";
   // The next candidate's worker sets itself up while this process does CPU work; it waits for the lock.
   if (settings.worker.prestart) detail::WorkerPool::shared().refill(key);
   if (sass_handover.joinable()) sass_handover.join();
@@ -600,12 +621,18 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   const bool wants_sanitizer =
       c == Status::runtime_error || c == Status::timeout || c == Status::nondeterministic;
   if (settings.run_sanitizer && wants_sanitizer) {
+    if (run.exiting) {  // the rerun needs the GPU to itself
+      (void)run.exiting->reap(kExitingWorkerLimit);
+      run.exiting.reset();
+    }
     run_sanitizer(candidate, task, job, dir.path(), worker, candidate.sass_listing, settings);
   } else {
     v.sanitizer.status = Status::skipped;
     v.sanitizer.summary = wants_sanitizer ? "sanitizer disabled" : "not needed (no fault, hang or race)";
   }
   v.finalize_status();
+  if (run.exiting)
+    detail::WorkerPool::shared().reap_later(std::move(*run.exiting), lock, kExitingWorkerLimit);
 }
 
 }  // namespace ptxbench::evaluator

@@ -15,6 +15,7 @@ json verdict_settings(const EvaluatorSettings &settings) {
   if (s.contains("worker")) {
     s["worker"].erase("prestart");
     s["worker"].erase("prestart_cupti");
+    s["worker"].erase("wait_for_exit");
     s["worker"].erase("selection_cache_dir");
   }
   return s;

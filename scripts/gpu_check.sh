@@ -16,9 +16,10 @@
 #                           work share (FLOPs) or byte share (TMA), candidate and library ms, speedup,
 #                           TFLOP/s, whether the verdict matches the folder's expected.json, wall time
 #   GPU_CHECK_SKIP_CTEST=1  skip the test label
-#   GPU_CHECK_BENCH_BEFORE=1 with GPU_CHECK_BENCH: each bench_eval case also runs under the earlier timing
-#                           policy (--min-seconds 0.5 --no-reuse-inputs) right before the shipped one, so the
-#                           table compares both policies within one session (rows "before" / "after")
+#   GPU_CHECK_BENCH_BEFORE=1 with GPU_CHECK_BENCH: each bench_eval case also runs under the earlier settings
+#                           (--min-seconds 0.5 --no-reuse-inputs --paired-min-samples 0 --no-prestart-cupti
+#                           --wait-for-exit) right before the shipped ones, so the table compares both within
+#                           one session (rows "before" / "after")
 #   GPU_CHECK_CMAKE_ARGS=   extra configure arguments (e.g. -DPTXBENCH_CUDNN_FRONTEND_INCLUDE=DIR offline)
 #   GPU_CHECK_BENCH=1       also bench_eval (median of 5) per family (GEMM and attention, ok and incorrect,
 #                           backward; table: median wall, stages, resent-kernel cost), the
@@ -32,8 +33,8 @@
 #                           trial, every count) and as shipped; prints busy fraction and verdicts per
 #                           GPU-hour of each. GPU_CHECK_LOOP_TASKS (comma list, default the five core
 #                           tasks), GPU_CHECK_LOOP_SAMPLES / _TURNS (default 4 / 4), GPU_CHECK_LOOP_LIMIT
-#                           (seconds per run, default 600; a run stopped there finishes its turns in
-#                           flight, up to 120 s more), GPU_CHECK_LOOP_MODES (default "baseline shipped"; one
+#                           (seconds per run, default 600; a run stopped there finishes the stages in
+#                           progress and prints its figures so far), GPU_CHECK_LOOP_MODES (default "baseline shipped"; one
 #                           mode per call keeps a full-size pair inside a 10-minute device call)
 #   GPU_CHECK_REPAIRS_DEMO=1 scripts/repairs_demo.sh (a student run, teacher repairs, the repair-pairs card and
 #                           the report; GPU stages on) into $OUT/repairs_demo
@@ -96,7 +97,7 @@ if [[ -n ${GPU_CHECK_BENCH:-} ]]; then
     [[ -f $ROOT/tasks/solutions/$c/response.md ]] || continue
     if [[ -n ${GPU_CHECK_BENCH_BEFORE:-} ]]; then
       "$BUILD/bench/bench_eval" --task "${c%%/*}" --runs 5 --tasks-dir "$ROOT/tasks" --min-seconds 0.5 \
-        --no-reuse-inputs --response "$ROOT/tasks/solutions/$c/response.md" \
+        --no-reuse-inputs --paired-min-samples 0 --no-prestart-cupti --wait-for-exit --response "$ROOT/tasks/solutions/$c/response.md" \
         >"$OUT/bench/bench_eval.${c/\//.}.before.log" 2>&1
       tail -1 "$OUT/bench/bench_eval.${c/\//.}.before.log" >>"$OUT/bench_eval.log"
     fi

@@ -202,6 +202,58 @@ TEST_CASE("loop: Ctrl-C stops cleanly (resumable), then resume finishes with no 
 }
 
 TEST_CASE(
+    "loop: a stop ends with the GPU stage in progress; the turns queued for the GPU are redone on resume") {
+  ScratchDir tmp;
+  auto script = std::make_shared<Script>();
+  script->answer = [](const llm::ChatRequest &) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+    return text("CORRECT");
+  };
+  std::atomic<int> interrupts{0}, gpu_runs{0};
+  agent::RunServices s = fake_services(script);
+  s.gpu_unavailable_reason = [](const evaluator::EvaluatorSettings &) { return std::string(); };
+  s.probe_environment = [](const evaluator::EvaluatorSettings &) { return Json{{"device_count", 1}}; };
+  s.cpu_stages = [](const tasks::Task &task, std::string_view response,
+                    const evaluator::EvaluatorSettings &e) {
+    evaluator::CompiledCandidate c = fake_cpu_stages(task, response, e);
+    c.cubin = "cubin";
+    c.plans.resize(1);  // ready for the GPU stages
+    return c;
+  };
+  s.gpu_stages = [&](evaluator::CompiledCandidate &, const tasks::Task &,
+                     const evaluator::EvaluatorSettings &) {
+    if (++gpu_runs == 2) interrupts = 1;  // "Ctrl-C" during the second GPU stage
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+  auto c = base_config(tmp.dir / "run", 1, 4, 1);  // 2 tasks x 4 samples x 1 turn: 8 GPU stages
+  c.evaluator.run_gpu = true;
+  c.stop = agent::StopTarget{false, false, std::nullopt};
+  agent::RunOptions o = quiet();
+  o.interrupts = &interrupts;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto first = agent::Runner::start(c, s, o);
+  REQUIRE(first);
+  const agent::RunResult r = (*first)->run();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(r.end == agent::RunEnd::interrupted);
+  // The stop is seen within 0.1 s, while the second stage runs: no third one starts (one more at most
+  // on a slow machine), and the queue (up to 6 stages, 1.8 s) is not drained.
+  CHECK(gpu_runs.load() <= 3);
+  CHECK(r.turns_recorded == gpu_runs.load());
+  CHECK(r.turns_abandoned >= 1);
+  CHECK(seconds < 0.3 * 6);
+
+  std::atomic<int> none{0};
+  agent::RunOptions o2 = quiet();
+  o2.interrupts = &none;
+  auto resumed = agent::Runner::resume(tmp.dir / "run", s, o2);
+  REQUIRE(resumed);
+  const agent::RunResult second = (*resumed)->run();
+  CHECK(second.end == agent::RunEnd::completed);
+  CHECK(r.turns_recorded + second.turns_recorded == 8);
+  check_exactly_once(tmp.dir / "run", 8, 1);
+}
+
+TEST_CASE(
     "loop: SIGKILL mid-run (child process), then resume: every trajectory has turns 0..n-1 exactly once") {
   ScratchDir tmp;
   const fs::path dir = tmp.dir / "run";

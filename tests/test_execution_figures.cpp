@@ -6,7 +6,9 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "evaluator/sass.hpp"
 #include "evaluator/worker/detail/execution_figures.hpp"
 #include "evaluator/worker/detail/speed_of_light.hpp"
+#include "evaluator/worker/detail/timing_stats.hpp"
 #include "tasks/task.hpp"
 #include "util/files.hpp"
 #include "util/int_expr.hpp"
@@ -535,4 +538,26 @@ TEST_CASE("decide_axes: the three axes from one verdict, each nullopt where its 
   auto right = ev::detail::decide_axes(v, true, 0.75, 0.5);
   CHECK(right.axes.correct == true);
   CHECK(right.axes.speedup == 2.0);
+}
+
+TEST_CASE("timing statistics: the paired ratio cancels a drift both series share") {
+  // Clocks that wander by +-5% move the candidate and the library of one iteration alike: each median's
+  // CI stays wide after 60 pairs while the ratio's settles, at the ratio the drift hides.
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> drift(0.95, 1.05), noise(0.998, 1.002);
+  std::vector<double> candidate, library;
+  for (int i = 0; i < 60; ++i) {
+    const double clock = drift(rng);
+    candidate.push_back(13.6 * clock * noise(rng));
+    library.push_back(8.2 * clock * noise(rng));
+  }
+  CHECK(wd::median_ci_rel(candidate) > 0.005);
+  CHECK(wd::median_ci_rel(library) > 0.005);
+  const std::vector<double> ratios = wd::paired_ratios(candidate, library);
+  REQUIRE(ratios.size() == 60);
+  CHECK(wd::median_ci_rel(ratios) < 0.002);
+  CHECK(std::abs(wd::median_of(ratios) - 8.2 / 13.6) < 0.002);
+  // Unequal lengths pair the common prefix; a non-positive candidate time makes no ratio.
+  CHECK(wd::paired_ratios({2.0, 0.0, 4.0, 1.0}, {1.0, 1.0, 1.0}) == std::vector<double>{0.5, 0.25});
+  CHECK(wd::median_ci_rel({1.0, 1.0, 1.0}) == 1);  // too few samples to settle anything
 }

@@ -107,6 +107,7 @@ TEST_CASE("protocol: every policy survives to_json -> from_json, guard_bytes inc
   t.library_preroll = false;
   t.reuse_correctness_inputs = false;
   t.record_samples = true;
+  t.paired_min_samples = 7;
   CHECK(round_trip(t) == t);
   CHECK_FALSE(round_trip(p::TimingPolicy{}) == t);
 
@@ -116,7 +117,8 @@ TEST_CASE("protocol: every policy survives to_json -> from_json, guard_bytes inc
   l.cpu_seconds = 17;
   l.incorrect_execution_budget = std::chrono::milliseconds(999);
   l.prestart = false;
-  l.prestart_cupti = true;
+  l.prestart_cupti = false;
+  l.wait_for_exit = true;
   l.selection_cache_dir = "sel";
   CHECK(round_trip(l) == l);
   CHECK(json(l)["kernel_hang_seconds"] == 0.001);

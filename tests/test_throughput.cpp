@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <filesystem>
 #include <string>
 
@@ -36,6 +37,17 @@ const char *kGoodWorker =
     "IFS=\"$(printf '\\t')\" read -r job result || exit 0\n"
     "cat \"$job\" > \"$result\"\n";
 
+/// `program` started and past its "ready" line.
+ptxbench::util::StartedProcess started_ready(const fs::path &program, const fs::path &home) {
+  ptxbench::util::ProcessSpec spec;
+  spec.argv = {program.string()};
+  spec.env = ptxbench::util::scrubbed_environment(home.string());
+  auto p = ptxbench::util::StartedProcess::start(spec);
+  REQUIRE(p);
+  REQUIRE(p->wait_for_line("ready", 5000ms));
+  return std::move(*p);
+}
+
 ev::detail::WorkerKey key_for(const fs::path &worker) {
   return ev::detail::WorkerKey{worker, 0, "", 60};
 }
@@ -45,22 +57,75 @@ ev::detail::WorkerKey key_for(const fs::path &worker) {
 TEST_CASE("started process: stdin is given after the ready line; the wall limit counts from then") {
   ptxbench::util::TempDir dir("ptxbench-test");
   const fs::path w = script(dir.path(), "w.sh", "echo ready\nread -r line\nsleep 2\necho \"got $line\"\n");
-  ptxbench::util::ProcessSpec spec;
-  spec.argv = {w.string()};
-  spec.env = ptxbench::util::scrubbed_environment(dir.path().string());
-  auto p = ptxbench::util::StartedProcess::start(spec);
-  REQUIRE(p);
-  CHECK(p->wait_for_line("ready", 5000ms));
-  const auto r = p->finish("hello\n", 300ms);
+  const auto r = started_ready(w, dir.path()).finish("hello\n", 300ms);
   CHECK(r.timed_out);  // the sleep outlasts the limit counted from the handover
   CHECK(r.wall_seconds < 1.5);
 
-  auto q = ptxbench::util::StartedProcess::start(spec);
-  REQUIRE(q);
-  CHECK(q->wait_for_line("ready", 5000ms));
-  const auto r2 = q->finish("hello\n", 10'000ms);
+  const auto r2 = started_ready(w, dir.path()).finish("hello\n", 10'000ms);
   CHECK(r2.ok());
   CHECK(r2.stdout_text.find("got hello") != std::string::npos);
+}
+
+TEST_CASE("started process: finish_until_line returns at the announced line; reap waits for the exit") {
+  ptxbench::util::TempDir dir("ptxbench-test");
+  // Announces its result, then takes 1 s to tear down and exits 3.
+  const fs::path w = script(dir.path(), "w.sh",
+                            "echo ready\nread -r line\necho \"note: unfinished business\"\n"
+                            "echo \"finished 3\"\nsleep 1\necho teardown >&2\nexit 3\n");
+  auto p = started_ready(w, dir.path());
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = p.finish_until_line("job\n", "finished ", 10'000ms);
+  CHECK(r.still_running);
+  CHECK_FALSE(r.ok());                                   // not known to have exited yet
+  CHECK(std::chrono::steady_clock::now() - t0 < 900ms);  // did not wait for the teardown
+  CHECK(r.stdout_text.find("finished 3\n") != std::string::npos);
+  const auto end = p.reap(10'000ms);
+  CHECK_FALSE(end.still_running);
+  CHECK(end.exit_code == 3);
+  CHECK(end.stderr_text.find("teardown") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - t0 >= 900ms);
+
+  // A process that exits without the line: finish_until_line is finish().
+  const fs::path quiet = script(dir.path(), "q.sh", "echo ready\nread -r line\nexit 5\n");
+  const auto r2 = started_ready(quiet, dir.path()).finish_until_line("job\n", "finished ", 10'000ms);
+  CHECK_FALSE(r2.still_running);
+  CHECK(r2.exit_code == 5);
+
+  // One that never exits after the line is killed at reap's limit.
+  const fs::path stuck =
+      script(dir.path(), "s.sh", "echo ready\nread -r line\necho 'finished 0'\nsleep 30\n");
+  auto s = started_ready(stuck, dir.path());
+  CHECK(s.finish_until_line("job\n", "finished ", 10'000ms).still_running);
+  const auto t1 = std::chrono::steady_clock::now();
+  CHECK(s.reap(300ms).timed_out);
+  CHECK(std::chrono::steady_clock::now() - t1 < 5s);
+}
+
+TEST_CASE("worker pool: reap_later keeps what it holds (the GPU lock) until the worker has exited") {
+  ptxbench::util::TempDir dir("ptxbench-test");
+  const fs::path exited = dir.path() / "exited";
+  const fs::path w =
+      script(dir.path(), "w.sh",
+             "echo ready\nread -r line\necho 'finished 0'\nsleep 0.5\n: > '" + exited.string() + "'\n");
+  auto p = started_ready(w, dir.path());
+  CHECK(p.finish_until_line("job\n", "finished ", 10'000ms).still_running);
+  // The held object records whether the worker had exited when it was let go.
+  struct Held {
+    fs::path marker;
+    std::atomic<bool> *released_after_exit = nullptr;
+    ~Held() { *released_after_exit = fs::exists(marker); }
+  };
+  std::atomic<bool> after_exit{false};
+  auto held = std::make_shared<Held>();
+  held->marker = exited;
+  held->released_after_exit = &after_exit;
+  std::weak_ptr<Held> watch = held;
+  ev::detail::WorkerPool pool;
+  pool.reap_later(std::move(p), std::move(held), 10'000ms);
+  CHECK_FALSE(watch.expired());  // still tearing down: still held
+  pool.wait_reaped();
+  CHECK(watch.expired());
+  CHECK(after_exit.load());
 }
 
 TEST_CASE("worker pool: a pre-started worker takes one job; the pool refills itself") {

@@ -146,6 +146,7 @@ bool executable_file(const fs::path &p) {
 std::string ProcessResult::describe() const {
   if (timed_out) return fmt::format("timed out after {:.1f} s", wall_seconds);
   if (signaled) return fmt::format("killed by signal {} ({})", signal, signal_name(signal));
+  if (still_running) return "still running";
   return fmt::format("exit {}", exit_code);
 }
 
@@ -228,8 +229,23 @@ Expected<Launched> launch(const ProcessSpec &spec) {
 }
 
 // Feeds stdin, captures both outputs and reaps the child, killing its group at `deadline`.
-void drive(int pid, std::array<Capture, 2> &captures, int &in_fd, const std::string &input,
-           std::chrono::steady_clock::time_point deadline, bool &exited, int &status, ProcessResult &result) {
+/// Offset of the first complete line of `text` that starts with `prefix`, or npos.
+std::size_t find_line(const std::string &text, const std::string &prefix) {
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = text.find('\n', at);
+    if (end == std::string::npos) return std::string::npos;  // not complete yet
+    if (text.compare(at, prefix.size(), prefix) == 0 && end - at >= prefix.size()) return at;
+    at = end + 1;
+  }
+  return std::string::npos;
+}
+
+/// Feeds `input`, captures the outputs and waits for the exit (or kills at `deadline`). With a
+/// non-empty `until_line` it returns true as soon as stdout holds a complete line starting with it,
+/// leaving the process running and its pipes open.
+bool drive(int pid, std::array<Capture, 2> &captures, int &in_fd, const std::string &input,
+           std::chrono::steady_clock::time_point deadline, bool &exited, int &status, ProcessResult &result,
+           const std::string &until_line = {}) {
   std::size_t in_written = 0;
   if (in_fd >= 0 && input.empty()) {
     ::close(in_fd);
@@ -276,6 +292,11 @@ void drive(int pid, std::array<Capture, 2> &captures, int &in_fd, const std::str
     ::poll(fds.data(), fds.size(), wait_ms);
     for (auto &c : captures)
       if (c.open()) c.drain();
+    if (!until_line.empty() && !exited && find_line(*captures[0].text, until_line) != std::string::npos) {
+      if (in_fd >= 0) ::close(in_fd);  // the line answers the input: it was read
+      in_fd = -1;
+      return true;
+    }
     if (in_fd >= 0) {
       ssize_t n = ::write(in_fd, input.data() + in_written, input.size() - in_written);
       if (n > 0) in_written += static_cast<std::size_t>(n);
@@ -299,6 +320,7 @@ void drive(int pid, std::array<Capture, 2> &captures, int &in_fd, const std::str
   } else if (WIFEXITED(status)) {
     result.exit_code = WEXITSTATUS(status);
   }
+  return false;
 }
 
 }  // namespace
@@ -388,6 +410,11 @@ bool StartedProcess::wait_for_line(const std::string &line, std::chrono::millise
 }
 
 ProcessResult StartedProcess::finish(const std::string &input, std::chrono::milliseconds wall) {
+  return finish_until_line(input, std::string(), wall);  // no line ends it early
+}
+
+ProcessResult StartedProcess::finish_until_line(const std::string &input, const std::string &line_prefix,
+                                                std::chrono::milliseconds wall) {
   ProcessResult result = std::move(result_);
   result_ = ProcessResult{};
   if (pid_ <= 0) {
@@ -399,10 +426,31 @@ ProcessResult StartedProcess::finish(const std::string &input, std::chrono::mill
       Capture{out_fd_, &result.stdout_text, &result.stdout_dropped, max_output_bytes_},
       Capture{err_fd_, &result.stderr_text, &result.stderr_dropped, max_output_bytes_}};
   const auto start = std::chrono::steady_clock::now();
-  drive(pid_, captures, in_fd_, input, start + wall, exited_, status_, result);
+  const bool at_line =
+      drive(pid_, captures, in_fd_, input, start + wall, exited_, status_, result, line_prefix);
+  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (at_line) {
+    out_fd_ = captures[0].fd;  // a drain at EOF closed it
+    err_fd_ = captures[1].fd;
+    result.still_running = true;
+    return result;
+  }
+  out_fd_ = err_fd_ = -1;
+  pid_ = -1;  // reaped
+  return result;
+}
+
+ProcessResult StartedProcess::reap(std::chrono::milliseconds limit) {
+  ProcessResult result;
+  if (pid_ <= 0) return result;
+  std::array<Capture, 2> captures{
+      Capture{out_fd_, &result.stdout_text, &result.stdout_dropped, max_output_bytes_},
+      Capture{err_fd_, &result.stderr_text, &result.stderr_dropped, max_output_bytes_}};
+  const auto start = std::chrono::steady_clock::now();
+  drive(pid_, captures, in_fd_, std::string(), start + limit, exited_, status_, result);
   out_fd_ = err_fd_ = -1;
   result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  pid_ = -1;  // reaped
+  pid_ = -1;
   return result;
 }
 

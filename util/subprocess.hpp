@@ -17,31 +17,35 @@ namespace ptxbench::util {
 struct ProcessLimits {
   std::chrono::milliseconds wall_time{60'000};  ///< wall-clock limit; the process group is killed past it
   std::uint64_t cpu_seconds = 120;              ///< RLIMIT_CPU, seconds
-  std::uint64_t address_space_bytes = 0;        ///< RLIMIT_AS, bytes; 0 = unlimited (CUDA needs a huge VA space)
+  std::uint64_t address_space_bytes = 0;  ///< RLIMIT_AS, bytes; 0 = unlimited (CUDA needs a huge VA space)
   std::uint64_t file_size_bytes = 512ull << 20;  ///< RLIMIT_FSIZE, bytes
-  std::uint64_t open_files = 256;               ///< RLIMIT_NOFILE
-  std::size_t max_output_bytes = 4u << 20;       ///< stdout/stderr each kept up to this many bytes (rest dropped, counted)
+  std::uint64_t open_files = 256;                ///< RLIMIT_NOFILE
+  std::size_t max_output_bytes =
+      4u << 20;  ///< stdout/stderr each kept up to this many bytes (rest dropped, counted)
 };
 
 struct ProcessSpec {
-  std::vector<std::string> argv;               ///< argv[0] is the program (absolute path or looked up in PATH)
-  std::map<std::string, std::string> env;      ///< the complete environment (scrubbed: nothing inherited)
-  std::string working_directory;               ///< empty = current
-  std::string stdin_data;                      ///< written to the child's stdin, then closed
+  std::vector<std::string> argv;           ///< argv[0] is the program (absolute path or looked up in PATH)
+  std::map<std::string, std::string> env;  ///< the complete environment (scrubbed: nothing inherited)
+  std::string working_directory;           ///< empty = current
+  std::string stdin_data;                  ///< written to the child's stdin, then closed
   ProcessLimits limits;
 };
 
 struct ProcessResult {
-  int exit_code = -1;            ///< valid when !signaled
-  bool signaled = false;         ///< killed by a signal
-  int signal = 0;                ///< the signal number when signaled
-  bool timed_out = false;        ///< killed by us at the wall-clock limit
-  std::string stdout_text;       ///< captured, truncated at max_output_bytes
-  std::string stderr_text;       ///< captured, truncated at max_output_bytes
+  int exit_code = -1;              ///< valid when !signaled
+  bool signaled = false;           ///< killed by a signal
+  int signal = 0;                  ///< the signal number when signaled
+  bool timed_out = false;          ///< killed by us at the wall-clock limit
+  std::string stdout_text;         ///< captured, truncated at max_output_bytes
+  std::string stderr_text;         ///< captured, truncated at max_output_bytes
   std::size_t stdout_dropped = 0;  ///< bytes dropped past the cap
   std::size_t stderr_dropped = 0;
-  double wall_seconds = 0;       ///< measured wall time
-  bool ok() const { return !signaled && !timed_out && exit_code == 0; }
+  double wall_seconds = 0;  ///< measured wall time
+  /// finish_until_line returned at its line: the process may still be running (reap() ends it) and
+  /// exit_code, signaled and signal are not known yet
+  bool still_running = false;
+  bool ok() const { return !signaled && !timed_out && !still_running && exit_code == 0; }
   /// One line: "exit 1", "killed by signal 9 (SIGKILL)", "timed out after 10.0 s".
   std::string describe() const;
 };
@@ -69,6 +73,15 @@ class StartedProcess {
   /// Writes `input` to stdin, closes it and runs the process to completion or to the `wall` limit
   /// (counted from now), as run_process does.
   ProcessResult finish(const std::string &input, std::chrono::milliseconds wall);
+  /// As finish(), but returns as soon as stdout holds a complete line starting with `line_prefix` ("" =
+  /// never: finish()) (the
+  /// process announcing that its work is done while its teardown goes on); the result then has
+  /// still_running set and this object still owns the process: reap() or the destructor ends it.
+  ProcessResult finish_until_line(const std::string &input, const std::string &line_prefix,
+                                  std::chrono::milliseconds wall);
+  /// Waits up to `limit` for a process finish_until_line left running, then kills its group; the
+  /// output it wrote since and how it ended.
+  ProcessResult reap(std::chrono::milliseconds limit);
   int pid() const { return pid_; }
 
  private:

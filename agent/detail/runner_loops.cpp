@@ -171,6 +171,10 @@ void Runner::Impl::cpu_loop() {
   while (auto next = cpu_queue.pop()) {
     JobPtr job = std::move(*next);
     guarded("compile", [&] {
+      if (stopping) {
+        abandon(std::move(job));  // redone on resume
+        return;
+      }
       const tasks::Task &task = *job->trajectory->task;
       const auto t0 = std::chrono::steady_clock::now();
       const std::int64_t c0 = thread_cpu_ns();
@@ -230,6 +234,12 @@ void Runner::Impl::gpu_loop(int ordinal) {
   while (auto next = gpu_queue.pop()) {
     JobPtr job = std::move(*next);
     guarded("GPU", [&] {
+      // A stopped run ends with the GPU stage in progress; the turns queued behind it (seconds each) are
+      // redone on resume, so a time limit's stop takes one verdict, not the whole queue.
+      if (stopping) {
+        abandon(std::move(job));
+        return;
+      }
       const auto t0 = std::chrono::steady_clock::now();
       services.gpu_stages(*job->compiled, *job->trajectory->task, settings);
       job->gpu_stage_s = detail::seconds_since(t0);

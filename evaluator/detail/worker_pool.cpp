@@ -3,7 +3,31 @@
 namespace ptxbench::evaluator::detail {
 
 WorkerPool::WorkerPool() = default;
-WorkerPool::~WorkerPool() = default;  // waiting workers are killed with their process group
+WorkerPool::~WorkerPool() {
+  wait_reaped();  // waiting workers are killed with their process group by their destructors
+}
+
+void WorkerPool::reap_later(util::StartedProcess worker, std::shared_ptr<void> held,
+                            std::chrono::milliseconds limit) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(exiting_, [](std::future<void> &f) {
+    return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  });
+  exiting_.push_back(
+      std::async(std::launch::async, [w = std::move(worker), h = std::move(held), limit]() mutable {
+        (void)w.reap(limit);
+        h.reset();
+      }));
+}
+
+void WorkerPool::wait_reaped() {
+  std::vector<std::future<void>> all;
+  {
+    std::lock_guard lock(mutex_);
+    all.swap(exiting_);
+  }
+  for (auto &f : all) f.wait();
+}
 
 WorkerPool &WorkerPool::shared() {
   static WorkerPool pool;

@@ -8,12 +8,14 @@
 
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -58,11 +60,21 @@ class WorkerPool {
   /// Workers waiting now (for tests and the summary).
   std::size_t waiting() const;
 
+  /// Ends a worker that has written its result and said so while its teardown (buffers, handles, the
+  /// context: about 0.1 s) goes on: waited for on a thread, killed past `limit`. `held` (the GPU lock)
+  /// is released only once it has exited, so the next GPU stage never overlaps a teardown; the
+  /// destructor waits for every such worker.
+  void reap_later(util::StartedProcess worker, std::shared_ptr<void> held, std::chrono::milliseconds limit);
+
+  /// Waits until every worker given to reap_later has exited (and its `held` was released).
+  void wait_reaped();
+
  private:
   std::optional<util::StartedProcess> spawn(const WorkerKey &key);
   mutable std::mutex mutex_;
   std::map<WorkerKey, util::StartedProcess> idle_;
-  std::unique_ptr<util::TempDir> home_;  ///< cwd, HOME and TMPDIR of pre-started workers
+  std::unique_ptr<util::TempDir> home_;     ///< cwd, HOME and TMPDIR of pre-started workers
+  std::vector<std::future<void>> exiting_;  ///< reap_later's waits, pruned as they end
 };
 
 }  // namespace ptxbench::evaluator::detail

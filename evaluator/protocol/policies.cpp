@@ -32,6 +32,7 @@ void fields(IO &io, TimingPolicy &p) {
   io("library_preroll", p.library_preroll);
   io("reuse_correctness_inputs", p.reuse_correctness_inputs);
   io("record_samples", p.record_samples);
+  io("paired_min_samples", p.paired_min_samples, Bounds{0, 1000000});
 }
 
 template <class IO>
@@ -42,6 +43,7 @@ void fields(IO &io, WorkerLimits &p) {
   io("incorrect_execution_budget_seconds", p.incorrect_execution_budget);
   io("prestart", p.prestart);
   io("prestart_cupti", p.prestart_cupti);
+  io("wait_for_exit", p.wait_for_exit);
   io("selection_cache_dir", p.selection_cache_dir);
 }
 

@@ -5,8 +5,8 @@
 // result.json: {environment{...}, base_seed, stages: {correctness|execution|timing: StageResult},
 //               finished: bool, fatal: {stage, status} | absent,
 //               worker: {prestarted, phase_seconds{...}, prewarm_errors{...}, clock{job_received,
-//               stages_start, finished} (steady-clock seconds, comparable with the evaluator's)} (the worker's own time
-//               before the stages)}
+//               stages_start, finished} (steady-clock seconds, comparable with the evaluator's)} (the
+//               worker's own time before the stages)}
 #pragma once
 
 #include <cstdint>
@@ -32,6 +32,11 @@ inline constexpr int kStopped = 3;
 inline constexpr int kNoDevice = 4;   ///< no usable CUDA device or driver
 inline constexpr int kInternal = 70;  ///< a bug in the worker (EX_SOFTWARE)
 }  // namespace exit_code
+
+/// The line a worker prints on stdout once its result file is complete, followed by the exit code it
+/// is about to return ("finished 0"): the orchestrator reads the result then and lets the teardown run
+/// on while it goes on.
+inline constexpr const char *kFinishedLinePrefix = "finished ";
 
 /// One message a model (or a person) can act on.
 struct Diagnostic {

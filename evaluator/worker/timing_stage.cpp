@@ -81,6 +81,9 @@ struct Worker::TimingSamples {
   int last_set =
       0;  ///< input set of the last timed candidate launch (its output is re-checked after the loop)
   Clock::time_point loop_start;
+  /// what ended the sampling: "medians" (both medians settled), "ratio" (the paired ratio settled) or
+  /// "max_seconds"
+  std::string stopped_by = "max_seconds";
 };
 
 void Worker::timing_stage() {
@@ -213,10 +216,22 @@ void Worker::sample_workload(const JobWorkload &w, TimingInputs &in, TimingRun &
       }
     }
     const double t = seconds_since(out.loop_start);
-    const bool enough = static_cast<int>(out.cand_ms.size()) >= tp.min_samples && t >= tp.min_seconds &&
-                        median_ci_rel(out.cand_ms) <= tp.target_rel_spread &&
-                        median_ci_rel(out.lib_ms) <= tp.target_rel_spread;
-    if (enough || t >= tp.max_seconds) break;
+    const int n = static_cast<int>(out.cand_ms.size());
+    if (n < tp.min_samples || t < tp.min_seconds) {
+      if (t >= tp.max_seconds) break;
+      continue;
+    }
+    if (median_ci_rel(out.cand_ms) <= tp.target_rel_spread &&
+        median_ci_rel(out.lib_ms) <= tp.target_rel_spread) {
+      out.stopped_by = "medians";
+      break;
+    }
+    if (tp.paired_min_samples > 0 && n >= tp.paired_min_samples &&
+        median_ci_rel(paired_ratios(out.cand_ms, out.lib_ms)) <= tp.target_rel_spread) {
+      out.stopped_by = "ratio";
+      break;
+    }
+    if (t >= tp.max_seconds) break;
   }
 }
 
@@ -255,7 +270,9 @@ json Worker::workload_timing(const JobWorkload &w, const TimingSamples &samples,
   }();
   const detail::PeakRates peak = detail::peak_rates(device_rates(device_.facts), in_type);
   const double floor_ms = detail::sol_floor_ms(w.spec.flops, w.spec.bytes, peak);
-  const double speedup = cmed > 0 ? lmed / cmed : 0;
+  const std::vector<double> ratios = paired_ratios(cand_ms, lib_ms);
+  // See TimingPolicy::paired_min_samples.
+  const double speedup = run.tp.paired_min_samples > 0 ? median_of(ratios) : (cmed > 0 ? lmed / cmed : 0);
   run.speedups.push_back(speedup);
   if (cmed < run.tp.sol_slack * floor_ms) {
     run.suspicious = true;
@@ -275,6 +292,9 @@ json Worker::workload_timing(const JobWorkload &w, const TimingSamples &samples,
              {"sol_floor_ms", floor_ms},
              {"candidate_median_ci", median_ci_rel(cand_ms)},
              {"library_median_ci", median_ci_rel(lib_ms)},
+             {"speedup_ratio_ci", median_ci_rel(ratios)},
+             {"speedup_of_medians", cmed > 0 ? lmed / cmed : 0},
+             {"stopped_by", samples.stopped_by},
              {"sampling_seconds", seconds_since(samples.loop_start)},
              {"samples", cand_ms.size()},
              {"library_samples", lib_ms.size()},

@@ -84,7 +84,11 @@ int run_job_on(const std::string &job_path, const std::string &result_path, cons
     return exit_code::kNoDevice;
   }
   try {
-    return worker->run();
+    const int code = worker->run();
+    // The result file is complete: say so before the teardown (buffers, handles, context).
+    std::printf("%s%d\n", protocol::kFinishedLinePrefix, code);
+    std::fflush(stdout);
+    return code;
   } catch (const WorkerError &e) {
     // A sticky error outside a candidate launch (e.g. in a comparison after the
     // kernel corrupted memory): the orchestrator maps "error" to runtime_error.

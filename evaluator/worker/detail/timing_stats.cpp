@@ -27,4 +27,13 @@ double median_ci_rel(const std::vector<double> &v) {
   return 1.57 * rel_spread(v) / std::sqrt(static_cast<double>(v.size()));
 }
 
+std::vector<double> paired_ratios(const std::vector<double> &candidate, const std::vector<double> &library) {
+  std::vector<double> out;
+  const std::size_t n = std::min(candidate.size(), library.size());
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i)
+    if (candidate[i] > 0) out.push_back(library[i] / candidate[i]);
+  return out;
+}
+
 }  // namespace ptxbench::worker::detail

@@ -14,5 +14,8 @@ double rel_spread(std::vector<double> v);
 /// with TimingPolicy::target_rel_spread, so that the reported median, not each
 /// sample, is known to that precision.
 double median_ci_rel(const std::vector<double> &v);
+/// The per-iteration ratios library[i] / candidate[i] of the first min(size) pairs (pairs whose
+/// candidate time is not positive are left out).
+std::vector<double> paired_ratios(const std::vector<double> &candidate, const std::vector<double> &library);
 
 }  // namespace ptxbench::worker::detail
