@@ -4,7 +4,7 @@
 // from the second on, the worker was pre-started while the previous one ended.
 //   bench_eval --task gemm_n7168_k5120 --response tasks/solutions/.../response.md [--runs 5]
 //              [--tasks-dir DIR] [--worker PATH] [--all-trials] [--no-prestart] [--no-prestart-cupti]
-//              [--wait-for-exit]
+//              [--wait-for-exit] [--no-autocorrelated-ci] [--no-library-preroll]
 //              [--min-seconds S] [--no-reuse-inputs] [--paired-min-samples N]   (the timing policy's
 //              min_seconds, reuse_correctness_inputs and paired_min_samples (0 = speedup from the two
 //              medians), to compare policies within one session)
@@ -31,7 +31,7 @@ int main(int argc, char **argv) {
   std::string task_id, response_path, tasks_dir, worker, verdicts_path;
   int runs = 5;
   bool all_trials = false, prestart = true, prestart_cupti = ev::EvaluatorSettings{}.worker.prestart_cupti,
-       reuse_inputs = true, wait_for_exit = false;
+       reuse_inputs = true, wait_for_exit = false, autocorrelated_ci = true, library_preroll = true;
   double min_seconds = -1;      // < 0: the policy's default
   int paired_min_samples = -1;  // < 0: the policy's default
   for (int i = 1; i < argc; ++i) {
@@ -42,6 +42,14 @@ int main(int argc, char **argv) {
     }
     if (a == "--no-prestart") {
       prestart = false;
+      continue;
+    }
+    if (a == "--no-autocorrelated-ci") {
+      autocorrelated_ci = false;
+      continue;
+    }
+    if (a == "--no-library-preroll") {
+      library_preroll = false;
       continue;
     }
     if (a == "--wait-for-exit") {
@@ -105,6 +113,8 @@ int main(int argc, char **argv) {
   settings.worker.prestart = prestart;
   settings.worker.prestart_cupti = prestart_cupti;
   settings.worker.wait_for_exit = wait_for_exit;
+  settings.timing.autocorrelated_ci = autocorrelated_ci;
+  settings.timing.library_preroll = library_preroll;
   settings.timing.reuse_correctness_inputs = reuse_inputs;
   if (min_seconds >= 0) settings.timing.min_seconds = min_seconds;
   if (paired_min_samples >= 0) settings.timing.paired_min_samples = paired_min_samples;
@@ -205,6 +215,8 @@ int main(int argc, char **argv) {
                             {"prestart_cupti", prestart_cupti},
                             {"paired_min_samples", settings.timing.paired_min_samples},
                             {"wait_for_exit", wait_for_exit},
+                            {"autocorrelated_ci", autocorrelated_ci},
+                            {"library_preroll", library_preroll},
                             {"resend_s", resend_s},
                             {"resend_reused", reused},
                             {"profile", profile}};

@@ -18,7 +18,7 @@
 #   GPU_CHECK_SKIP_CTEST=1  skip the test label
 #   GPU_CHECK_BENCH_BEFORE=1 with GPU_CHECK_BENCH: each bench_eval case also runs under the earlier settings
 #                           (--min-seconds 0.5 --no-reuse-inputs --paired-min-samples 0 --no-prestart-cupti
-#                           --wait-for-exit) right before the shipped ones, so the table compares both within
+#                           --wait-for-exit --no-autocorrelated-ci) right before the shipped ones, so the table compares both within
 #                           one session (rows "before" / "after")
 #   GPU_CHECK_CMAKE_ARGS=   extra configure arguments (e.g. -DPTXBENCH_CUDNN_FRONTEND_INCLUDE=DIR offline)
 #   GPU_CHECK_BENCH=1       also bench_eval (median of 5) per family (GEMM and attention, ok and incorrect,
@@ -97,7 +97,8 @@ if [[ -n ${GPU_CHECK_BENCH:-} ]]; then
     [[ -f $ROOT/tasks/solutions/$c/response.md ]] || continue
     if [[ -n ${GPU_CHECK_BENCH_BEFORE:-} ]]; then
       "$BUILD/bench/bench_eval" --task "${c%%/*}" --runs 5 --tasks-dir "$ROOT/tasks" --min-seconds 0.5 \
-        --no-reuse-inputs --paired-min-samples 0 --no-prestart-cupti --wait-for-exit --response "$ROOT/tasks/solutions/$c/response.md" \
+        --no-reuse-inputs --paired-min-samples 0 --no-prestart-cupti --wait-for-exit --no-autocorrelated-ci \
+        --response "$ROOT/tasks/solutions/$c/response.md" \
         >"$OUT/bench/bench_eval.${c/\//.}.before.log" 2>&1
       tail -1 "$OUT/bench/bench_eval.${c/\//.}.before.log" >>"$OUT/bench_eval.log"
     fi

@@ -561,3 +561,22 @@ TEST_CASE("timing statistics: the paired ratio cancels a drift both series share
   CHECK(wd::paired_ratios({2.0, 0.0, 4.0, 1.0}, {1.0, 1.0, 1.0}) == std::vector<double>{0.5, 0.25});
   CHECK(wd::median_ci_rel({1.0, 1.0, 1.0}) == 1);  // too few samples to settle anything
 }
+
+TEST_CASE("timing statistics: slowly drifting samples count for fewer; independent ones for all") {
+  // A slow sine drift (period 40 samples) plus a little noise: neighbours are alike (rho near 0.9), so
+  // the stopping rule must not take 40 of them for 40 independent draws.
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> noise(-0.002, 0.002);
+  std::vector<double> drifting, independent;
+  for (int i = 0; i < 40; ++i) {
+    drifting.push_back(2.8 * (1 + 0.02 * std::sin(2 * 3.14159265 * i / 40.0) + noise(rng)));
+    independent.push_back(2.8 * (1 + 0.02 * std::sin(2 * 3.14159265 * ((i * 17) % 40) / 40.0) + noise(rng)));
+  }
+  CHECK(wd::lag1_autocorrelation(drifting) > 0.8);
+  CHECK(wd::lag1_autocorrelation(drifting) <= 0.9);    // clamped: n_eff >= n/19
+  CHECK(wd::lag1_autocorrelation(independent) < 0.3);  // the same values, shuffled
+  CHECK(wd::median_ci_rel(drifting, true) > 2.5 * wd::median_ci_rel(drifting, false));
+  CHECK(wd::median_ci_rel(independent, true) < 1.3 * wd::median_ci_rel(independent, false));
+  CHECK(wd::lag1_autocorrelation({1.0, 2.0, 3.0}) == 0);               // too short to say
+  CHECK(wd::lag1_autocorrelation(std::vector<double>(10, 1.0)) == 0);  // no spread
+}

@@ -108,6 +108,7 @@ TEST_CASE("protocol: every policy survives to_json -> from_json, guard_bytes inc
   t.reuse_correctness_inputs = false;
   t.record_samples = true;
   t.paired_min_samples = 7;
+  t.autocorrelated_ci = false;
   CHECK(round_trip(t) == t);
   CHECK_FALSE(round_trip(p::TimingPolicy{}) == t);
 

@@ -33,6 +33,7 @@ void fields(IO &io, TimingPolicy &p) {
   io("reuse_correctness_inputs", p.reuse_correctness_inputs);
   io("record_samples", p.record_samples);
   io("paired_min_samples", p.paired_min_samples, Bounds{0, 1000000});
+  io("autocorrelated_ci", p.autocorrelated_ci);
 }
 
 template <class IO>

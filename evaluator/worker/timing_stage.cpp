@@ -221,13 +221,14 @@ void Worker::sample_workload(const JobWorkload &w, TimingInputs &in, TimingRun &
       if (t >= tp.max_seconds) break;
       continue;
     }
-    if (median_ci_rel(out.cand_ms) <= tp.target_rel_spread &&
-        median_ci_rel(out.lib_ms) <= tp.target_rel_spread) {
+    const bool dependent = tp.autocorrelated_ci;
+    if (median_ci_rel(out.cand_ms, dependent) <= tp.target_rel_spread &&
+        median_ci_rel(out.lib_ms, dependent) <= tp.target_rel_spread) {
       out.stopped_by = "medians";
       break;
     }
     if (tp.paired_min_samples > 0 && n >= tp.paired_min_samples &&
-        median_ci_rel(paired_ratios(out.cand_ms, out.lib_ms)) <= tp.target_rel_spread) {
+        median_ci_rel(paired_ratios(out.cand_ms, out.lib_ms), dependent) <= tp.target_rel_spread) {
       out.stopped_by = "ratio";
       break;
     }
@@ -290,9 +291,13 @@ json Worker::workload_timing(const JobWorkload &w, const TimingSamples &samples,
              {"candidate_tflops", cmed > 0 ? w.spec.flops / (cmed * 1e9) : 0},
              {"library_tflops", lmed > 0 ? w.spec.flops / (lmed * 1e9) : 0},
              {"sol_floor_ms", floor_ms},
-             {"candidate_median_ci", median_ci_rel(cand_ms)},
-             {"library_median_ci", median_ci_rel(lib_ms)},
-             {"speedup_ratio_ci", median_ci_rel(ratios)},
+             {"candidate_median_ci", median_ci_rel(cand_ms, run.tp.autocorrelated_ci)},
+             {"library_median_ci", median_ci_rel(lib_ms, run.tp.autocorrelated_ci)},
+             {"speedup_ratio_ci", median_ci_rel(ratios, run.tp.autocorrelated_ci)},
+             {"lag1_autocorrelation",
+              {{"candidate", lag1_autocorrelation(cand_ms)},
+               {"library", lag1_autocorrelation(lib_ms)},
+               {"ratio", lag1_autocorrelation(ratios)}}},
              {"speedup_of_medians", cmed > 0 ? lmed / cmed : 0},
              {"stopped_by", samples.stopped_by},
              {"sampling_seconds", seconds_since(samples.loop_start)},
