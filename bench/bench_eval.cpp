@@ -4,7 +4,7 @@
 // from the second on, the worker was pre-started while the previous one ended.
 //   bench_eval --task gemm_n7168_k5120 --response tasks/solutions/.../response.md [--runs 5]
 //              [--tasks-dir DIR] [--worker PATH] [--all-trials] [--no-prestart] [--no-prestart-cupti]
-//              [--wait-for-exit] [--no-autocorrelated-ci] [--no-library-preroll]
+//              [--wait-for-exit] [--[no-]autocorrelated-ci] [--no-library-preroll]
 //              [--min-seconds S] [--no-reuse-inputs] [--paired-min-samples N]   (the timing policy's
 //              min_seconds, reuse_correctness_inputs and paired_min_samples (0 = speedup from the two
 //              medians), to compare policies within one session)
@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,44 +30,29 @@
 namespace ev = ptxbench::evaluator;
 
 int main(int argc, char **argv) {
-  std::string task_id, response_path, tasks_dir, worker, verdicts_path;
+  std::string task_id, response_path, tasks_dir, verdicts_path;
   int runs = 5;
-  bool all_trials = false, prestart = true, prestart_cupti = ev::EvaluatorSettings{}.worker.prestart_cupti,
-       reuse_inputs = true, wait_for_exit = false, autocorrelated_ci = true, library_preroll = true;
-  double min_seconds = -1;      // < 0: the policy's default
-  int paired_min_samples = -1;  // < 0: the policy's default
+  ev::EvaluatorSettings settings;
+  ev::TimingPolicy &timing = settings.timing;
+  // Switches that set one setting each (to compare settings within one session).
+  const std::map<std::string, std::function<void()>> switches = {
+      {"--all-trials", [&] { settings.correctness.all_trials = true; }},
+      {"--no-prestart", [&] { settings.worker.prestart = false; }},
+      {"--prestart-cupti", [&] { settings.worker.prestart_cupti = true; }},
+      {"--no-prestart-cupti", [&] { settings.worker.prestart_cupti = false; }},
+      {"--wait-for-exit", [&] { settings.worker.wait_for_exit = true; }},
+      {"--no-reuse-inputs", [&] { timing.reuse_correctness_inputs = false; }},
+      {"--autocorrelated-ci", [&] { timing.autocorrelated_ci = true; }},
+      {"--no-autocorrelated-ci", [&] { timing.autocorrelated_ci = false; }},
+      {"--no-library-preroll", [&] { timing.library_preroll = false; }}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--all-trials") {
-      all_trials = true;
+    if (auto it = switches.find(a); it != switches.end()) {
+      it->second();
       continue;
     }
-    if (a == "--no-prestart") {
-      prestart = false;
-      continue;
-    }
-    if (a == "--no-autocorrelated-ci") {
-      autocorrelated_ci = false;
-      continue;
-    }
-    if (a == "--no-library-preroll") {
-      library_preroll = false;
-      continue;
-    }
-    if (a == "--wait-for-exit") {
-      wait_for_exit = true;
-      continue;
-    }
-    if (a == "--no-reuse-inputs") {
-      reuse_inputs = false;
-      continue;
-    }
-    if (a == "--prestart-cupti" || a == "--no-prestart-cupti") {
-      prestart_cupti = a == "--prestart-cupti";
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "%s needs a value\n", a.c_str());
+    if (a.starts_with("--") && i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value (or is unknown)\n", a.c_str());
       return 2;
     }
     ++i;
@@ -76,13 +63,13 @@ int main(int argc, char **argv) {
     else if (a == "--runs")
       runs = std::max(1, std::atoi(argv[i]));
     else if (a == "--min-seconds")
-      min_seconds = std::atof(argv[i]);
+      timing.min_seconds = std::atof(argv[i]);
     else if (a == "--paired-min-samples")
-      paired_min_samples = std::atoi(argv[i]);
+      timing.paired_min_samples = std::max(0, std::atoi(argv[i]));
     else if (a == "--tasks-dir")
       tasks_dir = argv[i];
     else if (a == "--worker")
-      worker = argv[i];
+      settings.worker_path = argv[i];
     else if (a == "--verdicts")
       verdicts_path = argv[i];
     else {
@@ -107,17 +94,6 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "%s\n", response.error().c_str());
     return 3;
   }
-  ev::EvaluatorSettings settings;
-  if (!worker.empty()) settings.worker_path = worker;
-  settings.correctness.all_trials = all_trials;
-  settings.worker.prestart = prestart;
-  settings.worker.prestart_cupti = prestart_cupti;
-  settings.worker.wait_for_exit = wait_for_exit;
-  settings.timing.autocorrelated_ci = autocorrelated_ci;
-  settings.timing.library_preroll = library_preroll;
-  settings.timing.reuse_correctness_inputs = reuse_inputs;
-  if (min_seconds >= 0) settings.timing.min_seconds = min_seconds;
-  if (paired_min_samples >= 0) settings.timing.paired_min_samples = paired_min_samples;
   settings.timing.record_samples = !verdicts_path.empty();
   if (const std::string why = ev::gpu_unavailable_reason(settings); !why.empty()) {
     std::printf("SKIPPED: %s\n", why.c_str());
@@ -208,15 +184,9 @@ int main(int argc, char **argv) {
                             {"speedup_median", s_med},
                             {"speedup_rel_range", s_med > 0 ? (*smax - *smin) / s_med : 0.0},
                             {"walls", walls},
-                            {"all_trials", all_trials},
-                            {"prestart", prestart},
-                            {"min_seconds", settings.timing.min_seconds},
-                            {"reuse_correctness_inputs", reuse_inputs},
-                            {"prestart_cupti", prestart_cupti},
-                            {"paired_min_samples", settings.timing.paired_min_samples},
-                            {"wait_for_exit", wait_for_exit},
-                            {"autocorrelated_ci", autocorrelated_ci},
-                            {"library_preroll", library_preroll},
+                            {"all_trials", settings.correctness.all_trials},
+                            {"timing_policy", timing},
+                            {"worker", settings.worker},
                             {"resend_s", resend_s},
                             {"resend_reused", reused},
                             {"profile", profile}};

@@ -135,7 +135,6 @@ int main(int argc, char **argv) {
     c.evaluator.timing.min_seconds = 0.5;
     c.evaluator.timing.reuse_correctness_inputs = false;
     c.evaluator.timing.paired_min_samples = 0;
-    c.evaluator.timing.autocorrelated_ci = false;
   }
   c.out_dir = out;
 

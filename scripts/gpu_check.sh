@@ -18,7 +18,7 @@
 #   GPU_CHECK_SKIP_CTEST=1  skip the test label
 #   GPU_CHECK_BENCH_BEFORE=1 with GPU_CHECK_BENCH: each bench_eval case also runs under the earlier settings
 #                           (--min-seconds 0.5 --no-reuse-inputs --paired-min-samples 0 --no-prestart-cupti
-#                           --wait-for-exit --no-autocorrelated-ci) right before the shipped ones, so the table compares both within
+#                           --wait-for-exit) right before the shipped ones, so the table compares both within
 #                           one session (rows "before" / "after")
 #   GPU_CHECK_CMAKE_ARGS=   extra configure arguments (e.g. -DPTXBENCH_CUDNN_FRONTEND_INCLUDE=DIR offline)
 #   GPU_CHECK_BENCH=1       also bench_eval (median of 5) per family (GEMM and attention, ok and incorrect,
@@ -97,7 +97,7 @@ if [[ -n ${GPU_CHECK_BENCH:-} ]]; then
     [[ -f $ROOT/tasks/solutions/$c/response.md ]] || continue
     if [[ -n ${GPU_CHECK_BENCH_BEFORE:-} ]]; then
       "$BUILD/bench/bench_eval" --task "${c%%/*}" --runs 5 --tasks-dir "$ROOT/tasks" --min-seconds 0.5 \
-        --no-reuse-inputs --paired-min-samples 0 --no-prestart-cupti --wait-for-exit --no-autocorrelated-ci \
+        --no-reuse-inputs --paired-min-samples 0 --no-prestart-cupti --wait-for-exit \
         --response "$ROOT/tasks/solutions/$c/response.md" \
         >"$OUT/bench/bench_eval.${c/\//.}.before.log" 2>&1
       tail -1 "$OUT/bench/bench_eval.${c/\//.}.before.log" >>"$OUT/bench_eval.log"
@@ -122,7 +122,7 @@ for line in open(sys.argv[1]):
     gpu = d["profile"].get("gpu_stage", {})
     outside = d["profile"]["wall_s"] - sum(v["s"] for v in st.values())
     name = d["task"] + "/" + d["response"].split("/")[-2]
-    policy = "before" if not d.get("reuse_correctness_inputs", True) else "after"
+    policy = "before" if not d.get("timing_policy", {}).get("reuse_correctness_inputs", True) else "after"
     print(f"{name:40} {policy:6} {d['median_wall_s']:8.3f} {gpu.get('worker_run_seconds', 0):6.3f} "
           f"{d['status']:10} {st['compile']['s']:7.3f} {st['correctness']['s']:7.3f} {st['timing']['s']:7.3f} "
           f"{ph.get('sampling', 0):6.3f} {ph.get('inputs', 0):6.3f} {ph.get('library_selection', 0):6.3f} "

@@ -67,11 +67,13 @@ struct TimingPolicy {
   /// least this many pairs. 0: speedup = library median / candidate median, and only the two medians'
   /// CIs end the sampling.
   int paired_min_samples = 30;
-  /// The stopping rule's CIs count n·(1−ρ)/(1+ρ) samples, ρ = the series' lag-1 autocorrelation in
-  /// sampling order (clamped to [0, 0.9]): clocks and power drift slowly, neighbouring samples are alike,
-  /// and n alone overstates what they tell (attention forward on the H200: ρ about 0.9 for each series,
-  /// 0.3-0.8 for the paired ratio; without it, runs stopped after 25 samples were 2% apart).
-  bool autocorrelated_ci = true;
+  /// true: the stopping rule's CIs count n·(1−ρ)/(1+ρ) samples, ρ = the series' lag-1 autocorrelation in
+  /// sampling order (clamped to [0, 0.9]), since clocks and power drift slowly and neighbouring samples
+  /// are alike. Off: measured on an H200 within one session (attention forward, ρ 0.4-0.9), it made the
+  /// forward verdict 1.0 s longer and the speedups repeated no closer: their spread between runs comes
+  /// from the candidate settling at one of two speeds per process (2.75 or 2.83 ms), which no number of
+  /// samples within a run removes. Every workload reports its ρ (lag1_autocorrelation).
+  bool autocorrelated_ci = false;
   PTXBENCH_PROTOCOL_EQUALITY(TimingPolicy)
 };
 

@@ -23,5 +23,8 @@ void launch_reference_gemm(const void *a, const void *b, ElemType input_type, fl
 
 /// Creates the process's cuBLASLt handle ahead of any job (a pre-started worker); "" or why it failed.
 std::string prewarm_cublaslt();
+/// Runs one tiny matmul through the heuristic, so that cuBLASLt's one-time set-up is done before a job;
+/// "" or why it failed.
+std::string prewarm_cublaslt_matmul();
 
 }  // namespace ptxbench::worker

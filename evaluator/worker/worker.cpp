@@ -3,6 +3,7 @@
 #include "evaluator/worker/worker.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -160,6 +161,13 @@ int serve_prestarted(int device_ordinal, const std::string &lock_path, bool cupt
   if (lock_fd >= 0) ::close(lock_fd);  // closing releases the lock
   std::fputs("ready\n", stdout);
   std::fflush(stdout);
+  // cuBLASLt's one-time set-up is CPU work with one tiny launch, done outside the GPU lock so that it
+  // costs no GPU time; skipped when the job is already waiting (it would delay it).
+  pollfd job_waiting{STDIN_FILENO, POLLIN, 0};
+  if (::poll(&job_waiting, 1, 0) == 0) {
+    if (std::string why = prewarm_cublaslt_matmul(); !why.empty()) warm["cublaslt_matmul"] = why;
+    mark("library_warmup");
+  }
   std::string line;
   if (!std::getline(std::cin, line)) return exit_code::kFinished;  // the pool closed: no job for this worker
   mark("idle");
