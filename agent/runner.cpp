@@ -144,7 +144,7 @@ void Runner::Impl::supervise() {
         progress->message(
             "interrupted: finishing the stages in progress; queued turns are redone on resume (Ctrl-C again "
             "to quit at once)");
-        request_stop(RunEnd::interrupted, "interrupted by Ctrl-C");
+        request_stop(RunEnd::interrupted, "interrupted (Ctrl-C or SIGTERM)");
       }
     }
     progress->tick();

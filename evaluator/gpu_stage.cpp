@@ -536,7 +536,7 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   // A worker still tearing down keeps the GPU lock until it exits, after this verdict is made.
   profile["worker_exit"] = run.exiting ? "after the verdict" : "waited for";
   // The next candidate's worker sets itself up while this process does CPU work; it waits for the lock.
-  if (settings.worker.prestart) detail::WorkerPool::shared().refill(key);
+  if (settings.worker.prestart) detail::WorkerPool::shared().refill(key, task.family == tasks::Family::gemm);
   if (sass_handover.joinable()) sass_handover.join();
   if (!run.started) {
     skip_gpu_stages(v, "the GPU worker could not start: " + run.start_error);

@@ -158,6 +158,34 @@ TEST_CASE("worker pool: a pre-started worker takes one job; the pool refills its
   CHECK(pool.waiting() == 0);
 }
 
+TEST_CASE("worker pool: a refill after a GEMM job asks the next worker to warm cuBLASLt") {
+  ptxbench::util::TempDir dir("ptxbench-test");
+  const fs::path args = dir.path() / "args";
+  // Appends its arguments to `args` (one line per start), then serves as the good worker.
+  const fs::path w =
+      script(dir.path(), "worker.sh", "echo \"$*\" >> '" + args.string() + "'\n" + std::string(kGoodWorker));
+  const auto key = key_for(w);
+  {
+    ev::detail::WorkerPool pool;
+    pool.refill(key, true);
+    json figures;
+    auto first = pool.take(key, 5000ms, figures);  // the one refill started: any job can take it
+    REQUIRE(first);
+    CHECK(figures["prestarted"] == true);
+    pool.refill(key, false);
+    json again;
+    REQUIRE(pool.take(key, 5000ms, again));  // ready: its arguments are written
+  }
+  const auto lines = ptxbench::util::read_file(args);
+  REQUIRE(lines);
+  const std::size_t cut = lines->find('\n');
+  REQUIRE(cut != std::string::npos);
+  CHECK(lines->substr(0, cut).find("--prestart") != std::string::npos);
+  CHECK(lines->substr(0, cut).find("--warm-cublaslt") != std::string::npos);
+  CHECK(lines->substr(cut + 1).find("--prestart") != std::string::npos);
+  CHECK(lines->substr(cut + 1).find("--warm-cublaslt") == std::string::npos);
+}
+
 TEST_CASE(
     "worker pool: a worker that dies before its job is replaced; one that never gets ready is not used") {
   ptxbench::util::TempDir dir("ptxbench-test");

@@ -34,7 +34,7 @@ WorkerPool &WorkerPool::shared() {
   return pool;
 }
 
-std::optional<util::StartedProcess> WorkerPool::spawn(const WorkerKey &key) {
+std::optional<util::StartedProcess> WorkerPool::spawn(const WorkerKey &key, bool warm_cublaslt) {
   if (!home_) home_ = std::make_unique<util::TempDir>("ptxbench-workers");
   util::ProcessSpec spec;
   spec.argv = {key.worker.string(), "--prestart", "--device", "0"};  // CUDA_VISIBLE_DEVICES pins the GPU
@@ -43,6 +43,7 @@ std::optional<util::StartedProcess> WorkerPool::spawn(const WorkerKey &key) {
     spec.argv.push_back(key.lock.string());
   }
   if (key.cupti) spec.argv.push_back("--prewarm-cupti");
+  if (warm_cublaslt) spec.argv.push_back("--warm-cublaslt");
   spec.env = util::scrubbed_environment(home_->path().string());
   spec.env["CUDA_VISIBLE_DEVICES"] = std::to_string(key.device);
   spec.working_directory = home_->path().string();
@@ -85,10 +86,10 @@ std::optional<util::StartedProcess> WorkerPool::take(const WorkerKey &key,
   return worker;
 }
 
-void WorkerPool::refill(const WorkerKey &key) {
+void WorkerPool::refill(const WorkerKey &key, bool warm_cublaslt) {
   std::lock_guard lock(mutex_);
   if (idle_.count(key)) return;
-  if (auto p = spawn(key)) idle_.emplace(key, std::move(*p));
+  if (auto p = spawn(key, warm_cublaslt)) idle_.emplace(key, std::move(*p));
 }
 
 std::size_t WorkerPool::waiting() const {

@@ -54,8 +54,10 @@ class WorkerPool {
   std::optional<util::StartedProcess> take(const WorkerKey &key, std::chrono::milliseconds ready_timeout,
                                            nlohmann::json &figures);
 
-  /// Starts the next worker for `key` unless one is waiting already.
-  void refill(const WorkerKey &key);
+  /// Starts the next worker for `key` unless one is waiting already. `warm_cublaslt`: it also runs
+  /// cuBLASLt's one-time set-up before its job (worth it when the job before was a GEMM: the next one
+  /// likely is too; any job can still take it).
+  void refill(const WorkerKey &key, bool warm_cublaslt = false);
 
   /// Workers waiting now (for tests and the summary).
   std::size_t waiting() const;
@@ -70,7 +72,7 @@ class WorkerPool {
   void wait_reaped();
 
  private:
-  std::optional<util::StartedProcess> spawn(const WorkerKey &key);
+  std::optional<util::StartedProcess> spawn(const WorkerKey &key, bool warm_cublaslt = false);
   mutable std::mutex mutex_;
   std::map<WorkerKey, util::StartedProcess> idle_;
   std::unique_ptr<util::TempDir> home_;     ///< cwd, HOME and TMPDIR of pre-started workers

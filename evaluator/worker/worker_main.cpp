@@ -1,6 +1,6 @@
 // ptxbench-worker: the sandboxed GPU stage for one candidate.
 //   ptxbench-worker --job job.json --result result.json
-//   ptxbench-worker --prestart [--device N] [--lock FILE] [--prewarm-cupti]
+//   ptxbench-worker --prestart [--device N] [--lock FILE] [--prewarm-cupti] [--warm-cublaslt]
 //                                                          (ready, then one JOB<TAB>RESULT line on stdin)
 //   ptxbench-worker --probe [--device N] [--no-cupti]      (JSON on stdout)
 //   ptxbench-worker --check-reference [--device N]         (JSON on stdout)
@@ -17,7 +17,8 @@ namespace {
 int usage() {
   std::fprintf(stderr,
                "usage: ptxbench-worker --job JOB.json --result RESULT.json\n"
-               "       ptxbench-worker --prestart [--device N] [--lock FILE] [--prewarm-cupti]\n"
+               "       ptxbench-worker --prestart [--device N] [--lock FILE] [--prewarm-cupti] "
+               "[--warm-cublaslt]\n"
                "       ptxbench-worker --probe [--device N] [--no-cupti]\n"
                "       ptxbench-worker --check-reference [--device N]\n");
   return ptxbench::protocol::exit_code::kBadJob;
@@ -28,7 +29,7 @@ int usage() {
 int main(int argc, char **argv) {
   std::string job, result, mode, lock;
   int device = 0;
-  bool cupti = true, prewarm_cupti = false;
+  bool cupti = true, prewarm_cupti = false, warm_cublaslt = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--job" && i + 1 < argc) {
@@ -43,6 +44,8 @@ int main(int argc, char **argv) {
       mode = a;
     } else if (a == "--prewarm-cupti") {
       prewarm_cupti = true;
+    } else if (a == "--warm-cublaslt") {
+      warm_cublaslt = true;
     } else if (a == "--no-cupti") {
       cupti = false;
     } else {
@@ -54,7 +57,8 @@ int main(int argc, char **argv) {
       std::cout << ptxbench::worker::probe(device, cupti).dump(2) << "\n";
       return ptxbench::protocol::exit_code::kFinished;
     }
-    if (mode == "--prestart") return ptxbench::worker::serve_prestarted(device, lock, prewarm_cupti);
+    if (mode == "--prestart")
+      return ptxbench::worker::serve_prestarted(device, lock, prewarm_cupti, warm_cublaslt);
     if (mode == "--check-reference") {
       std::cout << ptxbench::worker::check_reference_gemm(device).dump(2) << "\n";
       return ptxbench::protocol::exit_code::kFinished;
