@@ -63,7 +63,7 @@ class WorkerPool {
   std::size_t waiting() const;
 
   /// Ends a worker that has written its result and said so while its teardown (buffers, handles, the
-  /// context: about 0.1 s) goes on: waited for on a thread, killed past `limit`. `held` (the GPU lock)
+  /// context) goes on: waited for on a thread, killed past `limit`. `held` (the GPU lock)
   /// is released only once it has exited, so the next GPU stage never overlaps a teardown; the
   /// destructor waits for every such worker.
   void reap_later(util::StartedProcess worker, std::shared_ptr<void> held, std::chrono::milliseconds limit);

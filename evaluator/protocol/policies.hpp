@@ -61,18 +61,15 @@ struct TimingPolicy {
   /// sampling order (`candidate_samples_ms`, `library_samples_ms`), for studies of the spread
   bool record_samples = false;
   /// The speedup is the median of the per-iteration ratios library / candidate: the two launches of one
-  /// iteration share the clocks and the thermal state, so their ratio cancels the drift both see (on
-  /// long attention kernels each series spreads 3-5% while their ratio spreads less and is not
-  /// autocorrelated). Sampling also stops once that ratio's median CI is <= target_rel_spread after at
-  /// least this many pairs. 0: speedup = library median / candidate median, and only the two medians'
-  /// CIs end the sampling.
+  /// iteration share the clocks and the thermal state, so their ratio cancels the drift both see and
+  /// settles sooner than either median. Sampling also stops once that ratio's median CI is <=
+  /// target_rel_spread after at least this many pairs. 0: speedup = library median / candidate median,
+  /// and only the two medians' CIs end the sampling.
   int paired_min_samples = 30;
   /// true: the stopping rule's CIs count n·(1−ρ)/(1+ρ) samples, ρ = the series' lag-1 autocorrelation in
   /// sampling order (clamped to [0, 0.9]), since clocks and power drift slowly and neighbouring samples
-  /// are alike. Off: measured on an H200 within one session (attention forward, ρ 0.4-0.9), it made the
-  /// forward verdict 1.0 s longer and the speedups repeated no closer: their spread between runs comes
-  /// from the candidate settling at one of two speeds per process (2.75 or 2.83 ms), which no number of
-  /// samples within a run removes. Every workload reports its ρ (lag1_autocorrelation).
+  /// are alike. Off by default: it lengthens attention verdicts without making their speedups repeat
+  /// closer (ARCHITECTURE.md, Timing). Every workload reports its ρ (lag1_autocorrelation) either way.
   bool autocorrelated_ci = false;
   PTXBENCH_PROTOCOL_EQUALITY(TimingPolicy)
 };
@@ -89,13 +86,12 @@ struct WorkerLimits {
   std::chrono::milliseconds incorrect_execution_budget{250};
   /// true: the next worker process is started ahead (context, handles, CUPTI ready before its job)
   bool prestart = true;
-  /// true: a pre-started worker also sets up the CUPTI profiler (about 0.1 s) before its job, i.e.
-  /// before timing. Measured on an H200 within one session, with and without: the same speedups to
-  /// 0.1% (GEMM and attention forward), and the execution stage 0.08-0.1 s shorter.
+  /// true: a pre-started worker also sets up the CUPTI profiler before its job, so the execution stage
+  /// does not pay for it; the timings are the same with and without it (ARCHITECTURE.md).
   bool prestart_cupti = true;
   /// false: a pre-started worker's verdict is made as soon as it says its result is complete, and its
-  /// teardown (about 0.1 s) goes on under the GPU lock, overlapping the next candidate's CPU stages.
-  /// true: the GPU stage waits for its exit.
+  /// teardown goes on under the GPU lock, overlapping the next candidate's CPU stages. true: the GPU
+  /// stage waits for its exit.
   bool wait_for_exit = false;
   /// library selections (cuBLASLt algorithm, cuDNN plan) kept across workers; "" = the system temp dir
   std::filesystem::path selection_cache_dir;

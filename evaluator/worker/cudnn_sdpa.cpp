@@ -523,8 +523,8 @@ const PlanChoice &backward(const void *q, const void *k, const void *v, const vo
 std::string prewarm() {
   const Loaded &l = loaded();
   if (!l.error.empty()) return l.error;
-  // The handle only: a tiny graph built and run ahead (to load cuDNN's engine libraries) cost the
-  // pre-started worker about 0.2 s and saved the job's library selection about 0.015 s on an H200.
+  // The handle only: building and running a tiny graph ahead (to load cuDNN's engine libraries) costs
+  // more locked set-up time than it saves the job's library selection.
   try {
     std::lock_guard lock(g_mutex);
     (void)handle_for_current_device();

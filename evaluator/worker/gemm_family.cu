@@ -470,8 +470,7 @@ std::string prewarm_cublaslt() {
 
 std::string prewarm_cublaslt_matmul() {
   // One small bf16 "TN" matmul chosen by the heuristic: the first heuristic query and the first launch
-  // pay one-time set-up inside cuBLASLt (about 0.1 s on an H200) that a GEMM job's library selection
-  // would otherwise pay.
+  // pay one-time set-up inside cuBLASLt that a GEMM job's library selection would otherwise pay.
   constexpr int kN = 256;
   void *a = nullptr, *b = nullptr, *c = nullptr, *workspace = nullptr;
   cublasLtMatmulDesc_t desc = nullptr;

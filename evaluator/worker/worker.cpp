@@ -162,8 +162,8 @@ int serve_prestarted(int device_ordinal, const std::string &lock_path, bool cupt
   std::fputs("ready\n", stdout);
   std::fflush(stdout);
   // cuBLASLt's one-time set-up is CPU work with one tiny launch, done outside the GPU lock so that it
-  // costs no GPU time; only when asked (the job before was a GEMM), since it delays a job that arrives
-  // meanwhile by up to 0.07 s, and never when the job is already waiting.
+  // costs no GPU time; only when asked (the job before was a GEMM), since a job that arrives meanwhile
+  // waits for it, and never when the job is already waiting.
   pollfd job_waiting{STDIN_FILENO, POLLIN, 0};
   if (warm_cublaslt && ::poll(&job_waiting, 1, 0) == 0) {
     if (std::string why = prewarm_cublaslt_matmul(); !why.empty()) warm["cublaslt_matmul"] = why;
