@@ -295,6 +295,19 @@ WorkerRun run_prestarted(util::StartedProcess worker, const fs::path &job_path, 
     run.exiting.emplace(std::move(worker));
   }
   read_result(result_path, run);
+  if (run.exiting && !(run.has_result && run.result.finished)) {
+    // The line came before a finished result, so the worker did not print it (a kernel can printf to
+    // the same stdout): wait for the worker's real end, as without the line.
+    const std::string out = run.process.stdout_text, err = run.process.stderr_text;
+    run.process = run.exiting->reap(wall);
+    run.exiting.reset();
+    run.process.stdout_text = out + run.process.stdout_text;
+    run.process.stderr_text = err + run.process.stderr_text;
+    run.has_result = false;
+    run.result = {};
+    run.result_error.clear();
+    read_result(result_path, run);
+  }
   return run;
 }
 
