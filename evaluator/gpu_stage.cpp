@@ -25,6 +25,7 @@
 #include "evaluator/sass.hpp"
 #include "util/files.hpp"
 #include "util/int_expr.hpp"
+#include "util/strings.hpp"
 #include "util/subprocess.hpp"
 
 namespace ptxbench::evaluator {
@@ -286,11 +287,10 @@ WorkerRun run_prestarted(util::StartedProcess worker, const fs::path &job_path, 
                               : worker.finish_until_line(input, protocol::kFinishedLinePrefix, wall);
   if (run.process.still_running) {
     // The exit code it announced stands for the one it is about to return.
-    const std::string prefix = protocol::kFinishedLinePrefix;
-    const std::string &out = run.process.stdout_text;
-    std::size_t at = out.starts_with(prefix) ? 0 : out.find("\n" + prefix);
-    if (at != 0) at = at == std::string::npos ? out.size() : at + 1;
-    run.process.exit_code = std::atoi(out.c_str() + std::min(out.size(), at + prefix.size()));
+    const std::string_view prefix = protocol::kFinishedLinePrefix;
+    const std::string_view line = util::line_starting_with(run.process.stdout_text, prefix);
+    const std::string code(line.substr(std::min(line.size(), prefix.size())));
+    run.process.exit_code = std::atoi(code.c_str());
     run.process.still_running = false;
     run.exiting.emplace(std::move(worker));
   }

@@ -15,6 +15,7 @@
 
 #include "util/files.hpp"
 #include "util/int_expr.hpp"
+#include "util/strings.hpp"
 #include "util/subprocess.hpp"
 
 using namespace ptxbench::util;
@@ -283,4 +284,13 @@ TEST_CASE(
   CHECK(data_dir("PTXBENCH_TEST_DATA_DIR", installed.path(), fallback) == installed.path());
   ::unsetenv("PTXBENCH_TEST_DATA_DIR");
   CHECK(own_executable().filename() == "test_util");
+}
+
+TEST_CASE("strings: line_starting_with finds complete lines only") {
+  using ptxbench::util::line_starting_with;
+  CHECK(line_starting_with("ready\nfinished 0\n", "finished ") == "finished 0");
+  CHECK(line_starting_with("finished 3\nrest", "finished ") == "finished 3");
+  CHECK(line_starting_with("note: unfinished 1\n", "finished ").empty());  // only at a line's start
+  CHECK(line_starting_with("ready\nfinished 0", "finished ").empty());     // not ended yet
+  CHECK(line_starting_with("", "finished ").empty());
 }

@@ -25,4 +25,17 @@ inline std::string percent_text(double fraction) {
   return buf;
 }
 
+/// The first complete line (ended by '\n') of `text` that starts with `prefix`, without its '\n'; ""
+/// when there is none (a line still being written does not count).
+inline std::string_view line_starting_with(std::string_view text, std::string_view prefix) {
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) break;
+    const std::string_view line = text.substr(at, end - at);
+    if (line.starts_with(prefix)) return line;
+    at = end + 1;
+  }
+  return {};
+}
+
 }  // namespace ptxbench::util

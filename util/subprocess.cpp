@@ -1,5 +1,7 @@
 #include "util/subprocess.hpp"
 
+#include "util/strings.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -229,17 +231,6 @@ Expected<Launched> launch(const ProcessSpec &spec) {
 }
 
 // Feeds stdin, captures both outputs and reaps the child, killing its group at `deadline`.
-/// Offset of the first complete line of `text` that starts with `prefix`, or npos.
-std::size_t find_line(const std::string &text, const std::string &prefix) {
-  for (std::size_t at = 0; at < text.size();) {
-    const std::size_t end = text.find('\n', at);
-    if (end == std::string::npos) return std::string::npos;  // not complete yet
-    if (text.compare(at, prefix.size(), prefix) == 0 && end - at >= prefix.size()) return at;
-    at = end + 1;
-  }
-  return std::string::npos;
-}
-
 /// Feeds `input`, captures the outputs and waits for the exit (or kills at `deadline`). With a
 /// non-empty `until_line` it returns true as soon as stdout holds a complete line starting with it,
 /// leaving the process running and its pipes open.
@@ -292,7 +283,7 @@ bool drive(int pid, std::array<Capture, 2> &captures, int &in_fd, const std::str
     ::poll(fds.data(), fds.size(), wait_ms);
     for (auto &c : captures)
       if (c.open()) c.drain();
-    if (!until_line.empty() && !exited && find_line(*captures[0].text, until_line) != std::string::npos) {
+    if (!until_line.empty() && !exited && !line_starting_with(*captures[0].text, until_line).empty()) {
       if (in_fd >= 0) ::close(in_fd);  // the line answers the input: it was read
       in_fd = -1;
       return true;
@@ -422,36 +413,33 @@ ProcessResult StartedProcess::finish_until_line(const std::string &input, const 
     result.signal = SIGKILL;
     return result;
   }
-  std::array<Capture, 2> captures{
-      Capture{out_fd_, &result.stdout_text, &result.stdout_dropped, max_output_bytes_},
-      Capture{err_fd_, &result.stderr_text, &result.stderr_dropped, max_output_bytes_}};
-  const auto start = std::chrono::steady_clock::now();
-  const bool at_line =
-      drive(pid_, captures, in_fd_, input, start + wall, exited_, status_, result, line_prefix);
-  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (at_line) {
-    out_fd_ = captures[0].fd;  // a drain at EOF closed it
-    err_fd_ = captures[1].fd;
-    result.still_running = true;
-    return result;
-  }
-  out_fd_ = err_fd_ = -1;
-  pid_ = -1;  // reaped
+  drive_owned(result, input, wall, line_prefix);
   return result;
 }
 
 ProcessResult StartedProcess::reap(std::chrono::milliseconds limit) {
   ProcessResult result;
-  if (pid_ <= 0) return result;
+  if (pid_ > 0) drive_owned(result, std::string(), limit, std::string());
+  return result;
+}
+
+void StartedProcess::drive_owned(ProcessResult &result, const std::string &input,
+                                 std::chrono::milliseconds limit, const std::string &until_line) {
   std::array<Capture, 2> captures{
       Capture{out_fd_, &result.stdout_text, &result.stdout_dropped, max_output_bytes_},
       Capture{err_fd_, &result.stderr_text, &result.stderr_dropped, max_output_bytes_}};
   const auto start = std::chrono::steady_clock::now();
-  drive(pid_, captures, in_fd_, std::string(), start + limit, exited_, status_, result);
-  out_fd_ = err_fd_ = -1;
+  const bool at_line =
+      drive(pid_, captures, in_fd_, input, start + limit, exited_, status_, result, until_line);
   result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  pid_ = -1;
-  return result;
+  if (at_line) {
+    out_fd_ = captures[0].fd;  // a drain at EOF closed it
+    err_fd_ = captures[1].fd;
+    result.still_running = true;
+    return;
+  }
+  out_fd_ = err_fd_ = -1;
+  pid_ = -1;  // reaped
 }
 
 }  // namespace ptxbench::util

@@ -87,6 +87,9 @@ class StartedProcess {
  private:
   StartedProcess() = default;
   void kill_group();
+  /// Drives the owned process (input, outputs, exit or `limit`) into `result`; see finish_until_line.
+  void drive_owned(ProcessResult &result, const std::string &input, std::chrono::milliseconds limit,
+                   const std::string &until_line);
   int pid_ = -1;
   int out_fd_ = -1, err_fd_ = -1, in_fd_ = -1;
   std::size_t max_output_bytes_ = 0;
