@@ -5,7 +5,7 @@
 // and from getrusage.
 //
 //   bench_orchestrator [--base-url URL] [--model NAME] [--out DIR] [--samples N] [--turns N] [--gpu]
-//                      [--tasks ID,ID,...] [--baseline]
+//                      [--tasks ID,ID,...] [--baseline] [--no-reuse]
 // --gpu runs the GPU stages too (on a GPU machine) and prints each GPU's busy fraction (time its GPU
 // stage ran / wall) and verdicts per GPU-hour. --baseline turns off what makes verdicts cheap (verdict
 // reuse, pre-started workers, early stop, skipped counts of incorrect kernels, the timing policy's
@@ -13,7 +13,11 @@
 // one session; library selections stay cached across workers either way. SIGTERM (a time limit) ends
 // the run after the stages in progress and prints the figures so far.
 // With tests/fake_openai_server.py, --model repair answers GEMM tasks with a kernel that fails to
-// compile and then the fixed one, so the turns exercise ptxas and the repair prompts.
+// compile and then the fixed one, so the turns exercise ptxas and the repair prompts; --model mix answers
+// with the stated mix of early-turn answers (30% compile errors, 25% incorrect, 25% naive correct, 15%
+// mid-speed, 5% near the library; the server's MIX_WEIGHTS). --no-reuse turns the verdict cache off (the
+// mix resends committed kernels, a real run's answers rarely repeat). With --gpu the figures end with GPU
+// seconds per verdict class and each GPU stage's share of the GPU time.
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -28,6 +32,7 @@
 #include <vector>
 
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include "agent/run_config.hpp"
 #include "agent/runner.hpp"
@@ -56,13 +61,62 @@ double percentile(std::vector<double> v, double p) {
   return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))];
 }
 
+// The verdict's class for the GPU-time table: its status, and for ok verdicts the speedup band.
+std::string verdict_class(const nlohmann::json &v) {
+  std::string status = v.value("status", "?");
+  if (status != "ok") return status;
+  const auto &speedup = v.contains("axes") ? v["axes"].value("speedup", nlohmann::json()) : nlohmann::json();
+  if (!speedup.is_number()) return "ok (not timed)";
+  const double s = speedup.get<double>();
+  return s < 0.25 ? "ok, < 0.25x" : s < 0.75 ? "ok, 0.25-0.75x" : "ok, >= 0.75x";
+}
+
+// GPU seconds per verdict class (the worker's run, from each record's gpu_stage_s) and the share of the
+// GPU time per stage (the stages' wall seconds; "other" is worker set-up, hand-over and teardown).
+void print_gpu_classes(const traces::LoadedRun &run) {
+  struct Class {
+    int verdicts = 0;
+    double gpu_s = 0;
+  };
+  std::map<std::string, Class> classes;
+  std::map<std::string, double> stage_s;
+  double gpu_total = 0;
+  for (const auto &r : run.turns) {
+    if (!r.verdict_object() || (r.verdict.contains("reused_from") && !r.verdict["reused_from"].is_null()))
+      continue;
+    const double g = r.timings ? r.timings->gpu_stage_s.value_or(0.0) : 0.0;
+    Class &c = classes[verdict_class(r.verdict)];
+    ++c.verdicts;
+    c.gpu_s += g;
+    gpu_total += g;
+    if (g <= 0 || !r.verdict.contains("stages")) continue;
+    double staged = 0;
+    for (const char *stage : {"correctness", "timing", "execution", "sanitizer"}) {
+      const auto &st = r.verdict["stages"].value(stage, nlohmann::json::object());
+      const double s = st.is_object() ? st.value("wall_seconds", 0.0) : 0.0;
+      stage_s[stage] += s;
+      staged += s;
+    }
+    stage_s["other"] += std::max(0.0, g - staged);
+  }
+  fmt::print("  GPU time per verdict class (verdicts made here, not reused):\n");
+  fmt::print("    {:22} {:>8} {:>10} {:>10} {:>8}\n", "class", "verdicts", "GPU s", "s/verdict", "share");
+  for (const auto &[name, c] : classes)
+    fmt::print("    {:22} {:>8} {:>10.1f} {:>10.2f} {:>7.1f}%\n", name, c.verdicts, c.gpu_s,
+               c.verdicts ? c.gpu_s / c.verdicts : 0.0, gpu_total > 0 ? 100.0 * c.gpu_s / gpu_total : 0.0);
+  std::string shares;
+  for (const auto &[stage, s] : stage_s)
+    shares += fmt::format(" {} {:.1f}%", stage, gpu_total > 0 ? 100.0 * s / gpu_total : 0.0);
+  fmt::print("  GPU time per stage   {}\n", shares);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
   std::string base_url, model = "normal";
   fs::path out;
   int samples = 4, turns = 4;
-  bool gpu = false, baseline = false;
+  bool gpu = false, baseline = false, no_reuse = false;
   std::vector<std::string> tasks{"gemm_n7168_k5120", "gemm_n4096_k4096", "gemm_n8192_k8192", "mha_fwd_d128",
                                  "mha_bwd_d128"};
   for (int i = 1; i < argc; ++i) {
@@ -88,6 +142,8 @@ int main(int argc, char **argv) {
       gpu = true;
     else if (a == "--baseline")
       baseline = true;
+    else if (a == "--no-reuse")
+      no_reuse = true;
     else if (a == "--tasks") {
       tasks.clear();
       std::string list = next();
@@ -99,7 +155,7 @@ int main(int argc, char **argv) {
     } else {
       fmt::print(stderr,
                  "usage: bench_orchestrator [--base-url URL] [--model NAME] [--out DIR] [--samples N] "
-                 "[--turns N] [--gpu] [--tasks ID,...] [--baseline]\n");
+                 "[--turns N] [--gpu] [--tasks ID,...] [--baseline] [--no-reuse]\n");
       return 2;
     }
   }
@@ -136,6 +192,7 @@ int main(int argc, char **argv) {
     c.evaluator.timing.reuse_correctness_inputs = false;
     c.evaluator.timing.paired_min_samples = 0;
   }
+  if (no_reuse) c.reuse_verdicts = false;
   c.out_dir = out;
 
   struct sigaction sa {};
@@ -203,6 +260,7 @@ int main(int argc, char **argv) {
              result.verdicts_per_gpu_hour > 0
                  ? fmt::format(", {:.0f} per GPU-hour", result.verdicts_per_gpu_hour)
                  : std::string());
+  if (gpu) print_gpu_classes(*run);
   fmt::print("  run directory         {}\n", out.string());
   return result.end == agent::RunEnd::completed ? 0 : result.end == agent::RunEnd::interrupted ? 3 : 1;
 }

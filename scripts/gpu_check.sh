@@ -36,6 +36,12 @@
 #                           (seconds per run, default 600; a run stopped there finishes the stages in
 #                           progress and prints its figures so far), GPU_CHECK_LOOP_MODES (default "baseline shipped"; one
 #                           mode per call keeps a full-size pair inside a 10-minute device call)
+#   GPU_CHECK_MIX=1         the realistic mix: bench_orchestrator --gpu --model mix --no-reuse against the fake
+#                           server (answers drawn from the committed kernels: 30% compile errors, 25% incorrect,
+#                           25% naive correct, 15% mid-speed, 5% near the library; verdict cache off) over the
+#                           five core tasks; prints verdicts per GPU-hour, GPU seconds per verdict class and
+#                           each stage's share of GPU time. GPU_CHECK_MIX_SAMPLES / _TURNS (default 4 / 3),
+#                           GPU_CHECK_MIX_LIMIT (seconds, default 420; a run stopped there prints its figures)
 #   GPU_CHECK_REPAIRS_DEMO=1 scripts/repairs_demo.sh (a student run, teacher repairs, the repair-pairs card and
 #                           the report; GPU stages on) into $OUT/repairs_demo
 #   GPU_CHECK_REPORT_DEMO=1 bench/report_demo.sh with the GPU stages on (3 models x 5 core tasks x 4 x 4);
@@ -54,7 +60,7 @@ if [[ -z ${GPU_CHECK_SKIP_BUILD:-} ]]; then
       ${GPU_CHECK_CMAKE_ARGS:-}) >"$OUT/configure.log" 2>&1; then
     tail -30 "$OUT/configure.log"; exit 3
   fi
-  if ! cmake --build "$BUILD" -j"$(nproc)" --target ptxbench ptxbench-worker test_gpu_gemm test_gpu_attention test_adversarial bench_eval -- -k 0 \
+  if ! cmake --build "$BUILD" -j"$(nproc)" --target ptxbench ptxbench-worker ptxbench-nvrtc test_gpu_gemm test_gpu_attention test_adversarial bench_eval bench_orchestrator -- -k 0 \
       >"$OUT/build.log" 2>&1; then
     grep -E "error|FAILED" "$OUT/build.log" | head -30
     [[ -x $BUILD/apps/ptxbench && -x $BUILD/evaluator/worker/ptxbench-worker ]] || exit 3
@@ -190,6 +196,23 @@ if [[ -n ${GPU_CHECK_LOOP:-} ]]; then
   cat "$OUT/loop_table.txt"
 fi
 
+if [[ -n ${GPU_CHECK_MIX:-} ]]; then
+  echo "== realistic mix: bench_orchestrator --gpu --model mix --no-reuse against the fake server"
+  mkdir -p "$OUT/mix"
+  python3 "$ROOT/tests/fake_openai_server.py" --log "$OUT/mix/server.log" >"$OUT/mix/server.port" &
+  server=$!
+  for _ in $(seq 50); do [[ -s $OUT/mix/server.port ]] && break; sleep 0.1; done
+  port=$(head -n1 "$OUT/mix/server.port")
+  timeout -k 120 "${GPU_CHECK_MIX_LIMIT:-420}" "$BUILD/bench/bench_orchestrator" --gpu --model mix --no-reuse \
+    --base-url "http://127.0.0.1:$port/v1" \
+    --tasks gemm_n7168_k5120,mha_fwd_d128,mha_fwd_d128_causal,mha_bwd_d128,mha_bwd_d128_causal \
+    --samples "${GPU_CHECK_MIX_SAMPLES:-4}" --turns "${GPU_CHECK_MIX_TURNS:-3}" --out "$OUT/mix/run" \
+    >"$OUT/mix_table.txt" 2>"$OUT/mix/progress"
+  echo "mix exit $? (124: stopped at GPU_CHECK_MIX_LIMIT, figures so far)" >>"$OUT/mix_table.txt"
+  kill "$server" 2>/dev/null
+  cat "$OUT/mix_table.txt"
+fi
+
 echo
 echo "================ summary ($OUT)"
 [[ -f $OUT/verdict_table.txt ]] && cat "$OUT/verdict_table.txt"
@@ -197,6 +220,7 @@ echo "================ summary ($OUT)"
 [[ -f $OUT/ctest.log ]] && { echo; grep -E "tests passed|tests failed|\(Failed\)|Not Run|Skipped" "$OUT/ctest.log"; }
 [[ -f $OUT/bench_eval_table.txt ]] && { echo; cat "$OUT/bench_eval_table.txt"; }
 [[ -f $OUT/fidelity.log ]] && { echo; grep -v '^{' "$OUT/fidelity.log"; }
+[[ -f $OUT/mix_table.txt ]] && { echo; cat "$OUT/mix_table.txt"; }
 [[ -f $OUT/fidelity_attention.log ]] && { echo; tail -6 "$OUT/fidelity_attention.log"; }
 [[ -f $OUT/repairs_demo.log ]] && { echo; tail -n 12 "$OUT/repairs_demo.log"; }
 [[ -f $OUT/report_demo.log ]] && { echo; tail -n 8 "$OUT/report_demo.log"; }

@@ -297,6 +297,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_json(200, completion(model, "y" * (10 * 1000 * 1000)))
         elif b.startswith("demo-"):
             self.demo(b, model)
+        elif b == "mix" or b.startswith("mix-"):
+            self.mix(b, model)
         elif b.startswith("teacher.") or b.startswith("teacher-plain."):
             self.teacher(b, model)
         elif b == "repair":
@@ -372,6 +374,40 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_json(200, body)
 
 
+    def mix(self, behaviour, model):
+        """An early-turn answer mix for throughput studies, drawn from the committed kernels of the task in
+        the prompt: MIX_WEIGHTS of compile errors, incorrect probes, naive correct kernels, mid-speed kernels
+        (mma.sync) and kernels near the library. `mix-N` seeds the draws (default 0)."""
+        messages = self.request_body.get("messages", [])
+        prompt = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tasks", "solutions")
+        tasks = sorted((d for d in os.listdir(root) if d in prompt), key=len, reverse=True)
+        task = tasks[0] if tasks else ""
+        with LOCK:
+            MIX_DRAWS[behaviour] = MIX_DRAWS.get(behaviour, 0) + 1
+            draw = MIX_DRAWS[behaviour]
+        rng = random.Random(int(hashlib.sha256(repr((behaviour, draw)).encode()).hexdigest()[:16], 16))
+        if not task:
+            self.send_json(200, completion(model, "I cannot find the task's id in the prompt."))
+            return
+        kinds = mix_kinds(root, task)
+        r, category = rng.random(), None
+        for name, weight in MIX_WEIGHTS:
+            r -= weight
+            if r < 0 and kinds.get(name):
+                category = name
+                break
+        category = category or next(name for name, _ in MIX_WEIGHTS if kinds.get(name))
+        folder = rng.choice(kinds[category])
+        content = read_response(root, task, folder)
+        if category == "compile_error":
+            content = break_ptx(content)
+        reasoning = "mix: %s (%s)" % (category, folder)
+        usage = {"prompt_tokens": max(1, len(json.dumps(messages)) // 4),
+                 "completion_tokens": max(1, len(content) // 4), "total_tokens": 0}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        self.send_json(200, completion(model, content, "reasoning_content", reasoning, usage=usage))
+
     def teacher(self, behaviour, model):
         kind, _, fixes = behaviour.partition(".")
         fixes = set(fixes.split("+"))
@@ -409,6 +445,35 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 DEMO_DRAWS = {}
+MIX_DRAWS = {}
+# The realistic mix of early-turn answers (bench_orchestrator --model mix, scripts/gpu_check.sh GPU_CHECK_MIX).
+MIX_WEIGHTS = [("compile_error", 0.30), ("incorrect", 0.25), ("naive", 0.25), ("mid", 0.15), ("near", 0.05)]
+
+
+def mix_kinds(root, task):
+    """The task's committed kernels by mix category, from the folder names and expected.json."""
+    with open(os.path.join(root, task, "expected.json")) as f:
+        expected = json.load(f)
+    kinds = {name: [] for name, _ in MIX_WEIGHTS}
+    for folder, outcome in sorted(expected.items()):
+        if folder.startswith("_") or not os.path.exists(os.path.join(root, task, folder, "response.md")):
+            continue
+        if folder.startswith("probe_"):
+            if outcome.get("status") == "incorrect":
+                kinds["incorrect"].append(folder)
+        elif folder.startswith("simple"):
+            kinds["naive"].append(folder)
+        elif folder in ("mma_sync", "flash_fwd"):
+            kinds["mid"].append(folder)
+        elif folder in ("wgmma_tma", "wgmma"):
+            kinds["near"].append(folder)
+    if kinds["naive"] or kinds["mid"] or kinds["near"]:
+        ptx = [f for f in kinds["naive"] + kinds["mid"] + kinds["near"]
+               if "```ptx" in read_response(root, task, f)]
+        kinds["compile_error"] = ptx
+    if not kinds["mid"]:  # e.g. the backward tasks: no mma.sync kernel, their fast one stands in
+        kinds["mid"] = kinds["near"]
+    return kinds
 TEACHER_MARK = "(teacher attempt)"
 
 

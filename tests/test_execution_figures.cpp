@@ -580,3 +580,82 @@ TEST_CASE("timing statistics: slowly drifting samples count for fewer; independe
   CHECK(wd::lag1_autocorrelation({1.0, 2.0, 3.0}) == 0);               // too short to say
   CHECK(wd::lag1_autocorrelation(std::vector<double>(10, 1.0)) == 0);  // no spread
 }
+
+TEST_CASE("timing stop rule: far below the library stops after a few pairs; near it, the usual rule") {
+  ptxbench::protocol::TimingPolicy tp;  // far_from_library_speedup 0.25, far_min_samples 3
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> noise(0.99, 1.01);
+  // A naive kernel at about 0.013x: three pairs bound its speedup far below 0.25.
+  std::vector<double> cand, lib;
+  for (int i = 0; i < 2; ++i) {
+    cand.push_back(576.0 * noise(rng));
+    lib.push_back(7.5 * noise(rng));
+  }
+  CHECK(wd::sampling_stop(cand, lib, 1.2, tp) == wd::SamplingStop::go_on);  // 2 pairs: too few
+  cand.push_back(576.0 * noise(rng));
+  lib.push_back(7.5 * noise(rng));
+  CHECK(wd::sampling_stop(cand, lib, 1.8, tp) == wd::SamplingStop::far_from_library);
+  const wd::RatioInterval far = wd::ratio_interval_95(wd::paired_ratios(cand, lib));
+  CHECK(far.lo < 7.5 / 576.0);
+  CHECK(far.hi > 7.5 / 576.0);
+  CHECK(far.hi < 0.02);
+  CHECK(wd::to_string(wd::SamplingStop::far_from_library) == "far_from_library");
+  // The other side of the threshold: a kernel at 0.3x is timed to the usual precision.
+  std::vector<double> c2, l2;
+  for (int i = 0; i < 5; ++i) {
+    c2.push_back(10.0 * noise(rng));
+    l2.push_back(3.0 * noise(rng));
+  }
+  CHECK(wd::sampling_stop(c2, l2, 0.1, tp) == wd::SamplingStop::go_on);
+  // Just below the threshold but noisy: the interval's upper end crosses 0.25, so sampling goes on.
+  std::vector<double> c3 = {10.0, 10.0, 10.0}, l3 = {2.0, 2.6, 2.3};
+  CHECK(wd::ratio_interval_95(wd::paired_ratios(c3, l3)).hi > 0.25);
+  CHECK(wd::sampling_stop(c3, l3, 0.1, tp) == wd::SamplingStop::go_on);
+  // Off: the far rule never fires.
+  tp.far_from_library_speedup = 0;
+  CHECK(wd::sampling_stop(cand, lib, 1.8, tp) == wd::SamplingStop::go_on);
+  // The cap still ends a loop that never settles.
+  CHECK(wd::sampling_stop(cand, lib, tp.max_seconds + 1, tp) == wd::SamplingStop::max_seconds);
+  CHECK(wd::student_t_975(1) > 12.7);
+  CHECK(wd::student_t_975(1000) == doctest::Approx(1.96));
+}
+
+TEST_CASE("plan_instrumentation: no target in the SASS means no instrumented launch and a false axis") {
+  const std::vector<SassInstruction> ffma_only = {inst(0x00, "LDG.E.128"), inst(0x10, "FFMA"),
+                                                  inst(0x20, "STG.E"), inst(0x30, "EXIT")};
+  // A naive kernel, correct, however fast: nothing to count, the axis is decided from the listing.
+  const auto none = wd::plan_instrumentation(ffma_only, kGemmTargets, true, 1.0, 250.0);
+  CHECK(none.decision == wd::Instrumentation::no_target_in_sass);
+  CHECK(none.absent_targets == std::vector<std::string>{"wgmma", "tma_load"});
+  const json f = wd::uncounted_figures(ffma_only, kGemmTargets, "why");
+  CHECK(f["instrumented"] == false);
+  CHECK(target(f, "wgmma")["warp_executions"] == 0);
+  CHECK(target(f, "wgmma")["present_in_sass"] == false);
+  const auto axis = ev::detail::targets_executed_axis(ok_execution(f), true, 0.75, 0.5);
+  REQUIRE(axis.value.has_value());
+  CHECK_FALSE(*axis.value);
+  // Every target present and the kernel correct: the counts decide the axis, so they are always taken,
+  // however long the instrumented launch.
+  CHECK(wd::plan_instrumentation(wgmma_listing(), kGemmTargets, true, 1e6, 250.0).decision ==
+        wd::Instrumentation::count);
+  // Incorrect: counted only within the feedback budget (both sides).
+  CHECK(wd::plan_instrumentation(wgmma_listing(), kGemmTargets, false, 200.0, 250.0).decision ==
+        wd::Instrumentation::count);
+  CHECK(wd::plan_instrumentation(wgmma_listing(), kGemmTargets, false, 300.0, 250.0).decision ==
+        wd::Instrumentation::over_feedback_budget);
+  // One target missing: the axis is false already; the rest is counted only when cheap, and the
+  // uncounted present target reads as not measured (null), never as 0 executions.
+  std::vector<SassInstruction> no_tma = wgmma_listing();
+  no_tma.erase(no_tma.begin());
+  const auto partial = wd::plan_instrumentation(no_tma, kGemmTargets, true, 5000.0, 250.0);
+  CHECK(partial.decision == wd::Instrumentation::over_feedback_budget);
+  CHECK(partial.absent_targets == std::vector<std::string>{"tma_load"});
+  CHECK(wd::plan_instrumentation(no_tma, kGemmTargets, true, 100.0, 250.0).decision ==
+        wd::Instrumentation::count);
+  const json pf = wd::uncounted_figures(no_tma, kGemmTargets, "why");
+  CHECK(target(pf, "wgmma")["warp_executions"].is_null());
+  CHECK(target(pf, "tma_load")["warp_executions"] == 0);
+  const auto paxis = ev::detail::targets_executed_axis(ok_execution(pf), true, 0.75, 0.5);
+  REQUIRE(paxis.value.has_value());
+  CHECK_FALSE(*paxis.value);
+}

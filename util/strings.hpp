@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ptxbench::util {
 
@@ -23,6 +24,16 @@ inline std::string percent_text(double fraction) {
   char buf[64];
   std::snprintf(buf, sizeof buf, percent >= 10 ? "%.0f%%" : "%.2g%%", percent);
   return buf;
+}
+
+/// `items` with `separator` between them.
+inline std::string join(const std::vector<std::string> &items, std::string_view separator) {
+  std::string out;
+  for (const auto &s : items) {
+    if (!out.empty()) out += separator;
+    out += s;
+  }
+  return out;
 }
 
 /// The first complete line (ended by '\n') of `text` that starts with `prefix`, without its '\n'; ""

@@ -26,12 +26,7 @@ constexpr std::size_t kMaxListedWorkloads = 8;    // workload rows in a table
 constexpr std::size_t kMaxTopOpcodes = 8;         // executed-opcode families listed
 
 std::string join(const std::vector<std::string> &items, std::string_view separator) {
-  std::string out;
-  for (const auto &s : items) {
-    if (!out.empty()) out += separator;
-    out += s;
-  }
-  return out;
+  return util::join(items, separator);
 }
 
 std::string number(double v) {
@@ -266,6 +261,14 @@ std::string timing_section(const Verdict &v, const std::string &library) {
     if (auto tf = num(w, "library_tflops")) row += fmt::format(" ({} TFLOP/s)", number(*tf));
     if (auto s = num(w, "speedup")) row += fmt::format(", speedup {:.3f}x", *s);
     if (auto floor = num(w, "sol_floor_ms")) row += fmt::format("; physical floor {} ms", number(*floor));
+    // A kernel far below the library is timed only until that is certain: say how precise the figure is.
+    const json &ci = w.is_object() && w.contains("speedup_ci95") ? w["speedup_ci95"] : json();
+    if (str(w, "stopped_by") == "far_from_library" && ci.is_array() && ci.size() == 2 && ci[0].is_number() &&
+        ci[1].is_number())
+      row += fmt::format(
+          "; timed only until clearly far below {} (speedup between {:.3g}x and {:.3g}x at 95% "
+          "confidence, {} timed launches)",
+          library, ci[0].get<double>(), ci[1].get<double>(), number(num(w, "samples").value_or(0)));
     rows.push_back(row);
   }
   std::string out = "Timing (median, cold L2):\n" + bullet_list(rows, kMaxListedWorkloads, 400);

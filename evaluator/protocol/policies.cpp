@@ -34,6 +34,9 @@ void fields(IO &io, TimingPolicy &p) {
   io("record_samples", p.record_samples);
   io("paired_min_samples", p.paired_min_samples, Bounds{0, 1000000});
   io("autocorrelated_ci", p.autocorrelated_ci);
+  io("far_from_library_speedup", p.far_from_library_speedup, Bounds{0});
+  io("far_min_samples", p.far_min_samples, Bounds{2, 1000000});
+  io("warmup_budget_ms", p.warmup_budget_ms, Bounds{0});
 }
 
 template <class IO>

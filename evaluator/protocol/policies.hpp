@@ -71,6 +71,17 @@ struct TimingPolicy {
   /// are alike. Off by default: it lengthens attention verdicts without making their speedups repeat
   /// closer (ARCHITECTURE.md, Timing). Every workload reports its ρ (lag1_autocorrelation) either way.
   bool autocorrelated_ci = false;
+  /// Speedup (library / candidate) under which sampling stops early: once at least far_min_samples
+  /// pairs are in and the upper end of the speedup's 95% confidence interval (a t-interval on the log
+  /// ratios) lies below this, the figure is known well enough (stopped_by "far_from_library"; the
+  /// interval is recorded). 0 = off. A naive kernel at 0.01x otherwise samples for seconds to pin a
+  /// figure nobody needs to 0.5%.
+  double far_from_library_speedup = 0.25;
+  int far_min_samples = 3;  ///< pairs before the far_from_library rule may stop the sampling
+  /// ms; untimed warm-up launches of the candidate stop once their estimated total (correctness-stage
+  /// launch time x count) would pass this, so a slow kernel, already launched by every correctness
+  /// trial in this process, gets none and a fast one all warmup_launches. 0 = always warmup_launches.
+  double warmup_budget_ms = 50.0;
   PTXBENCH_PROTOCOL_EQUALITY(TimingPolicy)
 };
 

@@ -223,4 +223,57 @@ nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
               {"unmatched_records", unmatched}};
 }
 
+namespace {
+
+bool in_listing(const TargetSpec &t, const std::set<std::string> &families) {
+  return std::any_of(t.sass_families.begin(), t.sass_families.end(),
+                     [&](const std::string &f) { return families.count(f) > 0; });
+}
+
+std::set<std::string> listing_families(const std::vector<SassInstruction> &listing) {
+  std::set<std::string> families;
+  for (const auto &i : listing) families.insert(i.family);
+  return families;
+}
+
+}  // namespace
+
+InstrumentationPlan plan_instrumentation(const std::vector<SassInstruction> &listing,
+                                         const std::vector<TargetSpec> &targets, bool correct,
+                                         double estimated_ms, double feedback_budget_ms) {
+  InstrumentationPlan plan;
+  const std::set<std::string> families = listing_families(listing);
+  for (const auto &t : targets)
+    if (!in_listing(t, families)) plan.absent_targets.push_back(t.name);
+  if (!targets.empty() && plan.absent_targets.size() == targets.size()) {
+    plan.decision = Instrumentation::no_target_in_sass;
+    return plan;
+  }
+  const bool feedback_only = !correct || !plan.absent_targets.empty();
+  if (feedback_only && estimated_ms > feedback_budget_ms)
+    plan.decision = Instrumentation::over_feedback_budget;
+  return plan;
+}
+
+nlohmann::json uncounted_figures(const std::vector<SassInstruction> &listing,
+                                 const std::vector<TargetSpec> &targets, const std::string &why) {
+  using nlohmann::json;
+  const std::set<std::string> families = listing_families(listing);
+  json rows = json::array();
+  for (const auto &t : targets) {
+    const bool present = in_listing(t, families);
+    const json zero_or_unknown = present ? json(nullptr) : json(0);
+    rows.push_back({{"name", t.name},
+                    {"sass_families", t.sass_families},
+                    {"present_in_sass", present},
+                    {"warp_executions", zero_or_unknown},
+                    {"threads_on", zero_or_unknown},
+                    {"executed", false},
+                    {"counted", !present},
+                    {"work_flops", nullptr},
+                    {"work_share", nullptr}});
+  }
+  return json{{"targets", rows}, {"instrumented", false}, {"not_instrumented", why}};
+}
+
 }  // namespace ptxbench::worker::detail

@@ -60,4 +60,29 @@ nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
                                  const std::vector<TargetSpec> &targets, const std::vector<PcCount> &counts,
                                  double workload_flops = 0, double tma_box_bytes = 0);
 
+/// Whether the execution stage launches the candidate under CUPTI, decided before the GPU is touched.
+enum class Instrumentation {
+  count,              ///< instrument one launch
+  no_target_in_sass,  ///< none of the targets is in the SASS: the axis is false, nothing to count
+  /// counting would only feed the repair prompt (the kernel is incorrect, or a target is missing from
+  /// the SASS so the axis is already false) and the instrumented launch would pass the budget
+  over_feedback_budget,
+};
+struct InstrumentationPlan {
+  Instrumentation decision = Instrumentation::count;
+  std::vector<std::string> absent_targets;  ///< targets none of whose SASS families is in the listing
+};
+/// `estimated_ms`: the instrumented launch's expected time; `feedback_budget_ms`: what counting that only
+/// helps the feedback may cost. A correct kernel whose targets are all in the SASS is always counted:
+/// its counts decide the axis.
+InstrumentationPlan plan_instrumentation(const std::vector<SassInstruction> &listing,
+                                         const std::vector<TargetSpec> &targets, bool correct,
+                                         double estimated_ms, double feedback_budget_ms);
+
+/// The execution figures of a kernel that was not instrumented: each target's row with present_in_sass,
+/// 0 executions for the absent ones (exact: what is not in the SASS cannot run) and null counts for the
+/// present ones; `instrumented` false and `not_instrumented` saying why.
+nlohmann::json uncounted_figures(const std::vector<SassInstruction> &listing,
+                                 const std::vector<TargetSpec> &targets, const std::string &why);
+
 }  // namespace ptxbench::worker::detail

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace ptxbench::worker::detail {
 
@@ -53,6 +54,70 @@ std::vector<double> paired_ratios(const std::vector<double> &candidate, const st
   for (std::size_t i = 0; i < n; ++i)
     if (candidate[i] > 0) out.push_back(library[i] / candidate[i]);
   return out;
+}
+
+double student_t_975(int df) {
+  // Quantiles for df = 1..30, then coarser steps; interpolation is not needed at this precision.
+  static constexpr double kTable[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                                      2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+                                      2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  if (df < 1) return std::numeric_limits<double>::infinity();
+  if (df <= 30) return kTable[df - 1];
+  if (df <= 40) return 2.021;
+  if (df <= 60) return 2.000;
+  if (df <= 120) return 1.980;
+  return 1.960;
+}
+
+RatioInterval ratio_interval_95(const std::vector<double> &ratios) {
+  std::vector<double> logs;
+  for (double r : ratios)
+    if (r > 0) logs.push_back(std::log(r));
+  if (logs.size() < 2) return {0, std::numeric_limits<double>::infinity()};
+  const double n = static_cast<double>(logs.size());
+  double mean = 0;
+  for (double x : logs) mean += x;
+  mean /= n;
+  double var = 0;
+  for (double x : logs) var += (x - mean) * (x - mean);
+  const double sd = std::sqrt(var / (n - 1));
+  const double half = student_t_975(static_cast<int>(logs.size()) - 1) * sd / std::sqrt(n);
+  return {std::exp(mean - half), std::exp(mean + half)};
+}
+
+std::string_view to_string(SamplingStop s) {
+  switch (s) {
+    case SamplingStop::go_on:
+      return "go_on";
+    case SamplingStop::far_from_library:
+      return "far_from_library";
+    case SamplingStop::medians:
+      return "medians";
+    case SamplingStop::ratio:
+      return "ratio";
+    case SamplingStop::max_seconds:
+      return "max_seconds";
+  }
+  return "?";
+}
+
+SamplingStop sampling_stop(const std::vector<double> &candidate_ms, const std::vector<double> &library_ms,
+                           double seconds, const protocol::TimingPolicy &tp) {
+  const int n = static_cast<int>(std::min(candidate_ms.size(), library_ms.size()));
+  // Far below the library the figure needs no 0.5% precision: stop once its interval says so.
+  if (tp.far_from_library_speedup > 0 && n >= tp.far_min_samples &&
+      ratio_interval_95(paired_ratios(candidate_ms, library_ms)).hi < tp.far_from_library_speedup)
+    return SamplingStop::far_from_library;
+  if (n < tp.min_samples || seconds < tp.min_seconds)
+    return seconds >= tp.max_seconds ? SamplingStop::max_seconds : SamplingStop::go_on;
+  const bool dependent = tp.autocorrelated_ci;
+  if (median_ci_rel(candidate_ms, dependent) <= tp.target_rel_spread &&
+      median_ci_rel(library_ms, dependent) <= tp.target_rel_spread)
+    return SamplingStop::medians;
+  if (tp.paired_min_samples > 0 && n >= tp.paired_min_samples &&
+      median_ci_rel(paired_ratios(candidate_ms, library_ms), dependent) <= tp.target_rel_spread)
+    return SamplingStop::ratio;
+  return seconds >= tp.max_seconds ? SamplingStop::max_seconds : SamplingStop::go_on;
 }
 
 }  // namespace ptxbench::worker::detail

@@ -2,7 +2,10 @@
 // confidence interval of the median.
 #pragma once
 
+#include <string_view>
 #include <vector>
+
+#include "evaluator/protocol/policies.hpp"
 
 namespace ptxbench::worker::detail {
 
@@ -20,5 +23,32 @@ double lag1_autocorrelation(const std::vector<double> &v);
 /// The per-iteration ratios library[i] / candidate[i] of the first min(size) pairs (pairs whose
 /// candidate time is not positive are left out).
 std::vector<double> paired_ratios(const std::vector<double> &candidate, const std::vector<double> &library);
+
+/// A 95% confidence interval of the typical ratio: exp(mean ± t·sd/√n) of the logs of `ratios`
+/// (Student's t with n−1 degrees of freedom), so a handful of steady samples already bound it tightly.
+/// {0, +inf} with fewer than 2 positive values.
+struct RatioInterval {
+  double lo = 0;
+  double hi = 0;
+};
+RatioInterval ratio_interval_95(const std::vector<double> &ratios);
+
+/// What ended a workload's sampling (recorded as the workload's `stopped_by`).
+enum class SamplingStop {
+  go_on,             ///< not yet
+  far_from_library,  ///< the speedup's 95% interval lies below TimingPolicy::far_from_library_speedup
+  medians,           ///< both medians' CIs settled
+  ratio,             ///< the paired ratio's CI settled
+  max_seconds,       ///< the cap
+};
+std::string_view to_string(SamplingStop s);
+
+/// The stopping rule, after each pair of timed launches: candidate and library samples so far (ms, in
+/// sampling order) and the seconds since sampling began.
+SamplingStop sampling_stop(const std::vector<double> &candidate_ms, const std::vector<double> &library_ms,
+                           double seconds, const protocol::TimingPolicy &tp);
+
+/// Two-sided 97.5% quantile of Student's t with `df` degrees of freedom (df >= 1; 1.96 past 120).
+double student_t_975(int df);
 
 }  // namespace ptxbench::worker::detail
