@@ -68,7 +68,7 @@ class TaskReader {
     r_.reject_unknown_fields(
         root, "",
         {"id", "family", "arch", "title", "description", "tensors", "scalars", "symbols", "workloads",
-         "targets", "reference", "causal", "tolerances", "flops", "bytes", "tags"});
+         "targets", "reference", "causal", "tolerances", "tolerance_note", "flops", "bytes", "tags"});
     read_header(root, stem);
     read_symbols(root);
     read_tensors(root);
@@ -366,6 +366,10 @@ class TaskReader {
   }
 
   void read_tolerances(const json &root) {
+    if (auto note = r_.string_member(root, "", "tolerance_note", false)) {
+      if (note->empty()) r_.error("tolerance_note", "must not be empty (leave the field out instead)");
+      t_.tolerance_note = *note;
+    }
     const json *tols = r_.object_member(root, "", "tolerances", true);
     if (!tols) return;
     for (const auto &[name, value] : tols->items()) {
@@ -572,22 +576,25 @@ json Task::to_json() const {
     tolerances_json[name] = {{"atol", tol.atol}, {"rtol", tol.rtol}, {"reason", tol.reason}};
   json tags_json = json::object();
   for (const auto &[k, v] : tags) tags_json[k] = v;
-  return json{{"id", id},
-              {"family", tasks::to_string(family)},
-              {"arch", arch},
-              {"title", title},
-              {"description", description},
-              {"tensors", tensors_json},
-              {"scalars", scalars_json},
-              {"symbols", symbols},
-              {"workloads", workloads_json},
-              {"targets", targets_json},
-              {"reference", reference},
-              {"causal", causal},
-              {"tolerances", tolerances_json},
-              {"flops", flops},
-              {"bytes", bytes},
-              {"tags", tags_json}};
+  json j{{"id", id},
+         {"family", tasks::to_string(family)},
+         {"arch", arch},
+         {"title", title},
+         {"description", description},
+         {"tensors", tensors_json},
+         {"scalars", scalars_json},
+         {"symbols", symbols},
+         {"workloads", workloads_json},
+         {"targets", targets_json},
+         {"reference", reference},
+         {"causal", causal},
+         {"tolerances", tolerances_json},
+         {"flops", flops},
+         {"bytes", bytes},
+         {"tags", tags_json}};
+  if (!tolerance_note.empty())
+    j["tolerance_note"] = tolerance_note;  // absent, as in the files that have none
+  return j;
 }
 
 util::Expected<Task> load_task_file(const std::filesystem::path &path) {

@@ -85,10 +85,13 @@ struct Task {
   std::string reference;                        ///< "cublaslt" | "cudnn_sdpa_fwd" | "cudnn_sdpa_bwd"
   bool causal = false;                          ///< attention: causal mask
   std::map<std::string, Tolerance> tolerances;  ///< per output tensor name
-  std::string flops;                            ///< integer expression: FLOPs of one launch
-  std::string bytes;                            ///< integer expression: minimum DRAM bytes of one launch
-  std::map<std::string, std::string> tags;      ///< free-form ("suite": "core"|"secondary", "layout": "TN")
-  std::filesystem::path source;                 ///< the JSON file it was loaded from
+  /// Why the tolerances are what they are, when one explanation covers several outputs: the prompt states it
+  /// once after the per-output lines (each Tolerance::reason is then only what is particular to that output).
+  std::string tolerance_note;
+  std::string flops;                        ///< integer expression: FLOPs of one launch
+  std::string bytes;                        ///< integer expression: minimum DRAM bytes of one launch
+  std::map<std::string, std::string> tags;  ///< free-form ("suite": "core"|"secondary", "layout": "TN")
+  std::filesystem::path source;             ///< the JSON file it was loaded from
 
   const Tensor *find_tensor(std::string_view name) const;
   const Scalar *find_scalar(std::string_view name) const;
