@@ -12,7 +12,8 @@
 
 #include "agent/detail/feedback_sections.hpp"
 #include "agent/detail/template.hpp"
-#include "evaluator/evaluator.hpp"
+#include "evaluator/candidate.hpp"
+#include "evaluator/protocol/job.hpp"
 #include "tasks/arch.hpp"
 #include "util/files.hpp"
 #include "util/int_expr.hpp"
@@ -52,9 +53,8 @@ struct ArchPeaks {
   double dram_tbps;    ///< TB/s of DRAM bandwidth
 };
 
-const std::set<std::string> kSystemKeys = {"arch",           "arch_name",        "target_list",
-                                           "target_shares",  "max_shared_bytes", "reference_library",
-                                           "reference_notes"};
+const std::set<std::string> kSystemKeys = {
+    "arch", "arch_name", "target_list", "reference_library", "reference_notes", "num_sms", "workspace_limit"};
 const std::set<std::string> kTaskKeys = {
     "id",      "title",     "arch",    "arch_name",  "description",       "tensors", "scalars",
     "symbols", "workloads", "targets", "tolerances", "reference_library", "speed"};
@@ -79,30 +79,22 @@ ArchPeaks peaks_for(const std::string &arch) {
   return {p.bf16_flops_per_s / 1e12, p.fp8_flops_per_s / 1e12, p.dram_bytes_per_s / 1e12};
 }
 
-// Axis 2 beyond "executed": the share of the work each target must do, with the evaluator's own thresholds
-// (EvaluatorSettings, which run configs do not change). A matrix-multiply target whose SASS opcodes carry
-// their shape (wgmma, mma) is held to a share of the FLOPs; a TMA-load target to a share of the bytes read.
-std::string target_shares(const tasks::Task &task) {
-  const evaluator::EvaluatorSettings settings;
-  std::vector<std::string> rules;
-  for (const auto &t : task.targets) {
-    if (t.ptx_mnemonic.rfind("wgmma", 0) == 0 || t.ptx_mnemonic.rfind("mma", 0) == 0)
-      rules.push_back(
-          fmt::format("the {} instructions must do at least {:g}% of the workload's FLOPs (as the "
-                      "task counts them: a matmul left on other instructions beside them fails)",
-                      t.ptx_mnemonic, 100 * settings.min_target_work_share));
-    else if (t.sass_families == std::vector<std::string>{"UTMALDG"})
-      rules.push_back(
-          fmt::format("the TMA loads must deliver at least {:g}% of the bytes the kernel reads from "
-                      "global memory (plain ld.global and cp.async loads are the rest)",
-                      100 * settings.min_tma_byte_share));
-  }
-  return rules.empty() ? "" : ". Running is not enough on its own: " + join(rules, ", and ");
+// What the manifest's num_sms is for this task, from the evaluator's own source (tasks/arch.hpp via
+// evaluator::device_symbols), e.g. "132 on the H200 SXM".
+std::string num_sms_text(const tasks::Task &task) {
+  const evaluator::DeviceSymbols device = evaluator::device_symbols(task);
+  if (device.num_sms <= 0) return "not known for this architecture: do not use it";
+  const tasks::ArchFacts *facts = tasks::arch_facts(task.arch);
+  return fmt::format("{} on the {}", device.num_sms,
+                     facts && facts->peaks ? facts->peaks->gpu : "task's GPU");
 }
 
-std::string max_shared_text(const std::string &arch) {
-  const tasks::ArchFacts *facts = tasks::arch_facts(arch);
-  return facts ? fmt::format("{} bytes", facts->max_shared_bytes_per_block) : "the device's limit";
+// The symbols a manifest expression may name: the task's, then num_sms when it is known.
+std::string expression_symbols(const tasks::Task &task) {
+  std::string text = join(task.symbols, ", ");
+  if (evaluator::device_symbols(task).num_sms > 0)
+    text += (text.empty() ? "" : ", ") + std::string(evaluator::kNumSmsSymbol);
+  return text;
 }
 
 std::string reference_library(const tasks::Task &t) {
@@ -237,10 +229,10 @@ std::string PromptBuilder::system_prompt(const tasks::Task &task, const Referenc
   Values values{{"arch", task.arch},
                 {"arch_name", arch_name(task.arch)},
                 {"target_list", join(targets, ", ")},
-                {"target_shares", target_shares(task)},
-                {"max_shared_bytes", max_shared_text(task.arch)},
                 {"reference_library", reference_library(task)},
-                {"reference_notes", reference_notes}};
+                {"reference_notes", reference_notes},
+                {"num_sms", num_sms_text(task)},
+                {"workspace_limit", fmt::format("{} GiB", protocol::kMaxWorkspaceBytes >> 30)}};
   return detail::render_template(templates_.at("system"), values, "system");
 }
 
@@ -290,7 +282,7 @@ std::string PromptBuilder::task_prompt(const tasks::Task &task) const {
     workloads += "\n";
   }
   speed = fmt::format(
-      "The floors above assume about {:.0f} TFLOP/s of dense {} tensor-core throughput and {:g} TB/s "
+      "The floors above assume about {:g} TFLOP/s of dense {} tensor-core throughput and {:g} TB/s "
       "of DRAM bandwidth.",
       peak_tflops, fp8 ? "fp8" : "bf16", peaks.dram_tbps);
   std::string targets;
@@ -301,7 +293,6 @@ std::string PromptBuilder::task_prompt(const tasks::Task &task) const {
   for (const auto &[name, tol] : task.tolerances)
     tolerances += fmt::format("  - {}: atol {:g}, rtol {:g}{}\n", name, tol.atol, tol.rtol,
                               tol.reason.empty() ? "" : ". " + tol.reason);
-  if (!task.tolerance_note.empty()) tolerances += task.tolerance_note + "\n";  // once, after every output
   Values values{{"id", task.id},
                 {"title", task.title},
                 {"arch", task.arch},
@@ -309,7 +300,7 @@ std::string PromptBuilder::task_prompt(const tasks::Task &task) const {
                 {"description", task.description},
                 {"tensors", tensors},
                 {"scalars", scalars},
-                {"symbols", join(task.symbols, ", ")},
+                {"symbols", expression_symbols(task)},
                 {"workloads", workloads},
                 {"targets", targets},
                 {"tolerances", tolerances},
@@ -330,7 +321,7 @@ std::string PromptBuilder::feedback(const tasks::Task &task, const Verdict &verd
   const StageResult stage = listed_errors ? full_stage : without_summary_repeats(full_stage);
   Values values = empty_feedback_values();
   values["message"] = stage.summary.empty() ? "(no details were recorded)" : stage.summary;
-  values["symbols"] = join(task.symbols, ", ");
+  values["symbols"] = expression_symbols(task);
   values["summary"] =
       stage.summary.empty() ? std::string(evaluator::to_string(verdict.status)) : stage.summary;
   values["diagnostics"] = diagnostics_section(stage);

@@ -283,6 +283,7 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
     auto &s = c.evaluator;
     r.read("run_gpu", s.run_gpu);
     r.read("run_sanitizer", s.run_sanitizer);
+    r.read("num_sms", s.num_sms, 0, 100000);  // 0 = the task's reference GPU (tasks/arch.hpp)
     std::string worker, lock_dir;
     r.read("worker_path", worker);
     if (!worker.empty()) s.worker_path = resolve(base_dir, worker);
@@ -414,8 +415,9 @@ nlohmann::json RunConfig::to_json() const {
       {"out_dir", out_dir.string()},
       {"prices", prices_json()},
       {"variants", variants_json}};
-  // Only a repairs run has the key, so ordinary runs keep their config hash.
+  // Only a repairs run has the key, so ordinary runs keep their config hash; likewise num_sms.
   if (repairs) j["repairs"] = repairs->to_json();
+  if (s.num_sms > 0) j["evaluator"]["num_sms"] = s.num_sms;
   return j;
 }
 

@@ -27,6 +27,7 @@ struct EvalOptions {
   double ptxas_timeout_s = 30;  ///< seconds
   double cooldown_ratio =
       evaluator::TimingPolicy{}.cooldown_ratio;  ///< GPU idle after each timed launch, x its time
+  int num_sms = 0;                               ///< the manifest's num_sms; 0 = the task's GPU's
 };
 
 std::string axis_text(const std::optional<bool> &b) {
@@ -67,6 +68,7 @@ int run_eval(const EvalOptions &options) {
   settings.run_gpu = !options.no_gpu;
   settings.compile.ptxas_wall = std::chrono::milliseconds(static_cast<long>(options.ptxas_timeout_s * 1000));
   settings.timing.cooldown_ratio = options.cooldown_ratio;
+  settings.num_sms = options.num_sms;
   // An oversized response is a value: the evaluator's parse stage says so in the verdict.
   auto response = evaluator::read_response(options.response_path, settings.parse);
   if (!response) {
@@ -119,6 +121,12 @@ void register_eval_command(CLI::App &app, Action &action) {
                   "= back to back)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option(
+         "--num-sms", options->num_sms,
+         "The SM count manifests' num_sms resolves to (default 0: the task's reference GPU, e.g. 132 "
+         "for the H200 SXM; an H100 PCIe has 114)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
   cmd->callback([&action, options] { action.run = [options] { return run_eval(*options); }; });
 }
 

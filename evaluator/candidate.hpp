@@ -88,6 +88,9 @@ struct ManifestParam {
 
 struct Manifest {
   std::string entry;
+  /// bytes of global scratch memory the harness allocates, guards and zero-fills before every launch
+  /// (expression; "" = none), passed by a {"workspace": true} parameter
+  std::string workspace_bytes;
   std::array<std::string, 3> grid{"1", "1", "1"};  ///< expressions
   std::array<std::string, 3> block{"1", "1", "1"};
   std::array<std::string, 3> cluster{"1", "1", "1"};
@@ -95,21 +98,42 @@ struct Manifest {
   std::vector<ManifestParam> params;
 };
 
+/// The name of the device symbol for the SM count, usable in every manifest expression.
+inline constexpr std::string_view kNumSmsSymbol = "num_sms";
+
+/// Symbols of the GPU the kernel runs on, usable in every manifest expression beside the task's.
+/// The launch plan is resolved on the CPU before any GPU is involved, so the values are the task's
+/// reference GPU's (tasks/arch.hpp) unless a setting says otherwise; the GPU stage compares num_sms
+/// with the device the worker reports and warns when they differ.
+struct DeviceSymbols {
+  std::int64_t num_sms = 0;  ///< SMs; 0 = unknown (an expression naming num_sms is then an error)
+  std::string source;        ///< where the value came from, for the verdict ("H200 SXM (arch table)")
+};
+
+/// The device symbols for `task`: num_sms = `num_sms_setting` when it is > 0 (EvaluatorSettings::num_sms),
+/// else the SM count of the task architecture's reference GPU, else unknown.
+DeviceSymbols device_symbols(const tasks::Task &task, std::int64_t num_sms_setting = 0);
+
 /// Parses and validates the manifest JSON against the task (names, kinds,
-/// expression syntax over the task's symbols, tensor-map settings that can be
-/// checked without a GPU). Error message is specific: field, value, reason.
-util::Expected<Manifest, std::string> parse_manifest(std::string_view json_text, const tasks::Task &task);
+/// expression syntax over the task's symbols and the device symbols, tensor-map settings that can be
+/// checked without a GPU). Error message is specific: field, value, reason. `device`: nullopt =
+/// device_symbols(task).
+util::Expected<Manifest, std::string> parse_manifest(
+    std::string_view json_text, const tasks::Task &task,
+    const std::optional<DeviceSymbols> &device = std::nullopt);
 
 /// A fully resolved launch for one workload, as the job carries it (evaluator/protocol/job.hpp).
 using protocol::LaunchPlan;
 using protocol::ResolvedParam;
 
 /// Resolves every expression of a (parsed) manifest for one workload and checks
-/// what can be checked without a GPU: grid/block/cluster limits, shared memory,
-/// tensor-map dims, strides, box and swizzle. Error: "<field>: <reason>".
+/// what can be checked without a GPU: grid/block/cluster limits, shared memory, the workspace's size
+/// (1 byte .. protocol::kMaxWorkspaceBytes), tensor-map dims, strides, box and swizzle.
+/// Error: "<field>: <reason>". `device`: nullopt = device_symbols(task).
 /// ResolvedParam::ptx_type is left empty: the PTX entry declares it, so the static stage reports it
 /// (StaticCheckResult::entry_param_types) and the pipeline joins the two (with_param_types).
-util::Expected<LaunchPlan, std::string> resolve_launch(const Manifest &manifest, const tasks::Task &task,
-                                                       const tasks::Workload &workload);
+util::Expected<LaunchPlan, std::string> resolve_launch(
+    const Manifest &manifest, const tasks::Task &task, const tasks::Workload &workload,
+    const std::optional<DeviceSymbols> &device = std::nullopt);
 
 }  // namespace ptxbench::evaluator

@@ -131,6 +131,7 @@ json EvaluatorSettings::to_json() const {
               {"run_sanitizer", run_sanitizer},
               {"min_target_work_share", min_target_work_share},
               {"min_tma_byte_share", min_tma_byte_share},
+              {"num_sms", num_sms},
               {"device", device},
               {"worker_path", worker_path.string()},
               {"ptxas_path", ptxas_path.string()},
@@ -176,8 +177,10 @@ CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view text,
   v.task_id = task.id;
   v.settings = settings.to_json();
   skip_gpu_stages(v, "not run yet");
-  auto parsed = run_stage(v, &Verdict::parse,
-                          [&] { return detail::parse_stage(task, text, bytes, at_least, settings.parse); });
+  auto parsed = run_stage(v, &Verdict::parse, [&] {
+    return detail::parse_stage(task, text, bytes, at_least, settings.parse,
+                               device_symbols(task, settings.num_sms));
+  });
   if (parsed) {
     c.response = std::move(parsed->response);
     c.manifest = std::move(parsed->manifest);

@@ -57,6 +57,10 @@ struct EvaluatorSettings {
   /// byte_share: UTMALDG executions x the largest manifest box, against plain LDG/LDGSTS/LD bytes) for it
   /// to count as executed: one token box of Q beside K and V streamed by plain loads does not.
   double min_tma_byte_share = 0.5;
+  /// The SM count a manifest's `num_sms` resolves to; 0 = the task architecture's reference GPU
+  /// (tasks/arch.hpp: 132 for sm_90a's H200 SXM). Set it when the GPU has another count (H100 PCIe:
+  /// 114): the GPU stage warns when the device the worker finds differs from the value used.
+  int num_sms = 0;
   int device = 0;                           ///< CUDA device ordinal for the GPU stage
   std::filesystem::path worker_path;        ///< empty = next to the ptxbench executable
   std::filesystem::path ptxas_path;         ///< empty = PATH, then /usr/local/cuda/bin/ptxas

@@ -15,6 +15,8 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/core.h>
+
 #include "evaluator/compile.hpp"
 #include "evaluator/detail/execution_axis.hpp"
 #include "evaluator/detail/sanitizer.hpp"
@@ -613,6 +615,25 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
     for (auto &[k, val] : run.result.environment.items()) v.environment[k] = val;
   v.environment["gpu_index"] = settings.device;
   v.environment["worker"] = worker.string();
+  // num_sms: the plans resolved it on the CPU (the task's GPU, or the setting); the worker reports the
+  // device's SM count. The verdict records the value used; a different device gets a warning, since a
+  // grid sized by num_sms then no longer matches the SMs one to one (timings are not the task GPU's).
+  if (!candidate.plans.empty() && candidate.plans.front().num_sms > 0) {
+    const std::int64_t planned = candidate.plans.front().num_sms;
+    v.environment["num_sms"] = planned;
+    const json &found = run.result.environment.is_object() && run.result.environment.contains("sm_count")
+                            ? run.result.environment["sm_count"]
+                            : json(nullptr);
+    if (found.is_number_integer() && found.get<std::int64_t>() != planned)
+      v.correctness.diagnostics.push_back(
+          {"warning",
+           fmt::format(
+               "the manifest's num_sms resolved to {} but this GPU ({}) has {} SMs: set the evaluator's "
+               "num_sms (run config evaluator.num_sms, or ptxbench eval --num-sms {}) to evaluate on it",
+               planned, run.result.environment.value("gpu_name", "?"), found.get<std::int64_t>(),
+               found.get<std::int64_t>()),
+           std::nullopt});
+  }
   if (run.has_result) v.settings["correctness_base_seed"] = run.result.base_seed;
   // The worker's own set-up and the handover: worker run minus the stages it timed.
   if (run.has_result) profile["worker_setup"] = run.result.worker;

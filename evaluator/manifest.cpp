@@ -11,6 +11,7 @@
 
 #include "evaluator/candidate.hpp"
 #include "evaluator/detail/limits.hpp"
+#include "tasks/arch.hpp"
 
 namespace ptxbench::evaluator {
 namespace {
@@ -103,11 +104,21 @@ std::string names_of_scalars(const tasks::Task &task) {
 ManifestParam parse_param(const json &p, const std::string &path, const tasks::Task &task) {
   if (!p.is_object()) fail(path, "expected an object like {\"tensor\": \"C\"}, got " + json_kind(p));
   ManifestParam param;
-  int kinds = int(p.contains("tensor")) + int(p.contains("scalar")) + int(p.contains("tensor_map"));
+  int kinds = int(p.contains("tensor")) + int(p.contains("scalar")) + int(p.contains("tensor_map")) +
+              int(p.contains("workspace"));
   if (kinds != 1)
     fail(path,
-         "give exactly one of \"tensor\", \"scalar\" or \"tensor_map\" (each parameter is one of them)");
-  if (p.contains("tensor")) {
+         "give exactly one of \"tensor\", \"scalar\", \"tensor_map\" or \"workspace\" (each parameter is "
+         "one of them)");
+  if (p.contains("workspace")) {
+    only_fields(p, path, {"workspace"});
+    if (!p["workspace"].is_boolean() || !p["workspace"].get<bool>())
+      fail(path + ".workspace",
+           "expected true ({\"workspace\": true} passes the workspace's device address), got " +
+               p["workspace"].dump());
+    param.kind = ParamKind::workspace;
+    param.name = protocol::kWorkspaceName;
+  } else if (p.contains("tensor")) {
     only_fields(p, path, {"tensor"});
     param.kind = ParamKind::tensor;
     param.name = text_field(p, "tensor", path);
@@ -119,6 +130,10 @@ ManifestParam parse_param(const json &p, const std::string &path, const tasks::T
     param.kind = ParamKind::scalar;
     param.name = text_field(p, "scalar", path);
     bool symbol = std::find(task.symbols.begin(), task.symbols.end(), param.name) != task.symbols.end();
+    if (!symbol && !task.find_scalar(param.name) && param.name == kNumSmsSymbol)
+      fail(path + ".scalar",
+           "num_sms is a manifest symbol only (use it in grid, cluster or workspace_bytes expressions); a "
+           "kernel reads its grid size from %nctaid (gridDim)");
     if (!symbol && !task.find_scalar(param.name))
       fail(path + ".scalar", fmt::format("'{}' is neither a scalar nor a symbol of this task (known: {})",
                                          param.name, names_of_scalars(task)));
@@ -147,7 +162,14 @@ ManifestParam parse_param(const json &p, const std::string &path, const tasks::T
 
 std::int64_t eval(const std::string &text, const util::SymbolTable &symbols, const std::string &path) {
   auto v = util::evaluate_int_expression(text, symbols);
-  if (!v) fail(path, fmt::format("'{}': {}", text, v.error()));
+  if (!v) {
+    std::string why = v.error();
+    if (!symbols.contains(kNumSmsSymbol) && why.find(fmt::format("'{}'", kNumSmsSymbol)) != std::string::npos)
+      why +=
+          "; num_sms is not known for this task's architecture (no reference GPU in tasks/arch.hpp): "
+          "the evaluator's num_sms setting gives it";
+    fail(path, fmt::format("'{}': {}", text, why));
+  }
   return *v;
 }
 
@@ -200,7 +222,17 @@ std::string without_trailing_commas(std::string_view text) {
 
 }  // namespace
 
-util::Expected<Manifest, std::string> parse_manifest(std::string_view json_text, const tasks::Task &task) {
+DeviceSymbols device_symbols(const tasks::Task &task, std::int64_t num_sms_setting) {
+  if (num_sms_setting > 0) return {num_sms_setting, "the evaluator's num_sms setting"};
+  const tasks::ArchFacts *facts = tasks::arch_facts(task.arch);
+  if (facts && facts->peaks && facts->peaks->sm_count > 0)
+    return {facts->peaks->sm_count,
+            fmt::format("{}, the {} reference GPU (tasks/arch.hpp)", facts->peaks->gpu, task.arch)};
+  return {0, fmt::format("unknown: no reference GPU for {} in tasks/arch.hpp", task.arch)};
+}
+
+util::Expected<Manifest, std::string> parse_manifest(std::string_view json_text, const tasks::Task &task,
+                                                     const std::optional<DeviceSymbols> &device) {
   json doc;
   const std::string lenient = without_trailing_commas(json_text);
   json_text = lenient;
@@ -224,7 +256,7 @@ util::Expected<Manifest, std::string> parse_manifest(std::string_view json_text,
   Manifest m;
   try {
     if (!doc.is_object()) fail("manifest", "expected a JSON object, got " + json_kind(doc));
-    only_fields(doc, "", {"entry", "grid", "block", "cluster", "shared_bytes", "params"});
+    only_fields(doc, "", {"entry", "grid", "block", "cluster", "shared_bytes", "workspace_bytes", "params"});
     for (const char *required : {"entry", "grid", "block", "params"})
       if (!doc.contains(required)) fail(required, "missing (required: entry, grid, block, params)");
     m.entry = text_field(doc, "entry", "manifest");
@@ -236,9 +268,23 @@ util::Expected<Manifest, std::string> parse_manifest(std::string_view json_text,
     if (!doc["params"].is_array()) fail("params", "expected an array in the entry's parameter order");
     for (std::size_t i = 0; i < doc["params"].size(); ++i)
       m.params.push_back(parse_param(doc["params"][i], fmt::format("params[{}]", i), task));
+    if (doc.contains("workspace_bytes"))
+      m.workspace_bytes = expression(doc["workspace_bytes"], "workspace_bytes");
+    const auto workspace_param = std::find_if(m.params.begin(), m.params.end(), [](const ManifestParam &p) {
+      return p.kind == ParamKind::workspace;
+    });
+    if (workspace_param != m.params.end() && m.workspace_bytes.empty())
+      fail(fmt::format("params[{}]", workspace_param - m.params.begin()),
+           "a {\"workspace\": true} parameter needs \"workspace_bytes\" in the manifest (its size in bytes, "
+           "an "
+           "integer expression)");
+    if (workspace_param == m.params.end() && !m.workspace_bytes.empty())
+      fail("workspace_bytes",
+           "no parameter receives the workspace: add {\"workspace\": true} to \"params\" at the position of "
+           "the entry's .u64 parameter that takes its address");
     // Every expression must evaluate on every workload (unknown names, overflow, division by zero).
     for (const auto &w : task.workloads) {
-      auto plan = resolve_launch(m, task, w);
+      auto plan = resolve_launch(m, task, w, device);
       if (!plan) fail("workload " + w.name, plan.error());
     }
   } catch (const Failure &f) {
@@ -248,16 +294,22 @@ util::Expected<Manifest, std::string> parse_manifest(std::string_view json_text,
 }
 
 util::Expected<LaunchPlan, std::string> resolve_launch(const Manifest &m, const tasks::Task &task,
-                                                       const tasks::Workload &w) {
+                                                       const tasks::Workload &w,
+                                                       const std::optional<DeviceSymbols> &device) {
   LaunchPlan plan;
   plan.workload = w.name;
   plan.symbols = w.symbols;
+  const DeviceSymbols dev = device ? *device : device_symbols(task);
+  plan.num_sms = dev.num_sms;
+  // The task's symbols and the device's (num_sms), for every expression below.
+  util::SymbolTable symbols = w.symbols;
+  if (dev.num_sms > 0) symbols.emplace(kNumSmsSymbol, dev.num_sms);
   try {
     const char *axis = "xyz";
     for (int i = 0; i < 3; ++i) {
-      plan.grid[i] = eval(m.grid[i], w.symbols, fmt::format("grid[{}]", i));
-      plan.block[i] = eval(m.block[i], w.symbols, fmt::format("block[{}]", i));
-      plan.cluster[i] = eval(m.cluster[i], w.symbols, fmt::format("cluster[{}]", i));
+      plan.grid[i] = eval(m.grid[i], symbols, fmt::format("grid[{}]", i));
+      plan.block[i] = eval(m.block[i], symbols, fmt::format("block[{}]", i));
+      plan.cluster[i] = eval(m.cluster[i], symbols, fmt::format("cluster[{}]", i));
       if (plan.grid[i] < 1) fail(fmt::format("grid[{}]", i), fmt::format("{} is less than 1", plan.grid[i]));
       if (plan.block[i] < 1)
         fail(fmt::format("block[{}]", i), fmt::format("{} is less than 1", plan.block[i]));
@@ -283,13 +335,26 @@ util::Expected<LaunchPlan, std::string> resolve_launch(const Manifest &m, const 
     if (cluster_size > detail::kMaxClusterSize)
       fail("cluster", fmt::format("{} CTAs per cluster; the most a launch may ask for is {} (8 is portable)",
                                   cluster_size, detail::kMaxClusterSize));
-    plan.shared_bytes = eval(m.shared_bytes, w.symbols, "shared_bytes");
+    plan.shared_bytes = eval(m.shared_bytes, symbols, "shared_bytes");
     if (plan.shared_bytes < 0) fail("shared_bytes", fmt::format("{} is negative", plan.shared_bytes));
     const std::int64_t smem_limit = detail::max_shared_bytes_per_block(task.arch);
     if (plan.shared_bytes > smem_limit)
       fail("shared_bytes",
            fmt::format("{} bytes of dynamic shared memory exceed the {} limit of {} bytes per block",
                        plan.shared_bytes, task.arch, smem_limit));
+    if (!m.workspace_bytes.empty()) {
+      plan.workspace_bytes = eval(m.workspace_bytes, symbols, "workspace_bytes");
+      if (plan.workspace_bytes < 0)
+        fail("workspace_bytes", fmt::format("{} is negative", plan.workspace_bytes));
+      if (plan.workspace_bytes == 0)
+        fail("workspace_bytes",
+             "is 0; a workspace needs at least 1 byte (leave workspace_bytes and the "
+             "{\"workspace\": true} parameter out when the kernel needs none)");
+      if (plan.workspace_bytes > protocol::kMaxWorkspaceBytes)
+        fail("workspace_bytes",
+             fmt::format("{} bytes exceed the limit of {} bytes ({} GiB)", plan.workspace_bytes,
+                         protocol::kMaxWorkspaceBytes, protocol::kMaxWorkspaceBytes >> 30));
+    }
 
     for (std::size_t i = 0; i < m.params.size(); ++i) {
       const ManifestParam &mp = m.params[i];
@@ -315,7 +380,7 @@ util::Expected<LaunchPlan, std::string> resolve_launch(const Manifest &m, const 
           rp.dims.assign(shape.rbegin(), shape.rend());
         } else {
           for (std::size_t d = 0; d < mp.dims.size(); ++d) {
-            std::int64_t v = eval(mp.dims[d], w.symbols, fmt::format("{}.dims[{}]", path, d));
+            std::int64_t v = eval(mp.dims[d], symbols, fmt::format("{}.dims[{}]", path, d));
             if (v < 1) fail(fmt::format("{}.dims[{}]", path, d), fmt::format("{} is less than 1", v));
             rp.dims.push_back(v);
           }
@@ -351,7 +416,7 @@ util::Expected<LaunchPlan, std::string> resolve_launch(const Manifest &m, const 
                fmt::format("has {} dimensions but the tensor (view) has {}: [{}] (innermost first)",
                            mp.box.size(), rp.dims.size(), fmt::join(rp.dims, ", ")));
         for (std::size_t d = 0; d < mp.box.size(); ++d) {
-          std::int64_t b = eval(mp.box[d], w.symbols, fmt::format("{}.box[{}]", path, d));
+          std::int64_t b = eval(mp.box[d], symbols, fmt::format("{}.box[{}]", path, d));
           if (b < 1 || b > 256)
             fail(fmt::format("{}.box[{}]", path, d), fmt::format("{} is outside 1..256 (TMA box limit)", b));
           rp.box.push_back(b);

@@ -38,10 +38,6 @@ std::vector<std::string> accepted_scalar_types(std::string_view scalar_type) {
   return {"." + std::string(scalar_type)};
 }
 
-const char *kind_name(ParamKind k) {
-  return k == ParamKind::tensor ? "tensor" : k == ParamKind::scalar ? "scalar" : "tensor_map";
-}
-
 void error(StageResult &s, std::string text, std::optional<int> line = std::nullopt) {
   s.diagnostics.push_back({"error", std::move(text), line});
 }
@@ -126,15 +122,19 @@ void check_params(StageResult &s, const PtxFunction &entry, const Manifest &mani
     const PtxParam &p = entry.params[i];
     const ManifestParam &mp = manifest.params[i];
     const std::string where =
-        fmt::format("parameter {} ('{}', the manifest's {} {})", i + 1, p.name, kind_name(mp.kind), mp.name);
+        mp.kind == ParamKind::workspace
+            ? fmt::format("parameter {} ('{}', the manifest's workspace)", i + 1, p.name)
+            : fmt::format("parameter {} ('{}', the manifest's {} {})", i + 1, p.name, to_string(mp.kind),
+                          mp.name);
     switch (mp.kind) {
       case ParamKind::tensor:
+      case ParamKind::workspace:
         if (!is_pointer_type(p.type) || p.array_size > 0)
           error(s,
-                fmt::format(
-                    "{}: a tensor is passed as a 64-bit device pointer, but the entry declares `{}`; declare "
-                    "`.param .u64 {}`",
-                    where, p.declaration(), p.name),
+                fmt::format("{}: {} is passed as a 64-bit device pointer, but the entry declares `{}`; "
+                            "declare `.param .u64 {}`",
+                            where, mp.kind == ParamKind::tensor ? "a tensor" : "the workspace",
+                            p.declaration(), p.name),
                 p.line);
         break;
       case ParamKind::tensor_map:

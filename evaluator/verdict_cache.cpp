@@ -25,11 +25,13 @@ std::optional<std::string> VerdictCache::key(const tasks::Task &task, std::strin
                                              const EvaluatorSettings &settings) const {
   auto parsed = parse_response(response, settings.parse);
   if (!parsed) return std::nullopt;
-  auto manifest = parse_manifest(parsed->manifest_text, task);
+  // The plans carry the workspace size and num_sms, so a different SM count never reuses a verdict.
+  const DeviceSymbols device = device_symbols(task, settings.num_sms);
+  auto manifest = parse_manifest(parsed->manifest_text, task, device);
   if (!manifest) return std::nullopt;
   json plans = json::array();
   for (const auto &w : task.workloads) {
-    auto plan = resolve_launch(*manifest, task, w);
+    auto plan = resolve_launch(*manifest, task, w, device);
     if (!plan) return std::nullopt;
     plans.push_back(*plan);
   }

@@ -16,6 +16,7 @@
 #include "evaluator/sass.hpp"
 #include "evaluator/static_checks.hpp"
 #include "support/support.hpp"
+#include "tasks/arch.hpp"
 #include "util/files.hpp"
 
 using namespace ptxbench;
@@ -471,7 +472,7 @@ TEST_CASE("manifest: each error names the field and the reason") {
         "params: missing (required: entry, grid, block, params)");
   CHECK(manifest_error(manifest_with("\"block\"", "\"blocks\""))
             .find("blocks: unknown field (allowed here: entry, "
-                  "grid, block, cluster, shared_bytes, params)") == 0);
+                  "grid, block, cluster, shared_bytes, workspace_bytes, params)") == 0);
   CHECK(manifest_error(manifest_with("\"swizzle\"", "\"swizle\"")).find("params[1].swizle: unknown field") ==
         0);
   CHECK(manifest_error(manifest_with("\"swizzle\": \"128B\"", "\"swizzle\": \"256B\"")) ==
@@ -483,7 +484,8 @@ TEST_CASE("manifest: each error names the field and the reason") {
   CHECK(manifest_error(manifest_with("{\"tensor\": \"C\"}", "{\"tensor\": \"C\", \"scalar\": \"M\"}"))
             .find("params[0]: give exactly one of") == 0);
   CHECK(manifest_error(manifest_with("ceil_div(N, 128)", "ceil_div(Q, 128)")) ==
-        "workload M=8192: grid[0]: 'ceil_div(Q, 128)': unknown symbol 'Q' at column 10 (known: K, M, N)");
+        "workload M=8192: grid[0]: 'ceil_div(Q, 128)': unknown symbol 'Q' at column 10 (known: K, M, N, "
+        "num_sms)");
   CHECK(manifest_error(manifest_with("ceil_div(N, 128)", "N / (K - 5120)")).find("division by zero") !=
         std::string::npos);
   CHECK(manifest_error(manifest_with("ceil_div(N, 128)", "1000000000000000000000000000000"))
@@ -539,6 +541,123 @@ TEST_CASE("manifest: a valid tensor-map view with dims") {
   REQUIRE(plan.has_value());
   CHECK(plan->params[1].dims == std::vector<std::int64_t>{64, 80, 8192});
   CHECK(plan->params[1].strides_bytes == std::vector<std::int64_t>{128, 10240});
+}
+
+TEST_CASE("manifest: num_sms in grid and cluster expressions, from the arch table or the setting") {
+  const tasks::Task &task = gemm_task();
+  const tasks::ArchFacts *facts = tasks::arch_facts(task.arch);
+  REQUIRE(facts != nullptr);
+  REQUIRE(facts->peaks.has_value());
+  const std::int64_t table_sms = facts->peaks->sm_count;  // 132: the H200 SXM
+  CHECK(table_sms == 132);
+  const DeviceSymbols table = device_symbols(task);
+  CHECK(table.num_sms == table_sms);
+  CHECK(table.source.find("H200 SXM") != std::string::npos);
+
+  const std::string persistent =
+      manifest_with("[\"ceil_div(N, 128)\", \"ceil_div(M, 128)\", 1]", "\"num_sms\"");
+  auto m = parse_manifest(persistent, task);
+  REQUIRE_MESSAGE(m.has_value(), m.error());
+  auto plan = resolve_launch(*m, task, task.workloads.at(0));
+  REQUIRE_MESSAGE(plan.has_value(), plan.error());
+  CHECK(plan->grid == std::array<std::int64_t, 3>{table_sms, 1, 1});
+  CHECK(plan->num_sms == table_sms);
+  CHECK(plan->symbols.count("num_sms") == 0);  // the workload's symbols stay the task's
+
+  // In a cluster expression and a grid that is a multiple of it.
+  auto clustered = parse_manifest(
+      manifest_with("[\"ceil_div(N, 128)\", \"ceil_div(M, 128)\", 1]", "[\"2 * num_sms\", 1, 1]")
+          .replace(0, 1, "{\"cluster\": [\"num_sms / 66\", 1, 1],"),
+      task);
+  REQUIRE_MESSAGE(clustered.has_value(), clustered.error());
+  auto cplan = resolve_launch(*clustered, task, task.workloads.at(0));
+  REQUIRE(cplan.has_value());
+  CHECK(cplan->grid[0] == 2 * table_sms);
+  CHECK(cplan->cluster[0] == table_sms / 66);
+
+  // The evaluator's setting (an H100 PCIe has 114 SMs) overrides the table.
+  const DeviceSymbols pcie = device_symbols(task, 114);
+  CHECK(pcie.num_sms == 114);
+  CHECK(pcie.source == "the evaluator's num_sms setting");
+  auto pplan = resolve_launch(*m, task, task.workloads.at(0), pcie);
+  REQUIRE(pplan.has_value());
+  CHECK(pplan->grid[0] == 114);
+  CHECK(pplan->num_sms == 114);
+
+  // An architecture without a reference GPU: num_sms is unknown, and the message says so.
+  tasks::Task unknown = task;
+  unknown.arch = "sm_120a";
+  CHECK(device_symbols(unknown).num_sms == 0);
+  auto none = parse_manifest(persistent, unknown);
+  REQUIRE_FALSE(none.has_value());
+  CHECK(none.error().find("grid[0]: 'num_sms': unknown symbol 'num_sms'") != std::string::npos);
+  CHECK(none.error().find("num_sms is not known for this task's architecture") != std::string::npos);
+  CHECK(parse_manifest(persistent, unknown, device_symbols(unknown, 84)).has_value());
+
+  // It is not a scalar a kernel can receive; the message says where it can be used.
+  CHECK(manifest_error(manifest_with("{\"scalar\": \"N\"}", "{\"scalar\": \"num_sms\"}"))
+            .find("params[2].scalar: num_sms is a manifest symbol only") == 0);
+}
+
+TEST_CASE("manifest: workspace_bytes and the {\"workspace\": true} parameter, with their bounds") {
+  const tasks::Task &task = gemm_task();
+  const auto with_workspace = [](const std::string &bytes,
+                                 const std::string &param = "{\"workspace\": true}") {
+    std::string m = manifest_with("{\"scalar\": \"N\"}", "{\"scalar\": \"N\"}, " + param);
+    return m.replace(m.find("\"params\""), 8, "\"workspace_bytes\": " + bytes + ", \"params\"");
+  };
+  auto m = parse_manifest(with_workspace("\"num_sms * 128 * 128 * 4 + 4 * ceil_div(M, 128)\""), task);
+  REQUIRE_MESSAGE(m.has_value(), m.error());
+  REQUIRE(m->params.size() == 4);
+  CHECK(m->params[3].kind == ParamKind::workspace);
+  auto plan = resolve_launch(*m, task, task.workloads.at(0));
+  REQUIRE_MESSAGE(plan.has_value(), plan.error());
+  CHECK(plan->workspace_bytes == 132 * 128 * 128 * 4 + 4 * 64);
+  CHECK(plan->params[3].kind == ParamKind::workspace);
+  CHECK(plan->params[3].name == "workspace");
+  const nlohmann::json j = *plan;
+  CHECK(j["workspace_bytes"] == plan->workspace_bytes);
+  CHECK(j["params"][3]["kind"] == "workspace");
+  // Without a workspace the plan has none.
+  CHECK(resolve_launch(*parse_manifest(kGoodManifest, task), task, task.workloads.at(0))->workspace_bytes ==
+        0);
+  // The largest size allowed, exactly.
+  CHECK(parse_manifest(with_workspace(std::to_string(protocol::kMaxWorkspaceBytes)), task).has_value());
+  CHECK(protocol::kMaxWorkspaceBytes == std::int64_t{4} << 30);
+
+  // Bounds: negative, zero, past the limit, not an integer.
+  CHECK(manifest_error(with_workspace("\"-1\"")) == "workload M=8192: workspace_bytes: -1 is negative");
+  CHECK(manifest_error(with_workspace("\"N - N\""))
+            .find("workload M=8192: workspace_bytes: is 0; a workspace "
+                  "needs at least 1 byte") == 0);
+  CHECK(manifest_error(with_workspace(std::to_string(protocol::kMaxWorkspaceBytes + 1))) ==
+        "workload M=8192: workspace_bytes: 4294967297 bytes exceed the limit of 4294967296 bytes (4 GiB)");
+  CHECK(manifest_error(with_workspace("\"M * N * 128\"")).find("exceed the limit of 4294967296 bytes") !=
+        std::string::npos);
+  CHECK(manifest_error(with_workspace("1.5")) == "workspace_bytes: 1.5 is not an integer");
+  CHECK(manifest_error(with_workspace("true"))
+            .find("workspace_bytes: expected an integer or an integer "
+                  "expression string") == 0);
+  CHECK(manifest_error(with_workspace("\"num_smz * 4\"")).find("unknown symbol 'num_smz'") !=
+        std::string::npos);
+
+  // The parameter's form, and the two halves belong together.
+  CHECK(
+      manifest_error(with_workspace("4096", "{\"workspace\": false}")) ==
+      "params[3].workspace: expected true ({\"workspace\": true} passes the workspace's device address), got "
+      "false");
+  CHECK(manifest_error(with_workspace("4096", "{\"workspace\": \"W\"}"))
+            .find("params[3].workspace: expected "
+                  "true") == 0);
+  CHECK(manifest_error(with_workspace("4096", "{\"workspace\": true, \"bytes\": 4}"))
+            .find("params[3].bytes: unknown field (allowed here: workspace)") == 0);
+  CHECK(manifest_error(with_workspace("4096", "{\"workspace\": true, \"tensor\": \"C\"}"))
+            .find("params[3]: give exactly one of \"tensor\", \"scalar\", \"tensor_map\" or \"workspace\"") ==
+        0);
+  CHECK(manifest_error(manifest_with("{\"scalar\": \"N\"}", "{\"scalar\": \"N\"}, {\"workspace\": true}"))
+            .find("params[3]: a {\"workspace\": true} parameter needs \"workspace_bytes\"") == 0);
+  CHECK(manifest_error(with_workspace("4096", "{\"tensor\": \"C\"}"))
+            .find("workspace_bytes: no parameter receives the workspace") == 0);
 }
 
 // ---------------------------------------------------------------- static checks
@@ -610,6 +729,24 @@ TEST_CASE("static: failures explain themselves") {
       replaced(good, ".param .u32 gemm_tma_wgmma_param_2", ".param .f32 gemm_tma_wgmma_param_2"));
   CHECK(has_diagnostic(scalar_as_float, "error",
                        "cannot hold it; use one of .u32, .s32, .b32, .u64, .s64, .b64"));
+
+  // The workspace is a device pointer: .u64 (or .b64/.s64) passes, .u32 is refused with the fix.
+  const std::string with_ws =
+      replaced(good, ".param .u32 gemm_tma_wgmma_param_2",
+               ".param .u32 gemm_tma_wgmma_param_2,\n\t.param .u64 gemm_tma_wgmma_ws");
+  std::string ws_manifest =
+      manifest_with("{\"scalar\": \"N\"}", "{\"scalar\": \"N\"}, {\"workspace\": true}");
+  ws_manifest.replace(ws_manifest.find("\"params\""), 8, "\"workspace_bytes\": \"num_sms * 4\", \"params\"");
+  StageResult ws_ok = static_stage(with_ws, ws_manifest);
+  CHECK_MESSAGE(ws_ok.status == Status::ok, ws_ok.summary);
+  StageResult ws_u32 = static_stage(
+      replaced(with_ws, ".param .u64 gemm_tma_wgmma_ws", ".param .u32 gemm_tma_wgmma_ws"), ws_manifest);
+  CHECK(ws_u32.status == Status::static_error);
+  CHECK(has_diagnostic(
+      ws_u32, "error",
+      "parameter 4 ('gemm_tma_wgmma_ws', the manifest's workspace): the workspace is passed as a "
+      "64-bit device pointer, but the entry declares `.param .u32 gemm_tma_wgmma_ws`; declare "
+      "`.param .u64 gemm_tma_wgmma_ws`"));
 
   StageResult too_many_threads = static_stage(good, manifest_with("[128, 1, 1]", "[256, 1, 1]"));
   CHECK(has_diagnostic(too_many_threads, "error", "allows at most 128 threads (.maxntid 128, 1, 1)"));

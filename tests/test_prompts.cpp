@@ -11,8 +11,13 @@
 
 #include <unistd.h>
 
+#include <fmt/core.h>
+
 #include "agent/detail/template.hpp"
 #include "agent/prompt_builder.hpp"
+#include "evaluator/candidate.hpp"
+#include "evaluator/protocol/job.hpp"
+#include "tasks/arch.hpp"
 #include "tasks/task.hpp"
 
 namespace fs = std::filesystem;
@@ -157,6 +162,59 @@ TEST_CASE("system prompt: contract, target architecture, and only the relevant r
   CHECK_FALSE(has(b, "wgmma.fence.sync.aligned"));
 }
 
+TEST_CASE(
+    "system prompt: num_sms is the arch table's SM count, the one the manifest's expressions resolve to") {
+  for (const char *id : {"gemm_n7168_k5120", "mha_bwd_d128", "mha_fwd_d128_sm100"}) {
+    CAPTURE(id);
+    auto task = load_task(id);
+    const tasks::ArchFacts *facts = tasks::arch_facts(task.arch);
+    REQUIRE(facts != nullptr);
+    REQUIRE(facts->peaks.has_value());
+    const std::string s = builder().system_prompt(task);
+    // The statement, with the table's value and GPU (132 on the H200 SXM for sm_90a).
+    const std::string stated = fmt::format(
+        "every expression may use num_sms, the number of SMs of the GPU the "
+        "kernel runs on\n({} on the {})",
+        facts->peaks->sm_count, facts->peaks->gpu);
+    CHECK_HAS(s, stated);
+    // The value the prompt states is the value a manifest's "grid": "num_sms" launches with.
+    const auto at = s.find("kernel runs on\n(");
+    REQUIRE(at != std::string::npos);
+    const long stated_value = std::stol(s.substr(at + std::string("kernel runs on\n(").size()));
+    auto manifest =
+        evaluator::parse_manifest(R"({"entry": "k", "grid": "num_sms", "block": 128, "params": []})", task);
+    REQUIRE_MESSAGE(manifest.has_value(), manifest.error());
+    auto plan = evaluator::resolve_launch(*manifest, task, task.workloads.at(0));
+    REQUIRE(plan.has_value());
+    CHECK(plan->grid[0] == stated_value);
+    CHECK(plan->num_sms == stated_value);
+    CHECK_HAS(builder().task_prompt(task), ", num_sms.");
+  }
+  CHECK(tasks::arch_facts("sm_90a")->peaks->sm_count == 132);  // the H200 SXM the prompts quote
+}
+
+TEST_CASE("system prompt: the workspace is explained once, with the harness's limit") {
+  auto gemm = load_task("gemm_n7168_k5120");
+  const std::string s = builder().system_prompt(gemm);
+  CHECK_HAS(s, "\"workspace_bytes\": expr,      optional global scratch memory in bytes");
+  CHECK_HAS(s, "{\"workspace\": true}     the workspace: the device address of \"workspace_bytes\" bytes");
+  CHECK_HAS(s, fmt::format("(1 byte to\n                          {} GiB; declare `.param .u64 name`)",
+                           protocol::kMaxWorkspaceBytes >> 30));
+  CHECK_HAS(
+      s, "ZERO-FILLED by the harness before every launch (the fill is not\n                          timed)");
+  CHECK_HAS(s, "reduce in a fixed order");
+  // Explained once: the parameter's description appears one time.
+  const std::string once = "{\"workspace\": true}     the workspace";
+  CHECK(s.find(once) == s.rfind(once));
+  // The backward tasks offer it instead of forbidding global scratch memory.
+  for (const char *id : {"mha_bwd_d128", "mha_bwd_d128_causal", "mha_bwd_d64"}) {
+    CAPTURE(id);
+    const std::string t = builder().task_prompt(load_task(id));
+    CHECK_HAS(t, "can be declared in the manifest as a workspace");
+    CHECK_FALSE(has(t, "must live in shared memory or registers"));
+  }
+}
+
 TEST_CASE("task prompt: tensors with headline shapes, scalars, workloads, targets, tolerances, speed floor") {
   auto gemm = load_task("gemm_n7168_k5120");
   std::string p = builder().task_prompt(gemm);
@@ -167,7 +225,7 @@ TEST_CASE("task prompt: tensors with headline shapes, scalars, workloads, target
   CHECK_HAS(p, "physical floor ~0.562 ms");  // 6.013e11 FLOPs at 4096 x 132 x 1.98 GHz
   CHECK_HAS(p, "C: atol 0.125, rtol 0.0078125");
   CHECK_HAS(p, "wgmma: PTX wgmma.mma_async (SASS HGMMA)");
-  CHECK_HAS(p, "Symbols usable in the manifest's expressions: M, N, K.");
+  CHECK_HAS(p, "Symbols usable in the manifest's expressions: M, N, K, num_sms.");
   CHECK_FALSE(has(p, "## Scalars"));
   CHECK_FALSE(has(p, "{{"));
 

@@ -168,6 +168,61 @@ TEST_CASE("protocol: the job, its workloads, launch plans, tensor maps and SASS 
   CHECK(round_trip(failed) == failed);
 }
 
+TEST_CASE("protocol: workspace_bytes, num_sms and the workspace parameter survive a round trip") {
+  p::Job job = full_job();
+  p::LaunchPlan &plan = job.workloads[0].launch;
+  plan.workspace_bytes = 132 * 4096;
+  plan.num_sms = 132;
+  p::ResolvedParam ws;
+  ws.kind = p::ParamKind::workspace;
+  ws.name = p::kWorkspaceName;
+  ws.ptx_type = ".u64";
+  plan.params.push_back(ws);
+  CHECK(round_trip(plan) == plan);
+  CHECK(round_trip(job) == job);
+  const json j = plan;
+  CHECK(j["workspace_bytes"] == 132 * 4096);
+  CHECK(j["num_sms"] == 132);
+  CHECK(j["params"][2]["kind"] == "workspace");
+  CHECK(p::param_kind_from_string("workspace") == p::ParamKind::workspace);
+  CHECK(p::to_string(p::ParamKind::workspace) == "workspace");
+
+  // A plan written before these fields existed still loads: no workspace, num_sms not recorded.
+  json old = j;
+  old.erase("workspace_bytes");
+  old.erase("num_sms");
+  const p::LaunchPlan back = old.get<p::LaunchPlan>();
+  CHECK(back.workspace_bytes == 0);
+  CHECK(back.num_sms == 0);
+  json old_job = json(full_job());
+  old_job["workloads"][0]["launch"].erase("workspace_bytes");
+  old_job["workloads"][0]["launch"].erase("num_sms");
+  CHECK(old_job.get<p::Job>() == full_job());
+
+  // Bounds: a negative size, one past the limit, a fraction.
+  auto error_of = [](const json &launch) {
+    try {
+      (void)launch.get<p::LaunchPlan>();
+    } catch (const p::ProtocolError &e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  json bad = j;
+  bad["workspace_bytes"] = -1;
+  CHECK(error_of(bad).find("workspace_bytes: must be within [0.0, 4294967296.0], got -1") == 0);
+  bad["workspace_bytes"] = p::kMaxWorkspaceBytes + 1;
+  CHECK(error_of(bad).find("workspace_bytes: must be within") == 0);
+  bad["workspace_bytes"] = 1.5;
+  CHECK(error_of(bad) == "workspace_bytes: expected an integer");
+  bad = j;
+  bad["num_sms"] = -4;
+  CHECK(error_of(bad).find("num_sms: must be within") == 0);
+  bad = j;
+  bad["params"][2]["kind"] = "scratch";
+  CHECK(error_of(bad).find("params.kind") == 0);
+}
+
 TEST_CASE("protocol: a malformed job is a ProtocolError naming the field") {
   const json good = full_job();
   auto error_of = [](const json &j) {

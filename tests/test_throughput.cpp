@@ -225,13 +225,55 @@ TEST_CASE(
   CHECK(std::chrono::steady_clock::now() - t0 < 5s);  // killed, not waited for
 }
 
-TEST_CASE("verdict cache: a resent identical kernel reuses its verdict; any change misses") {
+namespace {
+// The GEMM task and its wgmma_tma reference response, as the verdict cache tests read them.
+std::pair<ptxbench::tasks::Task, std::string> gemm_and_wgmma_response() {
   auto task =
       ptxbench::tasks::load_task_file(fs::path(PTXBENCH_SOURCE_DIR) / "tasks" / "gemm_n7168_k5120.json");
   REQUIRE(task);
   auto response = ptxbench::util::read_file(fs::path(PTXBENCH_SOURCE_DIR) / "tasks" / "solutions" /
                                             "gemm_n7168_k5120" / "wgmma_tma" / "response.md");
   REQUIRE(response);
+  return {std::move(*task), std::move(*response)};
+}
+}  // namespace
+
+TEST_CASE("verdict cache: the workspace size and the SM count are part of the key") {
+  const auto [task_value, response_value] = gemm_and_wgmma_response();
+  const auto *task = &task_value;
+  const auto *response = &response_value;
+  const auto with_workspace = [&](const std::string &bytes) {
+    std::string r = *response;
+    const auto at = r.rfind("\"params\": [");
+    REQUIRE(at != std::string::npos);
+    r.replace(at, 11, "\"workspace_bytes\": \"" + bytes + "\", \"params\": [{\"workspace\": true}, ");
+    return r;
+  };
+  ev::EvaluatorSettings settings;
+  ev::VerdictCache cache(json{{"gpu", "H200"}, {"driver", 580}});
+  const auto small = cache.key(*task, with_workspace("4096"), settings);
+  const auto large = cache.key(*task, with_workspace("8192"), settings);
+  const auto per_sm = cache.key(*task, with_workspace("num_sms * 4096"), settings);
+  REQUIRE(small);
+  REQUIRE(large);
+  REQUIRE(per_sm);
+  CHECK(*small != *large);
+  CHECK(*small != *cache.key(*task, *response, settings));
+  // The same manifest on another SM count (the evaluator's num_sms setting) is another key.
+  ev::EvaluatorSettings pcie = settings;
+  pcie.num_sms = 114;
+  CHECK(*cache.key(*task, with_workspace("num_sms * 4096"), pcie) != *per_sm);
+  CHECK(*cache.key(*task, *response, pcie) != *cache.key(*task, *response, settings));
+  // Setting the table's own value resolves the same plans; the settings record that it was set.
+  ev::EvaluatorSettings explicit_132 = settings;
+  explicit_132.num_sms = 132;
+  CHECK(*cache.key(*task, with_workspace("num_sms * 4096"), explicit_132) != *per_sm);
+}
+
+TEST_CASE("verdict cache: a resent identical kernel reuses its verdict; any change misses") {
+  const auto [task_value, response_value] = gemm_and_wgmma_response();
+  const auto *task = &task_value;
+  const auto *response = &response_value;
   ev::EvaluatorSettings settings;
   ev::VerdictCache cache(json{{"gpu", "H200"}, {"driver", 580}});
   const auto key = cache.key(*task, *response, settings);

@@ -9,6 +9,8 @@
 
 namespace ptxbench::evaluator::detail {
 
+using nlohmann::json;
+
 namespace {
 
 void fail(StageResult &s, Status status, const std::string &message, std::optional<int> line = std::nullopt) {
@@ -22,15 +24,16 @@ double ms_to_s(std::chrono::milliseconds ms) {
 }
 
 // The manifest, parsed and resolved for every workload; false (with the stage failed) when it is not.
-bool resolve_manifest(StageResult &s, ParseOutput &out, const tasks::Task &task) {
-  auto manifest = parse_manifest(out.response.manifest_text, task);
+bool resolve_manifest(StageResult &s, ParseOutput &out, const tasks::Task &task,
+                      const DeviceSymbols &device) {
+  auto manifest = parse_manifest(out.response.manifest_text, task, device);
   if (!manifest) {
     fail(s, Status::bad_manifest, "launch manifest: " + manifest.error());
     return false;
   }
   out.manifest = std::move(*manifest);
   for (const auto &w : task.workloads) {
-    auto plan = resolve_launch(out.manifest, task, w);
+    auto plan = resolve_launch(out.manifest, task, w, device);
     if (!plan) {
       fail(s, Status::bad_manifest, fmt::format("launch manifest, workload {}: {}", w.name, plan.error()));
       return false;
@@ -43,7 +46,7 @@ bool resolve_manifest(StageResult &s, ParseOutput &out, const tasks::Task &task)
 }  // namespace
 
 StageOutcome<ParseOutput> parse_stage(const tasks::Task &task, std::string_view text, std::size_t bytes,
-                                      bool at_least, const ParseLimits &limits) {
+                                      bool at_least, const ParseLimits &limits, const DeviceSymbols &device) {
   StageOutcome<ParseOutput> out;
   StageResult &s = out.result;
   auto too_large = response_size_error(bytes, limits, at_least);
@@ -59,7 +62,15 @@ StageOutcome<ParseOutput> parse_stage(const tasks::Task &task, std::string_view 
   s.figures["kernel_blocks_seen"] = r.kernel_blocks_seen;
   s.figures["json_blocks_seen"] = r.json_blocks_seen;
   s.figures["kernel_bytes"] = r.kernel_source.size();
-  const bool resolved = resolve_manifest(s, out.output, task);
+  // The device symbols the expressions resolved with: num_sms and where it came from.
+  s.figures["num_sms"] = device.num_sms > 0 ? json(device.num_sms) : json(nullptr);
+  s.figures["num_sms_source"] = device.source;
+  const bool resolved = resolve_manifest(s, out.output, task, device);
+  if (resolved && !out.output.manifest.workspace_bytes.empty()) {
+    json workspace = json::object();  // workload -> bytes
+    for (const auto &plan : out.output.plans) workspace[plan.workload] = plan.workspace_bytes;
+    s.figures["workspace_bytes"] = workspace;
+  }
   if (r.kernel_blocks_seen > 1)
     s.diagnostics.push_back({"note",
                              fmt::format("{} kernel blocks found; the last one (line {}) was evaluated",

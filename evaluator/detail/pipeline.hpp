@@ -36,8 +36,10 @@ struct ParseOutput {
   Manifest manifest;
   std::vector<LaunchPlan> plans;  ///< one per workload; ptx_type still empty (the PTX declares it)
 };
+/// `device`: the symbols of the GPU the manifest's expressions may name (num_sms), recorded in the
+/// stage's figures with the workspace each workload declares.
 StageOutcome<ParseOutput> parse_stage(const tasks::Task &task, std::string_view text, std::size_t bytes,
-                                      bool at_least, const ParseLimits &limits);
+                                      bool at_least, const ParseLimits &limits, const DeviceSymbols &device);
 
 /// The PTX to check: the PTX block as given, or what the NVRTC child makes of a CUDA block. Its
 /// failure is reported under the compile stage.

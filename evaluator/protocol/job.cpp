@@ -26,9 +26,11 @@ struct EnumNames {
   std::optional<E> parse(std::string_view text) const { return util::enum_from_string(table, text); }
 };
 
-constexpr util::EnumName<ParamKind> kParamKindsTable[] = {
-    {ParamKind::tensor, "tensor"}, {ParamKind::scalar, "scalar"}, {ParamKind::tensor_map, "tensor_map"}};
-constexpr EnumNames<ParamKind, 3> kParamKinds{"parameter kind", kParamKindsTable};
+constexpr util::EnumName<ParamKind> kParamKindsTable[] = {{ParamKind::tensor, "tensor"},
+                                                          {ParamKind::scalar, "scalar"},
+                                                          {ParamKind::tensor_map, "tensor_map"},
+                                                          {ParamKind::workspace, "workspace"}};
+constexpr EnumNames<ParamKind, 4> kParamKinds{"parameter kind", kParamKindsTable};
 constexpr util::EnumName<Swizzle> kSwizzlesTable[] = {
     {Swizzle::none, "none"}, {Swizzle::b32, "32B"}, {Swizzle::b64, "64B"}, {Swizzle::b128, "128B"}};
 constexpr EnumNames<Swizzle, 4> kSwizzles{"swizzle", kSwizzlesTable};
@@ -181,6 +183,8 @@ void fields(IO &io, LaunchPlan &p) {
   io("block", p.block);
   io("cluster", p.cluster);
   io("shared_bytes", p.shared_bytes, Bounds{0});
+  io("workspace_bytes", p.workspace_bytes, Bounds{0, static_cast<double>(kMaxWorkspaceBytes)});
+  io("num_sms", p.num_sms, Bounds{0});
   io("params", p.params);
 }
 

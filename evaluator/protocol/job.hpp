@@ -30,7 +30,13 @@ inline constexpr int kJobVersion = 2;
 
 // ---- the resolved launch plan ---------------------------------------------------------------------
 
-enum class ParamKind { tensor, scalar, tensor_map };
+/// workspace: the scratch buffer the manifest's workspace_bytes asks for (zero-filled before every launch).
+enum class ParamKind { tensor, scalar, tensor_map, workspace };
+/// The name a workspace parameter (ResolvedParam::name) and the worker's buffer of it go by.
+inline constexpr const char *kWorkspaceName = "workspace";
+/// The most a manifest's workspace_bytes may ask for: 4 GiB (the H200 has 141 GB; the largest task's
+/// tensors take under 2 GiB, and an fp32 partial sum per split of the largest output fits many times).
+inline constexpr std::int64_t kMaxWorkspaceBytes = std::int64_t{4} << 30;
 std::string to_string(ParamKind);
 std::optional<ParamKind> param_kind_from_string(std::string_view);
 
@@ -64,6 +70,11 @@ struct LaunchPlan {
   std::array<std::int64_t, 3> block{1, 1, 1};
   std::array<std::int64_t, 3> cluster{1, 1, 1};
   std::int64_t shared_bytes = 0;  ///< dynamic shared memory, bytes
+  /// bytes of the declared workspace (guarded, zero-filled before every launch); 0 = none
+  std::int64_t workspace_bytes = 0;
+  /// the SM count the manifest's `num_sms` resolved to (the task GPU's, or the evaluator's setting);
+  /// 0 = not recorded (a plan from before device symbols)
+  std::int64_t num_sms = 0;
   std::vector<ResolvedParam> params;
   PTXBENCH_PROTOCOL_EQUALITY(LaunchPlan)
 };

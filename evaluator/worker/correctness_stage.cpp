@@ -104,6 +104,7 @@ Worker::WorkloadCheck Worker::check_workload(std::size_t wi, PhaseSeconds &phase
       b.snapshots[t.name] = b.pool.raw(t.bytes());
     }
   }
+  add_workspace(w, b.pool, b.tensors);
   pack("correctness", w, b.tensors, b.params);
   phases.mark("buffers");
 
@@ -135,6 +136,7 @@ bool Worker::run_trial(std::size_t wi, int trial, CorrectnessBuffers &b, PhaseSe
   phases.mark("reference");
   if (job_.mode != JobMode::sanitize) keep_for_timing(wi, trial, w.spec, b.tensors, b.reference);
   poison_outputs(w.spec, b.tensors);
+  reset_workspace(b.tensors);
   const std::uint64_t before = input_checksum(w.spec, b.tensors);
   phases.mark("checks");
   const auto launch_start = Clock::now();
@@ -176,6 +178,7 @@ bool Worker::same_bits_on_relaunch(const JobWorkload &w, CorrectnessBuffers &b) 
       PTXB_CUDA(cudaMemcpyAsync(b.snapshots[t.name], b.tensors.at(t.name).data, t.bytes(),
                                 cudaMemcpyDeviceToDevice, device_.stream));
   poison_outputs(w.spec, b.tensors);
+  reset_workspace(b.tensors);
   launch_and_wait("correctness", w, b.params, "determinism relaunch");
   bool same = true;
   for (const auto &t : w.spec.tensors)

@@ -101,6 +101,7 @@ void Worker::execution_stage(bool correct) {
   for (const auto &t : w.spec.tensors) tensors[t.name] = pool.tensor(t);
   fill_inputs(w.spec, tensors, mix(job_.correctness.base_seed ^ 0xE3ull));
   poison_outputs(w.spec, tensors);
+  add_workspace(w, pool, tensors);  // zero-filled as allocated, before the instrumented launch
   detail::PackedParams params;
   pack("execution", w, tensors, params);
   PTXB_CUDA(cudaStreamSynchronize(device_.stream));

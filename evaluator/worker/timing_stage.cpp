@@ -119,6 +119,7 @@ bool Worker::time_workload(std::size_t wi, TimingRun &run) {
 
   const int sets = tp.input_sets;
   for (int i = 0; i < tp.warmup_launches; ++i) {
+    reset_workspace(in.cand[i % sets]);
     launch_and_wait("timing", w, in.params[i % sets], "warm-up");
     family_->run_library(in.lib[i % sets], in.lib_out, device_.stream);
   }
@@ -154,7 +155,10 @@ void Worker::timing_inputs(std::size_t wi, const JobWorkload &w, TimingInputs &i
       in.lib_out[t.name] = in.pool.tensor(t);
     }
   const std::vector<KeptInputs> *kept = kept_.contains(wi) ? &kept_.at(wi) : nullptr;
+  TensorSet workspace;  // one buffer shared by the input sets, zero-filled before each candidate launch
+  add_workspace(w, in.pool, workspace);
   for (int s = 0; s < sets; ++s) {
+    in.cand[s].insert(workspace.begin(), workspace.end());
     const bool reuse = kept && s < static_cast<int>(kept->size());
     for (const auto &t : w.spec.tensors) {
       if (t.is_output) {
@@ -198,6 +202,7 @@ void Worker::sample_workload(const JobWorkload &w, TimingInputs &in, TimingRun &
     for (int half = 0; half < 2; ++half) {
       // Alternate who goes first so neither always runs right after the flush of the other.
       const bool candidate_turn = (half == 0) == (i % 2 == 0);
+      if (candidate_turn) reset_workspace(in.cand[s]);  // before the flush and the start event: not timed
       run.flush_l2();
       PTXB_CUDA(cudaEventRecord(run.ev_start, device_.stream));
       if (candidate_turn) {

@@ -198,9 +198,15 @@ std::string CandidateKernel::pack(const LaunchPlan &l, const WorkloadSpec &w, co
       } else {
         return where + ": unsupported scalar parameter type ." + t;
       }
+    } else if (p.kind == ParamKind::workspace) {
+      auto it = tensors.find(protocol::kWorkspaceName);
+      if (it == tensors.end()) return where + ": the launch declares no workspace (workspace_bytes)";
+      const CUdeviceptr ptr = reinterpret_cast<CUdeviceptr>(it->second.data);
+      std::memcpy(slot, &ptr, sizeof(ptr));
     } else if (p.kind == ParamKind::tensor_map) {
       auto it = tensors.find(p.name);
-      if (it == tensors.end()) return where + ": no tensor of that name for the tensor map";
+      if (it == tensors.end() || !it->second.spec)
+        return where + ": no tensor of that name for the tensor map";
       const DeviceTensor &t = it->second;
       const auto type = tensor_map_type(t.spec->type);
       const auto swz = swizzle_of(to_string(p.swizzle));

@@ -163,6 +163,16 @@ void Worker::poison_outputs(const WorkloadSpec &spec, const TensorSet &tensors) 
     if (t.is_output) detail::fill_poison(tensors.at(t.name).data, t.type, t.elements(), device_.stream);
 }
 
+void Worker::add_workspace(const JobWorkload &w, BufferPool &pool, TensorSet &tensors) {
+  if (w.launch.workspace_bytes <= 0) return;
+  tensors[protocol::kWorkspaceName] = pool.workspace(static_cast<std::size_t>(w.launch.workspace_bytes));
+}
+
+void Worker::reset_workspace(const TensorSet &tensors) {
+  const auto it = tensors.find(protocol::kWorkspaceName);
+  if (it != tensors.end()) PTXB_CUDA(cudaMemsetAsync(it->second.data, 0, it->second.bytes, device_.stream));
+}
+
 std::uint64_t Worker::input_checksum(const WorkloadSpec &spec, const TensorSet &tensors) {
   std::uint64_t sum = 0;
   for (const auto &t : spec.tensors)

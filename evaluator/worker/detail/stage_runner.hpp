@@ -55,6 +55,13 @@ class Worker {
 
   void poison_outputs(const WorkloadSpec &spec, const TensorSet &tensors);
 
+  /// The workload's workspace (launch.workspace_bytes > 0), allocated from `pool` with guard regions
+  /// and added to `tensors` under protocol::kWorkspaceName; nothing when the launch declares none.
+  void add_workspace(const JobWorkload &w, BufferPool &pool, TensorSet &tensors);
+  /// Zero-fills the workspace in `tensors` (if any) on the stream: called before every candidate
+  /// launch, and in the timing stage before the L2 flush and the start event, so it is never timed.
+  void reset_workspace(const TensorSet &tensors);
+
   std::uint64_t input_checksum(const WorkloadSpec &spec, const TensorSet &tensors);
 
   // Seconds per phase of a stage, for finding where evaluation time goes. Each mark waits for the

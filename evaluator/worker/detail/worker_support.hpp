@@ -71,6 +71,20 @@ class BufferPool {
     return t;
   }
 
+  /// The candidate's workspace: `bytes` with guard regions like a tensor's (no TensorSpec: spec stays
+  /// nullptr), zero-filled here and again before every launch (Worker::reset_workspace).
+  DeviceTensor workspace(std::size_t bytes) {
+    DeviceTensor t;
+    t.bytes = bytes;
+    t.guard_bytes = guard_;
+    PTXB_CUDA(cudaMalloc(&t.base, t.bytes + 2 * guard_));
+    allocations_.push_back(t.base);
+    t.data = static_cast<unsigned char *>(t.base) + guard_;
+    PTXB_CUDA(cudaMemsetAsync(t.base, detail::kGuardByte, t.bytes + 2 * guard_, stream_));
+    PTXB_CUDA(cudaMemsetAsync(t.data, 0, t.bytes, stream_));
+    return t;
+  }
+
   float *floats(std::int64_t count) {
     void *p = nullptr;
     PTXB_CUDA(cudaMalloc(&p, static_cast<std::size_t>(count) * sizeof(float)));
