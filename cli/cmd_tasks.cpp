@@ -1,4 +1,5 @@
-// `ptxbench tasks list|show`: the task suite as a table, or one task in full.
+// `ptxbench tasks list|show|import|export`: the task suite as a table, one task in full, and tasks to and
+// from FlashInfer-Trace definitions (tasks/flashinfer.hpp).
 #include <algorithm>
 #include <array>
 #include <filesystem>
@@ -12,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
+#include "tasks/flashinfer.hpp"
 #include "tasks/task.hpp"
+#include "util/files.hpp"
 #include "util/int_expr.hpp"
 
 namespace ptxbench::cli {
@@ -23,8 +26,24 @@ using tasks::Task;
 
 struct TasksOptions {
   std::string tasks_dir;  ///< empty = tasks::default_task_dir()
-  std::string id;         ///< show: the task id
+  std::string id;         ///< show, export: the task id
   bool as_json = false;
+};
+
+struct ImportCliOptions {
+  std::string definition;   ///< the Definition JSON file
+  std::string workloads;    ///< its Workload JSONL file (optional)
+  std::string output;       ///< file, or folder to write <id>.json into; empty: stdout
+  std::string template_id;  ///< empty: the family's default (first present of template_candidates)
+  std::string tasks_dir;    ///< where the template is read
+  tasks::flashinfer::ImportOptions import;
+};
+
+struct ExportCliOptions {
+  std::string id;
+  std::string tasks_dir;
+  std::string output;            ///< the Definition file; empty: stdout
+  std::string workloads_output;  ///< the JSONL file; default: next to `output`, same stem, .jsonl
 };
 
 std::string join(const std::vector<std::string> &items, const char *separator) {
@@ -150,11 +169,148 @@ int show_task(const TasksOptions &options) {
   return kExitOk;
 }
 
+/// A JSON file, or why not (printed); `what` names it in messages.
+std::optional<nlohmann::json> read_json_file(const std::string &path, const char *what, int &code) {
+  auto text = util::read_file(path, 64u << 20);
+  if (!text) {
+    fmt::print(stderr, "ptxbench: cannot read the {} {}: {}\n", what, path, text.error());
+    code = kExitEnvironment;
+    return std::nullopt;
+  }
+  try {
+    return json::parse(*text);
+  } catch (const json::parse_error &e) {
+    fmt::print(stderr, "ptxbench: {} {}: not JSON: {}\n", what, path, e.what());
+    code = kExitUsage;
+    return std::nullopt;
+  }
+}
+
+int import_task(const ImportCliOptions &o) {
+  int code = kExitOk;
+  auto definition = read_json_file(o.definition, "definition", code);
+  if (!definition) return code;
+  std::vector<json> lines;
+  if (!o.workloads.empty()) {
+    auto text = util::read_file(o.workloads, 256u << 20);
+    if (!text) {
+      fmt::print(stderr, "ptxbench: cannot read the workloads {}: {}\n", o.workloads, text.error());
+      return kExitEnvironment;
+    }
+    auto parsed = tasks::flashinfer::parse_workloads_jsonl(*text, o.workloads);
+    if (!parsed) {
+      fmt::print(stderr, "ptxbench: {}\n", parsed.error());
+      return kExitUsage;
+    }
+    lines = std::move(*parsed);
+  }
+  auto mapping = tasks::flashinfer::classify(*definition);
+  if (!mapping) {
+    fmt::print(stderr, "ptxbench: cannot import {}: {}\n", o.definition, mapping.error());
+    return kExitUsage;
+  }
+  TasksOptions dir_options;
+  dir_options.tasks_dir = o.tasks_dir;
+  auto suite = load_or_report(dir_options);
+  if (!suite) return kExitEnvironment;
+  const Task *templ = nullptr;
+  const std::vector<std::string> candidates =
+      o.template_id.empty() ? tasks::flashinfer::template_candidates(*mapping) : std::vector{o.template_id};
+  for (const auto &id : candidates)
+    if ((templ = tasks::find_task(*suite, id))) break;
+  if (!templ) {
+    fmt::print(stderr, "ptxbench: no template task ({}) in the tasks folder (see --template, --tasks-dir)\n",
+               join(candidates, " or "));
+    return kExitEnvironment;
+  }
+  tasks::flashinfer::ImportOptions options = o.import;
+  std::filesystem::path out_file;
+  if (!o.output.empty()) {
+    std::error_code ec;
+    const std::filesystem::path out(o.output);
+    if (std::filesystem::is_directory(out, ec) || o.output.back() == '/') {
+      out_file = out;  // the id is known after the import
+    } else {
+      if (out.extension() != ".json") {
+        fmt::print(stderr, "ptxbench: --output {}: a task file ends in .json (or name a folder)\n", o.output);
+        return kExitUsage;
+      }
+      if (!options.id.empty() && options.id != out.stem().string()) {
+        fmt::print(stderr,
+                   "ptxbench: --id {} differs from the output file's name {} (a task's id is its file "
+                   "stem)\n",
+                   options.id, out.filename().string());
+        return kExitUsage;
+      }
+      options.id = out.stem().string();
+      out_file = out;
+    }
+  }
+  auto imported = tasks::flashinfer::import_definition(*definition, lines, *templ, options);
+  if (!imported) {
+    fmt::print(stderr, "ptxbench: cannot import {}: {}\n", o.definition, imported.error());
+    return kExitUsage;
+  }
+  for (const auto &note : imported->notes) fmt::print(stderr, "note: {}\n", note);
+  const std::string text = tasks::flashinfer::task_file_text(imported->task);
+  if (out_file.empty()) {
+    fmt::print("{}", text);
+    return kExitOk;
+  }
+  if (out_file.extension() != ".json") out_file /= imported->task["id"].get<std::string>() + ".json";
+  if (auto w = util::write_file_atomic(out_file, text); !w) {
+    fmt::print(stderr, "ptxbench: cannot write {}: {}\n", out_file.string(), w.error());
+    return kExitEnvironment;
+  }
+  fmt::print(stderr, "wrote {} (task {}, template {}: {} shown, {} hidden workloads)\n", out_file.string(),
+             imported->task["id"].get<std::string>(), templ->id, imported->task["workloads"].size(),
+             imported->task.value("hidden_workloads", json::array()).size());
+  return kExitOk;
+}
+
+int export_task(const ExportCliOptions &o) {
+  TasksOptions dir_options;
+  dir_options.tasks_dir = o.tasks_dir;
+  auto suite = load_or_report(dir_options);
+  if (!suite) return kExitEnvironment;
+  const Task *t = tasks::find_task(*suite, o.id);
+  if (!t) {
+    fmt::print(stderr, "ptxbench: unknown task '{}' (see 'ptxbench tasks list')\n", o.id);
+    return kExitEnvironment;
+  }
+  auto exported = tasks::flashinfer::export_task(*t);
+  if (!exported) {
+    fmt::print(stderr, "ptxbench: cannot export: {}\n", exported.error());
+    return kExitUsage;
+  }
+  std::string workloads_path = o.workloads_output;
+  if (workloads_path.empty() && !o.output.empty())
+    workloads_path = std::filesystem::path(o.output).replace_extension(".jsonl").string();
+  if (o.output.empty()) {
+    fmt::print("{}\n", exported->definition.dump(2));
+  } else if (auto w = util::write_file_atomic(o.output, exported->definition.dump(2) + "\n"); !w) {
+    fmt::print(stderr, "ptxbench: cannot write {}: {}\n", o.output, w.error());
+    return kExitEnvironment;
+  }
+  if (!workloads_path.empty()) {
+    if (auto w = util::write_file_atomic(workloads_path, exported->workloads_jsonl()); !w) {
+      fmt::print(stderr, "ptxbench: cannot write {}: {}\n", workloads_path, w.error());
+      return kExitEnvironment;
+    }
+  }
+  if (!o.output.empty() || !workloads_path.empty())
+    fmt::print(stderr, "wrote {}{}{} ({} workloads: {} shown, {} hidden)\n", o.output,
+               o.output.empty() || workloads_path.empty() ? "" : " and ", workloads_path,
+               exported->workloads.size(), t->workloads.size(), t->hidden_workloads.size());
+  return kExitOk;
+}
+
 }  // namespace
 
 void register_tasks_commands(CLI::App &app, Action &action) {
   auto options = std::make_shared<TasksOptions>();
-  CLI::App *tasks_cmd = app.add_subcommand("tasks", "List the benchmark tasks or show one");
+  CLI::App *tasks_cmd =
+      app.add_subcommand("tasks", "List the benchmark tasks or show one; import/export FlashInfer-Trace");
   tasks_cmd->require_subcommand(1);
   const std::string dir_help =
       "Folder of task files (default: $PTXBENCH_TASKS, the installed share dir, or the "
@@ -172,6 +328,50 @@ void register_tasks_commands(CLI::App &app, Action &action) {
   show->add_flag("--json", options->as_json, "Print the task as JSON (the task-file schema)");
   show->add_option("--tasks-dir", options->tasks_dir, dir_help);
   show->callback([&action, options] { action.run = [options] { return show_task(*options); }; });
+
+  auto imp = std::make_shared<ImportCliOptions>();
+  CLI::App *import_cmd = tasks_cmd->add_subcommand(
+      "import",
+      "Make a task file from a FlashInfer-Trace definition (+ its workloads .jsonl): op_type gemm (A[M,K], "
+      "B[N,K] -> C[M,N]) and mha_dense attention forward/backward map; ragged or paged attention, "
+      "grouped-query heads and dtypes without a PTXBench reference are refused with the reason. Const axes "
+      "become fixed symbols, var axes symbols whose values come from the workloads: the first shown, the "
+      "rest "
+      "hidden, ranges spanning them (or the definition's constraints). Arch, targets, reference library, "
+      "tolerances and FLOP/byte formulas come from a committed task of the family (the template).");
+  import_cmd->add_option("definition", imp->definition, "Definition JSON file")->required();
+  import_cmd->add_option("--workloads", imp->workloads,
+                         "Workload JSONL file of the definition (one per line)");
+  import_cmd->add_option("-o,--output", imp->output,
+                         "Task file to write (its stem is the id), or a folder to write <id>.json into "
+                         "(default: print the task to stdout)");
+  import_cmd->add_option("--id", imp->import.id, "Task id (default: fi_<definition name>)");
+  import_cmd->add_option(
+      "--template", imp->template_id,
+      "Task whose targets, tolerances, reference and formulas to use (default: the family's "
+      "core task, e.g. gemm_n7168_k5120, mha_fwd_d128)");
+  import_cmd->add_option("--tasks-dir", imp->tasks_dir, dir_help + "; the template is read there");
+  import_cmd->add_option("--shown-workload", imp->import.shown,
+                         "The workload shown to the model: 0-based line index or uuid (default: the first)");
+  import_cmd->add_flag("--all-shown", imp->import.all_shown, "Show every workload (no hidden workloads)");
+  import_cmd->add_flag("--ignore-input-data", imp->import.ignore_input_data,
+                       "Accept workloads whose inputs are recorded tensors (safetensors): keep their shapes, "
+                       "PTXBench draws its own values");
+  import_cmd->callback([&action, imp] { action.run = [imp] { return import_task(*imp); }; });
+
+  auto exp = std::make_shared<ExportCliOptions>();
+  CLI::App *export_cmd = tasks_cmd->add_subcommand(
+      "export",
+      "Write a task as a FlashInfer-Trace definition (op_type gemm or mha_dense) and its workloads (.jsonl, "
+      "shown then hidden; ranges become constraints). Not carried: targets, tolerances, reference library, "
+      "FLOP/byte formulas, title and tags (import takes them from the template again).");
+  export_cmd->add_option("id", exp->id, "Task id, e.g. gemm_n7168_k5120")->required();
+  export_cmd->add_option("-o,--output", exp->output,
+                         "Definition file to write (default: print it to stdout)");
+  export_cmd->add_option("--workloads-output", exp->workloads_output,
+                         "Workload JSONL file to write (default: next to --output, same name, .jsonl)");
+  export_cmd->add_option("--tasks-dir", exp->tasks_dir, dir_help);
+  export_cmd->callback([&action, exp] { action.run = [exp] { return export_task(*exp); }; });
 }
 
 }  // namespace ptxbench::cli
