@@ -13,6 +13,7 @@
 #include "agent/detail/feedback_sections.hpp"
 #include "agent/detail/template.hpp"
 #include "evaluator/candidate.hpp"
+#include "evaluator/evaluator.hpp"
 #include "evaluator/protocol/job.hpp"
 #include "tasks/arch.hpp"
 #include "util/files.hpp"
@@ -53,8 +54,15 @@ struct ArchPeaks {
   double dram_tbps;    ///< TB/s of DRAM bandwidth
 };
 
-const std::set<std::string> kSystemKeys = {
-    "arch", "arch_name", "target_list", "reference_library", "reference_notes", "num_sms", "workspace_limit"};
+const std::set<std::string> kSystemKeys = {"arch",
+                                           "arch_name",
+                                           "target_list",
+                                           "target_shares",
+                                           "max_shared_bytes",
+                                           "reference_library",
+                                           "reference_notes",
+                                           "num_sms",
+                                           "workspace_limit"};
 const std::set<std::string> kTaskKeys = {
     "id",      "title",     "arch",    "arch_name",  "description",       "tensors", "scalars",
     "symbols", "workloads", "targets", "tolerances", "reference_library", "speed"};
@@ -77,6 +85,32 @@ ArchPeaks peaks_for(const std::string &arch) {
   const tasks::ArchFacts *facts = tasks::arch_facts(arch);
   const tasks::PeakRates &p = facts && facts->peaks ? *facts->peaks : *tasks::arch_facts("sm_100a")->peaks;
   return {p.bf16_flops_per_s / 1e12, p.fp8_flops_per_s / 1e12, p.dram_bytes_per_s / 1e12};
+}
+
+// Axis 2 beyond "executed": the share of the work each target must do, with the evaluator's own thresholds
+// (EvaluatorSettings, which run configs do not change). A matrix-multiply target whose SASS opcodes carry
+// their shape (wgmma, mma) is held to a share of the FLOPs; a TMA-load target to a share of the bytes read.
+std::string target_shares(const tasks::Task &task) {
+  const evaluator::EvaluatorSettings settings;
+  std::vector<std::string> rules;
+  for (const auto &t : task.targets) {
+    if (t.ptx_mnemonic.rfind("wgmma", 0) == 0 || t.ptx_mnemonic.rfind("mma", 0) == 0)
+      rules.push_back(
+          fmt::format("the {} instructions must do at least {:g}% of the workload's FLOPs (as the "
+                      "task counts them: a matmul left on other instructions beside them fails)",
+                      t.ptx_mnemonic, 100 * settings.min_target_work_share));
+    else if (t.sass_families == std::vector<std::string>{"UTMALDG"})
+      rules.push_back(
+          fmt::format("the TMA loads must deliver at least {:g}% of the bytes the kernel reads from "
+                      "global memory (plain ld.global and cp.async loads are the rest)",
+                      100 * settings.min_tma_byte_share));
+  }
+  return rules.empty() ? "" : ". Running is not enough on its own: " + join(rules, ", and ");
+}
+
+std::string max_shared_text(const std::string &arch) {
+  const tasks::ArchFacts *facts = tasks::arch_facts(arch);
+  return facts ? fmt::format("{} bytes", facts->max_shared_bytes_per_block) : "the device's limit";
 }
 
 // What the manifest's num_sms is for this task, from the evaluator's own source (tasks/arch.hpp via
@@ -229,6 +263,8 @@ std::string PromptBuilder::system_prompt(const tasks::Task &task, const Referenc
   Values values{{"arch", task.arch},
                 {"arch_name", arch_name(task.arch)},
                 {"target_list", join(targets, ", ")},
+                {"target_shares", target_shares(task)},
+                {"max_shared_bytes", max_shared_text(task.arch)},
                 {"reference_library", reference_library(task)},
                 {"reference_notes", reference_notes},
                 {"num_sms", num_sms_text(task)},
@@ -282,7 +318,7 @@ std::string PromptBuilder::task_prompt(const tasks::Task &task) const {
     workloads += "\n";
   }
   speed = fmt::format(
-      "The floors above assume about {:g} TFLOP/s of dense {} tensor-core throughput and {:g} TB/s "
+      "The floors above assume about {:.0f} TFLOP/s of dense {} tensor-core throughput and {:g} TB/s "
       "of DRAM bandwidth.",
       peak_tflops, fp8 ? "fp8" : "bf16", peaks.dram_tbps);
   std::string targets;
@@ -293,6 +329,7 @@ std::string PromptBuilder::task_prompt(const tasks::Task &task) const {
   for (const auto &[name, tol] : task.tolerances)
     tolerances += fmt::format("  - {}: atol {:g}, rtol {:g}{}\n", name, tol.atol, tol.rtol,
                               tol.reason.empty() ? "" : ". " + tol.reason);
+  if (!task.tolerance_note.empty()) tolerances += task.tolerance_note + "\n";  // once, after every output
   Values values{{"id", task.id},
                 {"title", task.title},
                 {"arch", task.arch},
