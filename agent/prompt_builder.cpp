@@ -54,15 +54,9 @@ struct ArchPeaks {
   double dram_tbps;    ///< TB/s of DRAM bandwidth
 };
 
-const std::set<std::string> kSystemKeys = {"arch",
-                                           "arch_name",
-                                           "target_list",
-                                           "target_shares",
-                                           "max_shared_bytes",
-                                           "reference_library",
-                                           "reference_notes",
-                                           "num_sms",
-                                           "workspace_limit"};
+const std::set<std::string> kSystemKeys = {
+    "arch",    "arch_name",       "target_list",   "reference_library", "reference_notes",
+    "num_sms", "workspace_limit", "target_shares", "max_shared_bytes"};
 const std::set<std::string> kTaskKeys = {
     "id",      "title",     "arch",    "arch_name",  "description",       "tensors", "scalars",
     "symbols", "workloads", "targets", "tolerances", "reference_library", "speed"};
@@ -85,6 +79,24 @@ ArchPeaks peaks_for(const std::string &arch) {
   const tasks::ArchFacts *facts = tasks::arch_facts(arch);
   const tasks::PeakRates &p = facts && facts->peaks ? *facts->peaks : *tasks::arch_facts("sm_100a")->peaks;
   return {p.bf16_flops_per_s / 1e12, p.fp8_flops_per_s / 1e12, p.dram_bytes_per_s / 1e12};
+}
+
+// What the manifest's num_sms is for this task, from the evaluator's own source (tasks/arch.hpp via
+// evaluator::device_symbols), e.g. "132 on the H200 SXM".
+std::string num_sms_text(const tasks::Task &task) {
+  const evaluator::DeviceSymbols device = evaluator::device_symbols(task);
+  if (device.num_sms <= 0) return "not known for this architecture: do not use it";
+  const tasks::ArchFacts *facts = tasks::arch_facts(task.arch);
+  return fmt::format("{} on the {}", device.num_sms,
+                     facts && facts->peaks ? facts->peaks->gpu : "task's GPU");
+}
+
+// The symbols a manifest expression may name: the task's, then num_sms when it is known.
+std::string expression_symbols(const tasks::Task &task) {
+  std::string text = join(task.symbols, ", ");
+  if (evaluator::device_symbols(task).num_sms > 0)
+    text += (text.empty() ? "" : ", ") + std::string(evaluator::kNumSmsSymbol);
+  return text;
 }
 
 // Axis 2 beyond "executed": the share of the work each target must do, with the evaluator's own thresholds
@@ -111,24 +123,6 @@ std::string target_shares(const tasks::Task &task) {
 std::string max_shared_text(const std::string &arch) {
   const tasks::ArchFacts *facts = tasks::arch_facts(arch);
   return facts ? fmt::format("{} bytes", facts->max_shared_bytes_per_block) : "the device's limit";
-}
-
-// What the manifest's num_sms is for this task, from the evaluator's own source (tasks/arch.hpp via
-// evaluator::device_symbols), e.g. "132 on the H200 SXM".
-std::string num_sms_text(const tasks::Task &task) {
-  const evaluator::DeviceSymbols device = evaluator::device_symbols(task);
-  if (device.num_sms <= 0) return "not known for this architecture: do not use it";
-  const tasks::ArchFacts *facts = tasks::arch_facts(task.arch);
-  return fmt::format("{} on the {}", device.num_sms,
-                     facts && facts->peaks ? facts->peaks->gpu : "task's GPU");
-}
-
-// The symbols a manifest expression may name: the task's, then num_sms when it is known.
-std::string expression_symbols(const tasks::Task &task) {
-  std::string text = join(task.symbols, ", ");
-  if (evaluator::device_symbols(task).num_sms > 0)
-    text += (text.empty() ? "" : ", ") + std::string(evaluator::kNumSmsSymbol);
-  return text;
 }
 
 std::string reference_library(const tasks::Task &t) {
@@ -317,6 +311,13 @@ std::string PromptBuilder::task_prompt(const tasks::Task &task) const {
     }
     workloads += "\n";
   }
+  // The promise behind the hidden workloads: the ranges, never the hidden values.
+  if (!task.ranges.empty())
+    workloads += fmt::format(
+        "The kernel must be correct for every shape in these ranges, not only the ones above: {}. Other "
+        "shapes in them are checked too (their values are not given); the result is reported as "
+        "\"generalizes\", beside the three axes, which are judged on the shapes above.\n",
+        detail::ranges_text(task));
   speed = fmt::format(
       "The floors above assume about {:.0f} TFLOP/s of dense {} tensor-core throughput and {:g} TB/s "
       "of DRAM bandwidth.",
@@ -400,6 +401,8 @@ std::string PromptBuilder::feedback(const tasks::Task &task, const Verdict &verd
       break;
   }
   std::string text = detail::render_template(templates_.at("feedback/" + name), values, "feedback/" + name);
+  // Unseen shapes: only for a kernel correct on the shown ones (otherwise they were not checked).
+  if (verdict.status == Status::ok) text += detail::generalization_section(task, verdict);
   return detail::truncate_text(text, kMaxFeedbackChars);
 }
 

@@ -284,6 +284,13 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
     r.read("run_gpu", s.run_gpu);
     r.read("run_sanitizer", s.run_sanitizer);
     r.read("num_sms", s.num_sms, 0, 100000);  // 0 = the task's reference GPU (tasks/arch.hpp)
+    if (const auto *h = r.get("hidden_workloads")) {
+      FieldReader hr(*h, "evaluator.hidden_workloads", errors);
+      hr.read("check", s.hidden.check);
+      hr.read("time", s.hidden.time);
+      hr.read("reveal", s.hidden.reveal);
+      hr.finish();
+    }
     std::string worker, lock_dir;
     r.read("worker_path", worker);
     if (!worker.empty()) s.worker_path = resolve(base_dir, worker);
@@ -418,6 +425,10 @@ nlohmann::json RunConfig::to_json() const {
   // Only a repairs run has the key, so ordinary runs keep their config hash; likewise num_sms.
   if (repairs) j["repairs"] = repairs->to_json();
   if (s.num_sms > 0) j["evaluator"]["num_sms"] = s.num_sms;
+  // Likewise the hidden-workload settings, when not the defaults.
+  if (s.hidden != evaluator::HiddenWorkloadSettings{})
+    j["evaluator"]["hidden_workloads"] = {
+        {"check", s.hidden.check}, {"time", s.hidden.time}, {"reveal", s.hidden.reveal}};
   return j;
 }
 

@@ -27,6 +27,7 @@ struct EvalOptions {
   double ptxas_timeout_s = 30;  ///< seconds
   double cooldown_ratio =
       evaluator::TimingPolicy{}.cooldown_ratio;  ///< GPU idle after each timed launch, x its time
+  bool no_hidden = false, time_hidden = false, reveal_hidden = false;  ///< EvaluatorSettings::hidden
   int num_sms = 0;                               ///< the manifest's num_sms; 0 = the task's GPU's
 };
 
@@ -69,6 +70,9 @@ int run_eval(const EvalOptions &options) {
   settings.compile.ptxas_wall = std::chrono::milliseconds(static_cast<long>(options.ptxas_timeout_s * 1000));
   settings.timing.cooldown_ratio = options.cooldown_ratio;
   settings.num_sms = options.num_sms;
+  settings.hidden.check = !options.no_hidden;
+  settings.hidden.time = options.time_hidden;
+  settings.hidden.reveal = options.reveal_hidden;
   // An oversized response is a value: the evaluator's parse stage says so in the verdict.
   auto response = evaluator::read_response(options.response_path, settings.parse);
   if (!response) {
@@ -127,6 +131,12 @@ void register_eval_command(CLI::App &app, Action &action) {
          "for the H200 SXM; an H100 PCIe has 114)")
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));
+  cmd->add_flag("--no-hidden", options->no_hidden,
+                "Do not check the task's hidden workloads (the verdict's generalizes stays unchecked)");
+  cmd->add_flag("--time-hidden", options->time_hidden,
+                "Also time each hidden workload the kernel gets right (figures in stages.generalization)");
+  cmd->add_flag("--reveal-hidden", options->reveal_hidden,
+                "Feedback on a failing hidden workload names its symbol values (default: only the ranges)");
   cmd->callback([&action, options] { action.run = [options] { return run_eval(*options); }; });
 }
 

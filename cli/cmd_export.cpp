@@ -27,7 +27,7 @@ struct ExportArgs {
   std::string reasoning = "inline";
   std::vector<std::string> statuses, tasks, models, variants;
   std::vector<int> turns;
-  std::string correct, executed;  // "", "true" or "false"
+  std::string correct, executed, generalizes;  // "", "true" or "false"
   std::optional<double> min_speedup;
   traces::ExportBalance balance;
   traces::ExportLimits limits;
@@ -55,6 +55,7 @@ int run_export(const ExportArgs &a) {
   o.filter.turns = a.turns;
   if (!a.correct.empty()) o.filter.correct = a.correct == "true";
   if (!a.executed.empty()) o.filter.targets_executed = a.executed == "true";
+  if (!a.generalizes.empty()) o.filter.generalizes = a.generalizes == "true";
   o.filter.min_speedup = a.min_speedup;
   o.balance = a.balance;
   o.limits = a.limits;
@@ -149,6 +150,11 @@ void register_export_command(CLI::App &app, Action &action) {
       ->check(CLI::IsMember({"true", "false"}));
   cmd->add_option("--executed", args->executed,
                   "Keep target turns whose target instructions executed: true/false")
+      ->check(CLI::IsMember({"true", "false"}));
+  cmd->add_option(
+         "--generalizes", args->generalizes,
+         "Keep target turns whose kernel was also right (true) or wrong (false) on the task's hidden "
+         "workloads (turns not checked there never match)")
       ->check(CLI::IsMember({"true", "false"}));
   cmd->add_option("--min-speedup", args->min_speedup, "Keep target turns with status ok and speedup >= X")
       ->check(CLI::PositiveNumber);

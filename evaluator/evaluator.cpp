@@ -44,10 +44,12 @@ void skip_after(Verdict &v, StageResult Verdict::*from) {
 }
 
 void skip_gpu_stages(Verdict &v, const std::string &reason) {
-  for (StageResult *s : {&v.correctness, &v.execution, &v.timing, &v.sanitizer}) {
+  for (StageResult *s : {&v.correctness, &v.execution, &v.timing, &v.sanitizer, &v.generalization}) {
     s->status = Status::skipped;
     s->summary = reason;
   }
+  if (v.generalizes)
+    *v.generalizes = Generalization{std::nullopt, 0, 0, {}, nullptr, "not checked: " + reason};
 }
 
 // Runs one stage: times it, stores its result in `slot` and, unless it passed, skips the stages after
@@ -91,6 +93,7 @@ void run_after_parse(CompiledCandidate &c, const tasks::Task &task, const Evalua
   });
   if (!checked) return;
   c.plans = with_param_types(std::move(c.plans), checked->entry_param_types);
+  c.hidden_plans = with_param_types(std::move(c.hidden_plans), checked->entry_param_types);
   const detail::CompileInput in{c.ptx,
                                 c.response.language == KernelLanguage::ptx,
                                 c.response.kernel_first_line,
@@ -112,32 +115,34 @@ void run_after_parse(CompiledCandidate &c, const tasks::Task &task, const Evalua
 }  // namespace
 
 json EvaluatorSettings::to_json() const {
-  return json{{"parse",
-               {{"max_response_bytes", parse.max_response_bytes},
-                {"max_kernel_bytes", parse.max_kernel_bytes},
-                {"max_manifest_bytes", parse.max_manifest_bytes}}},
-              {"compile",
-               {{"ptxas_wall_seconds", ms_to_s(compile.ptxas_wall)},
-                {"ptxas_address_space_bytes", compile.ptxas_address_space_bytes},
-                {"nvrtc_wall_seconds", ms_to_s(compile.nvrtc_wall)},
-                {"nvrtc_address_space_bytes", compile.nvrtc_address_space_bytes},
-                {"max_ptx_bytes", compile.max_ptx_bytes},
-                {"max_ptx_instructions", compile.max_ptx_instructions},
-                {"disassembler_wall_seconds", ms_to_s(compile.disassembler_wall)}}},
-              {"correctness", correctness},
-              {"timing", timing},
-              {"worker", worker},
-              {"run_gpu", run_gpu},
-              {"run_sanitizer", run_sanitizer},
-              {"min_target_work_share", min_target_work_share},
-              {"min_tma_byte_share", min_tma_byte_share},
-              {"num_sms", num_sms},
-              {"device", device},
-              {"worker_path", worker_path.string()},
-              {"ptxas_path", ptxas_path.string()},
-              {"disassembler_path", disassembler_path.string()},
-              {"nvrtc_child_path", nvrtc_child_path.string()},
-              {"lock_dir", lock_dir.string()}};
+  return json{
+      {"parse",
+       {{"max_response_bytes", parse.max_response_bytes},
+        {"max_kernel_bytes", parse.max_kernel_bytes},
+        {"max_manifest_bytes", parse.max_manifest_bytes}}},
+      {"compile",
+       {{"ptxas_wall_seconds", ms_to_s(compile.ptxas_wall)},
+        {"ptxas_address_space_bytes", compile.ptxas_address_space_bytes},
+        {"nvrtc_wall_seconds", ms_to_s(compile.nvrtc_wall)},
+        {"nvrtc_address_space_bytes", compile.nvrtc_address_space_bytes},
+        {"max_ptx_bytes", compile.max_ptx_bytes},
+        {"max_ptx_instructions", compile.max_ptx_instructions},
+        {"disassembler_wall_seconds", ms_to_s(compile.disassembler_wall)}}},
+      {"correctness", correctness},
+      {"timing", timing},
+      {"worker", worker},
+      {"hidden_workloads", {{"check", hidden.check}, {"time", hidden.time}, {"reveal", hidden.reveal}}},
+      {"run_gpu", run_gpu},
+      {"run_sanitizer", run_sanitizer},
+      {"min_target_work_share", min_target_work_share},
+      {"min_tma_byte_share", min_tma_byte_share},
+      {"num_sms", num_sms},
+      {"device", device},
+      {"worker_path", worker_path.string()},
+      {"ptxas_path", ptxas_path.string()},
+      {"disassembler_path", disassembler_path.string()},
+      {"nvrtc_child_path", nvrtc_child_path.string()},
+      {"lock_dir", lock_dir.string()}};
 }
 
 bool CompiledCandidate::ready_for_gpu() const {
@@ -176,6 +181,7 @@ CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view text,
   Verdict &v = c.verdict;
   v.task_id = task.id;
   v.settings = settings.to_json();
+  if (!task.hidden_workloads.empty()) v.generalizes = Generalization{};  // decided by the GPU stage
   skip_gpu_stages(v, "not run yet");
   auto parsed = run_stage(v, &Verdict::parse, [&] {
     return detail::parse_stage(task, text, bytes, at_least, settings.parse,
@@ -185,6 +191,8 @@ CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view text,
     c.response = std::move(parsed->response);
     c.manifest = std::move(parsed->manifest);
     c.plans = std::move(parsed->plans);
+    c.hidden_plans = std::move(parsed->hidden_plans);
+    c.hidden_plan_errors = std::move(parsed->hidden_plan_errors);
     run_after_parse(c, task, settings);
   }
   if (!defer_sass || v.compile.status != Status::ok) {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,17 @@ using protocol::CorrectnessPolicy;
 using protocol::TimingPolicy;
 using protocol::WorkerLimits;
 
+/// What happens with a task's hidden workloads (tasks::Task::hidden_workloads): shapes the model never
+/// sees, checked for the verdict's `generalizes` result beside the three axes.
+struct HiddenWorkloadSettings {
+  bool check = true;  ///< run the generalization stage on them (a kernel correct on the shown workloads)
+  bool time = false;  ///< also time each hidden workload it gets right (figures beside the shown ones')
+  /// false: feedback on a failing hidden workload names only the promised ranges and the kind of failure;
+  /// true: also its symbol values (recorded in every verdict's settings)
+  bool reveal = false;
+  bool operator==(const HiddenWorkloadSettings &) const = default;
+};
+
 /// Everything that decides a verdict; recorded in every verdict and trace.
 struct EvaluatorSettings {
   ParseLimits parse;
@@ -44,6 +56,7 @@ struct EvaluatorSettings {
   CorrectnessPolicy correctness;
   TimingPolicy timing;
   WorkerLimits worker;
+  HiddenWorkloadSettings hidden;
   bool run_gpu = true;        ///< false = GPU stages skipped ("disabled by --no-gpu")
   bool run_sanitizer = true;  ///< compute-sanitizer on runtime_error / timeout / nondeterministic
   /// Fraction (0..1) of the instrumented workload's FLOPs that a tensor-core target's executed
@@ -86,6 +99,11 @@ struct CompiledCandidate {
   std::string sass;               ///< SASS listing text ("" when no disassembler)
   SassListing sass_listing;       ///< `sass` parsed (by finish_sass), for the job and the sanitizer
   std::vector<LaunchPlan> plans;  ///< one per workload
+  /// One per hidden workload whose launch the manifest resolves; a hidden workload it cannot resolve
+  /// (e.g. a grid that is no multiple of the cluster there) is in `hidden_plan_errors` instead: a
+  /// generalization failure, never a bad_manifest verdict.
+  std::vector<LaunchPlan> hidden_plans;
+  std::map<std::string, std::string> hidden_plan_errors;  ///< hidden workload name -> why it did not resolve
   /// Set while the SASS listing is still being made (run_cpu_stages with defer_sass); finish_sass ends it.
   std::shared_ptr<detail::PendingSass> pending_sass;
   bool ready_for_gpu() const;  ///< compiled and every plan resolved

@@ -41,6 +41,7 @@ using protocol::kGpuStageNames;
 StageResult &stage_of(Verdict &v, const std::string &name) {
   if (name == "correctness") return v.correctness;
   if (name == "execution") return v.execution;
+  if (name == "generalization") return v.generalization;
   return v.timing;
 }
 
@@ -49,6 +50,8 @@ void skip_gpu_stages(Verdict &v, const std::string &reason) {
     stage_of(v, s).status = Status::skipped;
     stage_of(v, s).summary = reason;
   }
+  if (v.generalizes)
+    *v.generalizes = Generalization{std::nullopt, 0, 0, {}, nullptr, "not checked: " + reason};
 }
 
 std::string tail(const std::string &text, std::size_t max_chars = 2000) {
@@ -183,6 +186,11 @@ protocol::Job build_job(const CompiledCandidate &c, const tasks::Task &task,
   job.entry = c.manifest.entry;
   job.stages = {"correctness", "execution", "timing"};
   for (const auto &plan : c.plans) job.workloads.push_back(job_workload(task, plan));
+  if (settings.hidden.check && !c.hidden_plans.empty()) {
+    job.stages.push_back("generalization");
+    for (const auto &plan : c.hidden_plans) job.hidden_workloads.push_back(job_workload(task, plan));
+    job.time_hidden = settings.hidden.time;
+  }
   for (const auto &t : task.targets) job.targets.push_back({t.name, t.sass_families});
   job.correctness = settings.correctness;
   job.timing = settings.timing;
@@ -576,6 +584,9 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
         stage_name = name;
         break;
       }
+    // The generalization stage writes itself before each hidden workload: killed there, it is charged.
+    if (stages.contains("generalization") && stages.at("generalization").figures.contains("in_progress"))
+      stage_name = "generalization";
     if (stage_name.empty()) stage_name = "execution";
     StageResult &s = stage_of(v, stage_name);
     const std::string err_tail = tail(p.stderr_text);
@@ -602,6 +613,7 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   }
   for (const char *name : kGpuStageNames) {
     StageResult &s = stage_of(v, name);
+    if (std::string_view(name) == "generalization" && !v.generalizes) continue;  // the task has none
     if (!stages.contains(name) && s.summary.empty()) {
       s.status = Status::skipped;
       s.summary = "not run: an earlier GPU stage ended the worker";
@@ -649,6 +661,9 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   v.axes = decided.axes;
   for (auto &line : decided.shortfalls)
     v.execution.diagnostics.push_back({"warning", std::move(line), std::nullopt});
+  // Beside the axes: the hidden workloads.
+  v.generalizes = detail::decide_generalization(v, task.hidden_workloads.size(), candidate.hidden_plan_errors,
+                                                settings.hidden.check);
 
   // Diagnostics for the model on faults, hangs and races.
   const Status c = v.correctness.status;

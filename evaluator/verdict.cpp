@@ -24,10 +24,33 @@ constexpr const char *kStageNames[] = {"parse", "static", "compile", "correctnes
 
 }  // namespace
 
+json Generalization::to_json() const {
+  json failures = json::array();
+  for (const auto &f : failed)
+    failures.push_back({{"workload", f.workload}, {"kind", f.kind}, {"summary", f.summary}});
+  return json{{"value", optional_to_json(value)}, {"passed", passed}, {"total", total}, {"failed", failures},
+              {"first_mismatch", first_mismatch}, {"reason", reason}};
+}
+
+Generalization Generalization::from_json(const json &j) {
+  Generalization g;
+  g.value = optional_from_json<bool>(j, "value");
+  g.passed = j.value("passed", 0);
+  g.total = j.value("total", 0);
+  if (j.contains("failed") && j["failed"].is_array())
+    for (const auto &f : j["failed"])
+      g.failed.push_back({f.value("workload", ""), f.value("kind", ""), f.value("summary", "")});
+  g.first_mismatch = j.value("first_mismatch", json(nullptr));
+  g.reason = j.value("reason", "");
+  return g;
+}
+
 json Verdict::to_json() const {
   json stages = json::object();
   for (std::size_t i = 0; i < std::size(kPipeline); ++i) stages[kStageNames[i]] = this->*kPipeline[i];
   stages["sanitizer"] = sanitizer;
+  // Only tasks with hidden workloads have the stage and the result, so other verdicts read as before.
+  if (generalizes) stages["generalization"] = generalization;
   return json{{"status", evaluator::to_string(status)},
               {"task_id", task_id},
               {"kernel_hash", kernel_hash},
@@ -40,7 +63,8 @@ json Verdict::to_json() const {
               {"environment", environment},
               {"wall_seconds", wall_seconds},
               {"profile", profile},
-              {"reused_from", reused_from}};
+              {"reused_from", reused_from},
+              {"generalizes", generalizes ? generalizes->to_json() : json(nullptr)}};
 }
 
 Verdict Verdict::from_json(const json &j) {
@@ -53,6 +77,9 @@ Verdict Verdict::from_json(const json &j) {
   for (std::size_t i = 0; i < std::size(kPipeline); ++i)
     if (stages.contains(kStageNames[i])) v.*kPipeline[i] = stages[kStageNames[i]].get<StageResult>();
   if (stages.contains("sanitizer")) v.sanitizer = stages["sanitizer"].get<StageResult>();
+  if (stages.contains("generalization")) v.generalization = stages["generalization"].get<StageResult>();
+  if (j.contains("generalizes") && j["generalizes"].is_object())
+    v.generalizes = Generalization::from_json(j["generalizes"]);
   if (j.contains("axes")) {
     const json &a = j["axes"];
     v.axes.correct = optional_from_json<bool>(a, "correct");

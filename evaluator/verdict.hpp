@@ -24,6 +24,25 @@ struct Axes {
   std::optional<double> speedup;  ///< geomean over workloads of library_time / candidate_time
 };
 
+/// The hidden workloads' outcome (tasks::Task::hidden_workloads), kept beside the three axes so that the
+/// axes keep their meaning on the shown workloads: a kernel right only for the shapes it was shown is
+/// correct there and does not generalize.
+struct Generalization {
+  std::optional<bool> value;  ///< every checked hidden workload correct; nullopt = not checked (`reason`)
+  int passed = 0;             ///< hidden workloads correct
+  int total = 0;              ///< hidden workloads checked
+  /// One per hidden workload the kernel got wrong: its name, the kind of failure (incorrect,
+  /// nondeterministic, bad_manifest, launch_error, runtime_error, timeout) and the harness's text.
+  struct Failure {
+    std::string workload, kind, summary;
+  };
+  std::vector<Failure> failed;
+  nlohmann::json first_mismatch = nullptr;  ///< of the first incorrect hidden workload, as in correctness
+  std::string reason;                       ///< why not checked (value nullopt)
+  nlohmann::json to_json() const;
+  static Generalization from_json(const nlohmann::json &j);
+};
+
 struct Verdict {
   Status status =
       Status::skipped;  ///< overall: the first stage that is not ok (skipped GPU stages leave it ok)
@@ -36,7 +55,11 @@ struct Verdict {
   StageResult execution;
   StageResult timing;
   StageResult sanitizer;  ///< compute-sanitizer rerun on runtime_error/timeout/nondeterministic
+  /// The worker's check of the hidden workloads; outside the pipeline: it never changes `status`.
+  StageResult generalization;
   Axes axes;
+  /// Whether the kernel is also right on the task's hidden workloads; nullopt when the task has none.
+  std::optional<Generalization> generalizes;
   nlohmann::json settings = nlohmann::json::object();     ///< every policy/limit used (recorded in traces)
   nlohmann::json environment = nlohmann::json::object();  ///< GPU, driver, library versions, which GPU ran it
   double wall_seconds = 0;

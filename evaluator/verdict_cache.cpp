@@ -35,6 +35,12 @@ std::optional<std::string> VerdictCache::key(const tasks::Task &task, std::strin
     if (!plan) return std::nullopt;
     plans.push_back(*plan);
   }
+  // Manifests that agree on the shown workloads can differ on the hidden ones (a grid written for the
+  // headline shape): their plans, or why they do not resolve, are part of the key.
+  for (const auto &w : task.hidden_workloads) {
+    auto plan = resolve_launch(*manifest, task, w, device);
+    plans.push_back(plan ? json(*plan) : json{{"unresolved", plan.error()}});
+  }
   std::string kernel;
   if (parsed->language == KernelLanguage::ptx) {
     auto module = parse_ptx(parsed->kernel_source);

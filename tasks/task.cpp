@@ -65,15 +65,17 @@ class TaskReader {
 
   void read(const json &root, const std::string &stem) {
     if (!r_.expect_object(root, "")) return;
-    r_.reject_unknown_fields(
-        root, "",
-        {"id", "family", "arch", "title", "description", "tensors", "scalars", "symbols", "workloads",
-         "targets", "reference", "causal", "tolerances", "tolerance_note", "flops", "bytes", "tags"});
+    r_.reject_unknown_fields(root, "",
+                             {"id", "family", "arch", "title", "description", "tensors", "scalars", "symbols",
+                              "workloads", "targets", "reference", "causal", "tolerances", "tolerance_note",
+                              "flops", "bytes", "tags", "hidden_workloads", "ranges"});
     read_header(root, stem);
     read_symbols(root);
     read_tensors(root);
     read_scalars(root);
-    read_workloads(root);
+    read_workloads(root, "workloads", true, t_.workloads);
+    read_workloads(root, "hidden_workloads", false, t_.hidden_workloads);
+    read_ranges(root);
     read_targets(root);
     read_tolerances(root);
     t_.flops = read_work_expression(root, "flops");
@@ -265,14 +267,16 @@ class TaskReader {
     }
   }
 
-  void read_workloads(const json &root) {
-    const json *workloads = r_.array_member(root, "", "workloads", true);
+  /// `workloads` (required, the first is the headline) or `hidden_workloads` (optional); names are unique
+  /// across both lists.
+  void read_workloads(const json &root, const char *list_key, bool required, std::vector<Workload> &out) {
+    const json *workloads = r_.array_member(root, "", list_key, required);
     if (!workloads) return;
-    if (workloads->empty())
-      r_.error("workloads", "must list at least one workload (the first is the headline)");
-    std::set<std::string> seen;
+    if (required && workloads->empty())
+      r_.error(list_key, "must list at least one workload (the first is the headline)");
+    std::set<std::string> &seen = workload_names_;
     for (std::size_t i = 0; i < workloads->size(); ++i) {
-      std::string path = index_path("workloads", i);
+      std::string path = index_path(list_key, i);
       const json &j = (*workloads)[i];
       if (!r_.expect_object(j, path)) continue;
       r_.reject_unknown_fields(j, path, {"name", "symbols"});
@@ -312,8 +316,60 @@ class TaskReader {
       } else {
         good = false;
       }
-      if (good) t_.workloads.push_back(std::move(w));
+      if (good) out.push_back(std::move(w));
     }
+  }
+
+  /// `ranges`: {symbol: {min, max, multiple_of}}; every workload, shown or hidden, must lie inside.
+  void read_ranges(const json &root) {
+    const json *ranges = r_.object_member(root, "", "ranges", false);
+    if (!ranges) {
+      if (!t_.hidden_workloads.empty())
+        r_.error("hidden_workloads", "needs 'ranges': the prompt states them in place of the hidden values");
+      return;
+    }
+    for (const auto &[symbol, value] : ranges->items()) {
+      const std::string path = join_path("ranges", symbol);
+      if (!unit_symbols_.count(symbol)) {
+        r_.error(path, fmt::format("unknown symbol '{}' (declared symbols: {})", symbol, joined(t_.symbols)));
+        continue;
+      }
+      if (!r_.expect_object(value, path)) continue;
+      r_.reject_unknown_fields(value, path, {"min", "max", "multiple_of"});
+      SymbolRange range;
+      bool good = true;
+      const auto read_positive = [&](const char *field, bool required, std::int64_t &into) {
+        const json *v = r_.member(value, path, field, required);
+        if (!v) {
+          good = good && !required;
+          return;
+        }
+        const auto n = r_.integer_value(*v, join_path(path, field));
+        if (n && *n <= 0) r_.error(join_path(path, field), fmt::format("{} is not positive", *n));
+        if (!n || *n <= 0)
+          good = false;
+        else
+          into = *n;
+      };
+      read_positive("min", true, range.min);
+      read_positive("max", true, range.max);
+      read_positive("multiple_of", false, range.multiple_of);
+      if (!good) continue;
+      if (range.min > range.max) {
+        r_.error(path, fmt::format("min {} is above max {}", range.min, range.max));
+        continue;
+      }
+      t_.ranges[symbol] = range;
+    }
+    for (const auto *list : {&t_.workloads, &t_.hidden_workloads})
+      for (const auto &w : *list)
+        for (const auto &[symbol, range] : t_.ranges) {
+          const auto it = w.symbols.find(symbol);
+          if (it != w.symbols.end() && !range.contains(it->second))
+            r_.error(join_path("ranges", symbol),
+                     fmt::format("workload '{}' sets {} = {}, outside the stated range", w.name, symbol,
+                                 it->second));
+        }
   }
 
   void read_targets(const json &root) {
@@ -406,7 +462,7 @@ class TaskReader {
     auto expr = r_.expression_value(*v, key);
     if (!expr) return "";
     if (!check_expression(*expr, key)) return *expr;
-    for (const auto &w : t_.workloads) {
+    for (const auto &w : all_workloads()) {
       auto value = util::evaluate_int_expression(*expr, w.symbols);
       if (!value)
         r_.error(key, fmt::format("at workload '{}': {}", w.name, value.error()));
@@ -429,7 +485,7 @@ class TaskReader {
       auto known = tensor_paths_.find(t.name);
       if (known == tensor_paths_.end()) continue;  // its shape already has a reported error
       const std::string &path = known->second;
-      for (const auto &w : t_.workloads) {
+      for (const auto &w : all_workloads()) {
         std::int64_t bytes = static_cast<std::int64_t>(size_of(t.dtype));
         for (std::size_t d = 0; d < t.shape.size(); ++d) {
           auto v = util::evaluate_int_expression(t.shape[d], w.symbols);
@@ -457,7 +513,14 @@ class TaskReader {
   Task &t_;
   std::map<std::string, std::string> names_;  // name -> what uses it (symbol, tensor, scalar)
   std::map<std::string, std::string> tensor_paths_;
-  util::SymbolTable unit_symbols_;  // every declared symbol = 1, for syntax/name checks
+  util::SymbolTable unit_symbols_;        // every declared symbol = 1, for syntax/name checks
+  std::set<std::string> workload_names_;  // shown and hidden: one name space
+
+  std::vector<Workload> all_workloads() const {
+    std::vector<Workload> all = t_.workloads;
+    all.insert(all.end(), t_.hidden_workloads.begin(), t_.hidden_workloads.end());
+    return all;
+  }
 };
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -521,8 +584,9 @@ const Scalar *Task::find_scalar(std::string_view name) const {
 }
 
 const Workload *Task::find_workload(std::string_view name) const {
-  for (const auto &w : workloads)
-    if (w.name == name) return &w;
+  for (const auto *list : {&workloads, &hidden_workloads})
+    for (const auto &w : *list)
+      if (w.name == name) return &w;
   return nullptr;
 }
 
@@ -559,12 +623,16 @@ json Task::to_json() const {
   for (const auto &s : scalars)
     scalars_json.push_back(
         {{"name", s.name}, {"type", s.type}, {"value", s.value}, {"description", s.description}});
-  json workloads_json = json::array();
-  for (const auto &w : workloads) {
-    json symbols_json = json::object();
-    for (const auto &[k, v] : w.symbols) symbols_json[k] = v;
-    workloads_json.push_back({{"name", w.name}, {"symbols", symbols_json}});
-  }
+  const auto workloads_to_json = [](const std::vector<Workload> &list) {
+    json out = json::array();
+    for (const auto &w : list) {
+      json symbols_json = json::object();
+      for (const auto &[k, v] : w.symbols) symbols_json[k] = v;
+      out.push_back({{"name", w.name}, {"symbols", symbols_json}});
+    }
+    return out;
+  };
+  const json workloads_json = workloads_to_json(workloads);
   json targets_json = json::array();
   for (const auto &t : targets)
     targets_json.push_back({{"name", t.name},
@@ -594,6 +662,13 @@ json Task::to_json() const {
          {"tags", tags_json}};
   if (!tolerance_note.empty())
     j["tolerance_note"] = tolerance_note;  // absent, as in the files that have none
+  if (!hidden_workloads.empty()) j["hidden_workloads"] = workloads_to_json(hidden_workloads);
+  if (!ranges.empty()) {
+    json ranges_json = json::object();
+    for (const auto &[symbol, r] : ranges)
+      ranges_json[symbol] = {{"min", r.min}, {"max", r.max}, {"multiple_of", r.multiple_of}};
+    j["ranges"] = ranges_json;
+  }
   return j;
 }
 

@@ -57,6 +57,15 @@ struct Workload {
   util::SymbolTable symbols;  ///< concrete values of M, N, K / B, H, S, D
 };
 
+/// What the prompt promises about one symbol's values across every workload of the task, shown or hidden:
+/// min <= value <= max and value % multiple_of == 0. The kernel must be right for every such value.
+struct SymbolRange {
+  std::int64_t min = 1;
+  std::int64_t max = 1;
+  std::int64_t multiple_of = 1;
+  bool contains(std::int64_t v) const { return v >= min && v <= max && v % multiple_of == 0; }
+};
+
 /// An instruction the task targets, with the SASS opcode families proving it ran.
 struct TargetInstruction {
   std::string name;                        ///< short, e.g. "wgmma", "tma_load", "tcgen05_mma"
@@ -81,6 +90,12 @@ struct Task {
   std::vector<Scalar> scalars;
   std::vector<std::string> symbols;  ///< symbol names usable in expressions, e.g. {"M","N","K"}
   std::vector<Workload> workloads;   ///< first one is the headline shape
+  /// Checked for correctness like `workloads` but never shown to the model (its prompt states only
+  /// `ranges`): a kernel that is right for the shown shapes only does not generalize.
+  std::vector<Workload> hidden_workloads;
+  /// The variable symbols' promised ranges (the prompt states them); every workload, shown or hidden,
+  /// lies inside. A symbol without a range takes only the shown values.
+  std::map<std::string, SymbolRange> ranges;
   std::vector<TargetInstruction> targets;
   std::string reference;                        ///< "cublaslt" | "cudnn_sdpa_fwd" | "cudnn_sdpa_bwd"
   bool causal = false;                          ///< attention: causal mask
@@ -95,6 +110,7 @@ struct Task {
 
   const Tensor *find_tensor(std::string_view name) const;
   const Scalar *find_scalar(std::string_view name) const;
+  /// A shown or hidden workload by name.
   const Workload *find_workload(std::string_view name) const;
   const TargetInstruction *find_target(std::string_view name) const;
   /// Shape of a tensor at a workload (outermost first); throws on a bug (task validated on load).

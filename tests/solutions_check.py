@@ -55,6 +55,10 @@ def differences_gpu(exp, v):
     for axis in ("correct", "targets_executed"):
         if axis in exp and exp[axis] != v["axes"][axis]:
             bad.append(f"{axis} {v['axes'][axis]}")
+    if "generalizes" in exp:  # the hidden workloads: true, false, or null (not checked)
+        got = (v.get("generalizes") or {}).get("value")
+        if got != exp["generalizes"]:
+            bad.append(f"generalizes {got}")
     spd = v["axes"]["speedup"]
     if "min_speedup" in exp and (spd is None or spd < exp["min_speedup"]):
         bad.append(f"speedup {spd}")
@@ -96,7 +100,7 @@ def differences_cpu(exp, v):
 
 def row(task, sol, v, verdict_text, wall):
     if v is None:
-        return [task, sol, "error", "-", "-", "-", "-", "-", "-", "-", "-", verdict_text, f"{wall:.2f}"]
+        return [task, sol, "error", "-", "-", "-", "-", "-", "-", "-", "-", "-", verdict_text, f"{wall:.2f}"]
     st = v["stages"]
 
     def target_text(t):
@@ -110,7 +114,9 @@ def row(task, sol, v, verdict_text, wall):
     tw = st["timing"]["figures"].get("workloads", [])
     ax = v["axes"]
     text = lambda b: "-" if b is None else str(b).lower()  # noqa: E731
-    return [task, sol, v["status"], text(ax["correct"]), text(ax["targets_executed"]),
+    gen = v.get("generalizes") or {}
+    gen_text = "-" if gen.get("value") is None else f"{text(gen['value'])} {gen.get('passed')}/{gen.get('total')}"
+    return [task, sol, v["status"], text(ax["correct"]), text(ax["targets_executed"]), gen_text,
             "-" if ax["speedup"] is None else f"{ax['speedup']:.3f}", targets,
             "/".join(f"{w['candidate_ms']:.3f}" for w in tw) or "-",
             "/".join(f"{w['library_ms']:.3f}" for w in tw) or "-",
@@ -175,7 +181,7 @@ def main():
             # One line as each verdict arrives, so a run cut short by a time limit still shows its rows.
             print("  ".join(str(c) for c in rows[-1]), file=sys.stderr, flush=True)
 
-    hdr = ["task", "solution", "status", "correct", "targets", "speedup",
+    hdr = ["task", "solution", "status", "correct", "targets", "generalizes", "speedup",
            "targets executed (warp instr., work/byte share)", "cand ms", "library ms", "speedup/wl", "TFLOP/s",
            "as expected", "wall s"]
     widths = [max(len(str(r[i])) for r in rows + [hdr]) for i in range(len(hdr))]

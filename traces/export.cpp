@@ -71,6 +71,7 @@ std::string failing_filter(const Example &e, const ExportFilter &f) {
   if (!contains(f.statuses, detail::status_of(*e.target))) return "status";
   if (f.correct && detail::correct_of(*e.target) != *f.correct) return "correct";
   if (f.targets_executed && detail::targets_executed_of(*e.target) != *f.targets_executed) return "executed";
+  if (f.generalizes && detail::generalizes_of(*e.target) != *f.generalizes) return "generalizes";
   if (f.min_speedup) {
     auto s = detail::speedup_of(*e.target);
     // A suspicious timing (faster than the speed-of-light floor) is never a fast example.
@@ -137,6 +138,7 @@ Json metadata_of(const Example &e, const ExportOptions &o) {
   m["correct"] = opt(detail::correct_of(*e.target));
   m["targets_executed"] = opt(detail::targets_executed_of(*e.target));
   m["speedup"] = opt(detail::speedup_of(*e.target));
+  m["generalizes"] = opt(detail::generalizes_of(*e.target));
   if (e.source && o.format == ExportFormat::improve_pairs)
     m["source_speedup"] = opt(detail::speedup_of(*e.source));
   if (e.repair) {
@@ -238,6 +240,7 @@ std::string render_card(const std::vector<LoadedRun> &runs, const ExportOptions 
   if (!f.statuses.empty()) settings.push_back("status in {" + join(f.statuses) + "}");
   if (f.correct) settings.push_back(fmt::format("correct = {}", *f.correct));
   if (f.targets_executed) settings.push_back(fmt::format("targets executed = {}", *f.targets_executed));
+  if (f.generalizes) settings.push_back(fmt::format("generalizes = {}", *f.generalizes));
   if (f.min_speedup) settings.push_back(fmt::format("speedup >= {}", *f.min_speedup));
   if (!f.tasks.empty()) settings.push_back("tasks {" + join(f.tasks) + "}");
   if (!f.models.empty()) settings.push_back("models {" + join(f.models) + "}");

@@ -45,10 +45,13 @@ struct ExportFilter {
   std::optional<bool> correct;        ///< axes.correct must equal this (null never matches)
   std::optional<bool> targets_executed;  ///< axes.targets_executed must equal this (null never matches)
   std::optional<double> min_speedup;     ///< axes.speedup ≥ this (ratio library/candidate time), status ok
-  std::vector<std::string> tasks;        ///< task ids; empty = all
-  std::vector<std::string> models;       ///< model (endpoint) names, or model@variant labels; empty = all
-  std::vector<std::string> variants;     ///< run variants; empty = all
-  std::vector<int> turns;                ///< target turn indices (0-based); empty = all
+  /// verdict.generalizes.value must equal this (null never matches: a task without hidden workloads, or
+  /// a kernel not checked on them)
+  std::optional<bool> generalizes;
+  std::vector<std::string> tasks;     ///< task ids; empty = all
+  std::vector<std::string> models;    ///< model (endpoint) names, or model@variant labels; empty = all
+  std::vector<std::string> variants;  ///< run variants; empty = all
+  std::vector<int> turns;             ///< target turn indices (0-based); empty = all
 };
 
 struct ExportBalance {

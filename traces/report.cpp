@@ -104,6 +104,10 @@ std::string diff_ci(double d, const std::optional<Interval> &ci) {
   const bool excludes_zero = ci->lo > 0 || ci->hi < 0;
   return fmt::format("{:+.3f} [{:+.3f}, {:+.3f}]{}", d, ci->lo, ci->hi, excludes_zero ? " *" : "");
 }
+/// "3/4 (75.0% [30.1–95.4])": trajectories right on the hidden workloads of those checked; "—" when none.
+std::string generalization_text(int generalizing, int checked) {
+  return checked ? fmt::format("{}/{} ({})", generalizing, checked, pct_ci(generalizing, checked)) : "—";
+}
 std::string usd(const std::optional<double> &v) {
   return v ? fmt::format("${:.4f}", *v) : "—";
 }
@@ -154,19 +158,22 @@ void markdown_intro(const Report &r, std::string &md) {
 /// One row per group: the axes at the end of the trajectory.
 void markdown_summary(const Report &r, std::string &md) {
   const auto &ps = r.options.fast_thresholds;
-  md += "\n## Summary (end of trajectory)\n\n| model | task | trajectories | compile | correct | executed |";
+  md +=
+      "\n## Summary (end of trajectory)\n\n| model | task | trajectories | compile | correct | executed | "
+      "generalizes |";
   for (double p : ps) md += " " + p_label(p) + " |";
   md +=
       " pass@1 | fast_1.0 pass@1 | geomean speedup | best speedup | tokens / success | cost / success "
-      "|\n|---|---|---:|---:|---:|---:|";
+      "|\n|---|---|---:|---:|---:|---:|---:|";
   for (std::size_t i = 0; i < ps.size(); ++i) md += "---:|";
   md += "---:|---:|---:|---:|---:|---:|\n";
   for (const auto &g : r.groups) {
     const bool nm = gpu_unmeasured(g);
     auto gpu_pct = [&](int num) { return nm ? std::string("not measured") : pct_ci(num, g.trajectories); };
-    md +=
-        fmt::format("| {} | {} | {} | {} | {} | {} |", g.model, g.task, g.trajectories,
-                    pct_ci(g.end.compiled, g.trajectories), gpu_pct(g.end.correct), gpu_pct(g.end.executed));
+    md += fmt::format(
+        "| {} | {} | {} | {} | {} | {} | {} |", g.model, g.task, g.trajectories,
+        pct_ci(g.end.compiled, g.trajectories), gpu_pct(g.end.correct), gpu_pct(g.end.executed),
+        nm ? std::string("not measured") : generalization_text(g.generalizing, g.generalization_checked));
     for (std::size_t i = 0; i < ps.size(); ++i) md += " " + gpu_pct(g.end.fast[i]) + " |";
     md += fmt::format(" {} | {} | {} | {} | {} | {} |\n",
                       nm ? std::string("not measured") : pass_ci(g.pass_correct, g.pass_correct_ci, 1),
@@ -183,13 +190,15 @@ void markdown_comparisons(const Report &r, std::string &md) {
         "\n## Model comparison (A − B, paired bootstrap 95% interval; * = the interval excludes 0)\n\n| A | "
         "B | "
         "task | pairs | pass@1 A | pass@1 B | pass@1 A−B | fast_1.0 A | fast_1.0 B | fast_1.0 A−B "
-        "|\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+        "| generalizes A | generalizes B |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto &c : r.comparisons) {
       for (const auto &row : c.rows) {
-        md += fmt::format("| {} | {} | {} | {} | {:.3f} | {:.3f} | {} | {:.3f} | {:.3f} | {} |\n", c.model_a,
-                          c.model_b, row.task, row.pairs, row.pass1_a, row.pass1_b,
+        md += fmt::format("| {} | {} | {} | {} | {:.3f} | {:.3f} | {} | {:.3f} | {:.3f} | {} | {} | {} |\n",
+                          c.model_a, c.model_b, row.task, row.pairs, row.pass1_a, row.pass1_b,
                           diff_ci(row.pass1_diff, row.pass1_diff_ci), row.fast1_a, row.fast1_b,
-                          diff_ci(row.fast1_diff, row.fast1_diff_ci));
+                          diff_ci(row.fast1_diff, row.fast1_diff_ci),
+                          generalization_text(row.gen_a, row.gen_checked_a),
+                          generalization_text(row.gen_b, row.gen_checked_b));
       }
     }
   }
@@ -334,7 +343,7 @@ void csv_summary(const Report &r, std::map<std::string, std::string> &files) {
        "geomean_speedup,geomean_speedup_lo,geomean_speedup_hi,best_speedup,speedup_samples,successes,"
        "prompt_tokens,completion_tokens,reasoning_tokens,wall_seconds,tokens_per_success,wall_seconds_per_"
        "success,cost_usd,cost_per_attempt_usd,cost_per_trajectory_usd,cost_per_success_usd,mean_request_"
-       "seconds,mean_ttft_seconds\n";
+       "seconds,mean_ttft_seconds,generalization_checked,generalizes_rate,generalizes_lo,generalizes_hi\n";
   auto pass1 = [](const std::map<int, double> &m, const std::map<int, Interval> &cis) {
     auto it = m.find(1);
     auto c = cis.find(1);
@@ -354,6 +363,9 @@ void csv_summary(const Report &r, std::map<std::string, std::string> &files) {
                      csv_num(g.cost_usd), csv_num(g.cost_per_attempt), csv_num(g.cost_per_trajectory),
                      csv_num(g.cost_per_success), csv_num(g.mean_request_seconds),
                      csv_num(g.mean_ttft_seconds));
+    s.pop_back();  // the row's newline: the generalization columns follow
+    s += fmt::format(",{},{}\n", g.generalization_checked,
+                     rate_lo_hi(g.generalizing, g.generalization_checked));
   }
   files["summary.csv"] = s;
 }
@@ -437,13 +449,16 @@ void csv_comparison(const Report &r, std::map<std::string, std::string> &files) 
   if (!r.comparisons.empty()) {
     std::string s =
         "model_a,model_b,task,pairs,pass1_a,pass1_b,pass1_diff,pass1_diff_lo,pass1_diff_hi,fast1_a,fast1_b,"
-        "fast1_diff,fast1_diff_lo,fast1_diff_hi\n";
+        "fast1_diff,fast1_diff_lo,fast1_diff_hi,gen_checked_a,gen_a_rate,gen_a_lo,gen_a_hi,gen_checked_b,"
+        "gen_b_rate,gen_b_lo,gen_b_hi\n";
     for (const auto &c : r.comparisons) {
       for (const auto &row : c.rows) {
-        s += fmt::format("{},{},{},{},{:.6g},{:.6g},{:.6g},{},{:.6g},{:.6g},{:.6g},{}\n",
+        s += fmt::format("{},{},{},{},{:.6g},{:.6g},{:.6g},{},{:.6g},{:.6g},{:.6g},{},{},{},{},{}\n",
                          csv_field(c.model_a), csv_field(c.model_b), csv_field(row.task), row.pairs,
                          row.pass1_a, row.pass1_b, row.pass1_diff, ci_lo_hi(row.pass1_diff_ci), row.fast1_a,
-                         row.fast1_b, row.fast1_diff, ci_lo_hi(row.fast1_diff_ci));
+                         row.fast1_b, row.fast1_diff, ci_lo_hi(row.fast1_diff_ci), row.gen_checked_a,
+                         rate_lo_hi(row.gen_a, row.gen_checked_a), row.gen_checked_b,
+                         rate_lo_hi(row.gen_b, row.gen_checked_b));
       }
     }
     files["comparison.csv"] = s;

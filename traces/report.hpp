@@ -68,8 +68,11 @@ struct GroupReport {
   std::vector<std::map<std::string, int>>
       failures_by_turn;  ///< turn -> verdict status (or request_failed) -> count
   long long prompt_tokens = 0, completion_tokens = 0, reasoning_tokens = 0;  ///< endpoint usage, summed
-  double wall_seconds = 0;                         ///< request + CPU stages + GPU stage, summed over attempts
-  int successes = 0;                               ///< trajectories correct at some turn
+  double wall_seconds = 0;  ///< request + CPU stages + GPU stage, summed over attempts
+  int successes = 0;        ///< trajectories correct at some turn
+  /// Trajectories with an attempt whose hidden workloads were checked (correct on the shown ones, on a
+  /// task with hidden workloads), and those whose last such attempt was right on every hidden one.
+  int generalization_checked = 0, generalizing = 0;
   std::optional<double> tokens_per_success;        ///< (prompt + completion) / successes
   std::optional<double> wall_seconds_per_success;  ///< wall_seconds / successes
   // Intervals (95% unless ReportOptions::bootstrap.level says otherwise). Rates take Wilson intervals
@@ -101,6 +104,9 @@ struct ComparisonRow {
   double pass1_a = 0, pass1_b = 0, pass1_diff = 0;
   double fast1_a = 0, fast1_b = 0, fast1_diff = 0;
   std::optional<Interval> pass1_diff_ci, fast1_diff_ci;
+  /// Generalization (GroupReport::generalizing / generalization_checked) of each model on the task (or all
+  /// common tasks), as counts: the renderer gives each its Wilson interval. 0/0: no hidden workloads checked.
+  int gen_checked_a = 0, gen_a = 0, gen_checked_b = 0, gen_b = 0;
 };
 struct Comparison {
   std::string model_a, model_b;

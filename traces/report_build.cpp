@@ -71,6 +71,7 @@ struct Accumulator {
 struct TrajectoryFacts {
   int sample = 0;
   bool correct = false, fast1 = false;
+  std::optional<bool> generalizes;   ///< its last attempt with the hidden workloads checked
   std::vector<double> log_speedups;  ///< of its attempts counted in a geomean
 };
 using PairKey = std::pair<std::string, std::string>;  ///< model, task
@@ -281,7 +282,8 @@ class ReportBuilder {
     const auto &ps = options_.fast_thresholds;
     std::map<int, const TurnRecord *> by_turn;
     for (const TurnRecord *r : t.turns) by_turn[r->turn] = r;
-    AttemptFacts reached;  // carried forward: what the trajectory reached by turn t
+    AttemptFacts reached;             // carried forward: what the trajectory reached by turn t
+    std::optional<bool> generalizes;  // the last checked attempt's
     std::vector<bool> reached_fast(ps.size(), false);
     bool reached_fast1 = false;
     TrajectoryFacts facts;
@@ -289,6 +291,7 @@ class ReportBuilder {
     for (int turn = 0; turn < report_.turns; ++turn) {
       if (auto it = by_turn.find(turn); it != by_turn.end()) {
         const AttemptFacts f = facts_of(*it->second);
+        if (const auto g = detail::generalizes_of(*it->second)) generalizes = g;
         reached.compiled |= f.compiled;
         reached.correct |= f.correct;
         reached.executed |= f.executed;
@@ -311,6 +314,8 @@ class ReportBuilder {
     for (Accumulator *a : targets) {
       ++a->g.trajectories;
       a->g.successes += reached.correct;
+      a->g.generalization_checked += generalizes.has_value();
+      a->g.generalizing += generalizes == true;
       a->pairs.insert({t.model, t.task_id});
     }
     PairCounts &pc = pair_counts_[{t.model, t.task_id}];
@@ -319,6 +324,7 @@ class ReportBuilder {
     pc.fast1 += reached_fast1;
     facts.correct = reached.correct;
     facts.fast1 = reached_fast1;
+    facts.generalizes = generalizes;
     pair_facts_[{t.model, t.task_id}].push_back(std::move(facts));
   }
 
@@ -471,6 +477,13 @@ class ReportBuilder {
     row.fast1_a = r[2];
     row.fast1_b = r[3];
     row.fast1_diff = r[2] - r[3];
+    for (const Pairs *tp : ts)
+      for (const auto &[a, b] : *tp) {
+        row.gen_checked_a += a->generalizes.has_value();
+        row.gen_a += a->generalizes == true;
+        row.gen_checked_b += b->generalizes.has_value();
+        row.gen_b += b->generalizes == true;
+      }
     for (int which = 0; which < 2; ++which) {
       auto ci = percentile_bootstrap(
           options_.bootstrap, fmt::format("compare/{}/{}/{}/{}", ma, mb, name, which ? "fast1" : "pass1"),

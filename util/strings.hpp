@@ -26,6 +26,16 @@ inline std::string percent_text(double fraction) {
   return buf;
 }
 
+/// A count for people: integers as integers ("58720256"), others with 4 significant digits.
+inline std::string number_text(double v) {
+  char buf[64];
+  if (v == static_cast<double>(static_cast<long long>(v)) && v < 1e18 && v > -1e18)
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  else
+    std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
 /// `items` with `separator` between them.
 inline std::string join(const std::vector<std::string> &items, std::string_view separator) {
   std::string out;

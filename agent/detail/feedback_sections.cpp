@@ -279,6 +279,64 @@ std::string timing_section(const Verdict &v, const std::string &library) {
   return out;
 }
 
+std::string ranges_text(const tasks::Task &task) {
+  std::vector<std::string> parts;
+  for (const auto &symbol : task.symbols) {  // in the task's order (M, N, K; B, H, S, D)
+    const auto it = task.ranges.find(symbol);
+    if (it == task.ranges.end()) continue;
+    const tasks::SymbolRange &r = it->second;
+    if (r.min == r.max)
+      parts.push_back(fmt::format("{} = {}", symbol, r.min));
+    else if (r.multiple_of > 1)
+      parts.push_back(
+          fmt::format("{} is any multiple of {} from {} to {}", symbol, r.multiple_of, r.min, r.max));
+    else
+      parts.push_back(fmt::format("{} is any value from {} to {}", symbol, r.min, r.max));
+  }
+  return join(parts, "; ");
+}
+
+std::string generalization_section(const tasks::Task &task, const Verdict &v) {
+  if (!v.generalizes || !v.generalizes->value) return "";
+  const evaluator::Generalization &g = *v.generalizes;
+  if (*g.value)
+    return fmt::format("It is also correct on {} other shape{} within the task's stated ranges.\n", g.total,
+                       g.total == 1 ? "" : "s");
+  const json &hidden = v.settings.is_object() && v.settings.contains("hidden_workloads")
+                           ? v.settings["hidden_workloads"]
+                           : json::object();
+  const bool reveal = boolean(hidden, "reveal") == true;
+  std::vector<std::string> rows;
+  int ordinal = 0;
+  for (const auto &f : g.failed) {
+    ++ordinal;
+    const std::string where = reveal ? "shape " + f.workload : fmt::format("unseen shape {}", ordinal);
+    std::string what;
+    if (f.kind == "incorrect")
+      what = "wrong results: " + f.summary;
+    else if (f.kind == "nondeterministic")
+      what = f.summary;
+    else if (f.kind == "bad_manifest")
+      what = "your launch manifest does not resolve there" + (reveal ? ": " + f.summary : std::string());
+    else if (f.kind == "timeout")
+      what = "the kernel did not finish (a hang or an endless loop)";
+    else if (f.kind == "runtime_error")
+      what = "the kernel faulted (" + f.summary + ")";
+    else
+      what = "the launch was refused (" + f.summary + ")";
+    rows.push_back(where + ": " + what);
+  }
+  std::string out = fmt::format(
+      "But it is not correct on {} of {} other shapes the task promises ({}); those shapes are checked "
+      "without being shown{}:\n",
+      g.failed.size(), g.total, ranges_text(task), reveal ? "" : ", and their values are not given");
+  out += bullet_list(rows, kMaxListedWorkloads, 300);
+  out +=
+      "Make the kernel right for every shape in those ranges: guard partial tiles at the edges, derive the "
+      "grid and loop bounds from the symbols, and assume no multiple beyond what the ranges state.\n";
+  return out;
+}
+
 /// Per-target lines joining what the static, compile and execution stages saw.
 std::string execution_section(const tasks::Task &task, const Verdict &v) {
   const json &in_ptx =

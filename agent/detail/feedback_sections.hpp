@@ -33,6 +33,12 @@ evaluator::StageResult without_summary_repeats(const evaluator::StageResult &s);
 std::string sanitizer_section(const evaluator::Verdict &v);
 std::string resources_section(const evaluator::Verdict &v);
 std::string timing_section(const evaluator::Verdict &v, const std::string &library);
+/// The hidden workloads' outcome for a kernel correct on the shown ones: "" when the task has none or
+/// they were not checked. Names a failing hidden workload's symbol values only when the verdict's settings
+/// say hidden_workloads.reveal; otherwise the promised ranges and the kind of failure.
+std::string generalization_section(const tasks::Task &task, const evaluator::Verdict &v);
+/// "M is any multiple of 1 from 1 to 16384; S is a multiple of 64 from 64 to 8192": the task's ranges.
+std::string ranges_text(const tasks::Task &task);
 std::string static_details(const tasks::Task &task, const evaluator::Verdict &v);
 
 /// Compile and static errors: the whole list, each error with its source line quoted, and a count as

@@ -40,6 +40,15 @@ bool resolve_manifest(StageResult &s, ParseOutput &out, const tasks::Task &task,
     }
     out.plans.push_back(std::move(*plan));
   }
+  // Hidden workloads: a manifest that does not resolve there is a kernel that does not generalize, not a
+  // bad manifest (the model never saw those shapes); the generalization result says so.
+  for (const auto &w : task.hidden_workloads) {
+    auto plan = resolve_launch(out.manifest, task, w, device);
+    if (plan)
+      out.hidden_plans.push_back(std::move(*plan));
+    else
+      out.hidden_plan_errors[w.name] = plan.error();
+  }
   return true;
 }
 

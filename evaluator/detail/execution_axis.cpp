@@ -79,4 +79,74 @@ AxesDecision decide_axes(const Verdict &verdict, bool task_has_targets, double m
   return d;
 }
 
+namespace {
+
+// "12 of 58720256 output elements wrong (max abs error 0.31)": one hidden workload's failure, in numbers.
+std::string hidden_failure_summary(const json &row) {
+  const std::string kind = row.value("kind", "incorrect");
+  if (kind == "nondeterministic") return "a second identical launch gave different bits (a race)";
+  std::string text;
+  const double mismatches = row.value("mismatches", 0.0);
+  if (mismatches > 0)
+    text = util::number_text(mismatches) + " of " + util::number_text(row.value("output_elements", 0.0)) +
+           " output elements wrong";
+  if (row.value("unwritten_count", 0.0) > 0)
+    text +=
+        (text.empty() ? "" : ", ") + util::number_text(row.value("unwritten_count", 0.0)) + " never written";
+  if (row.value("guard_damage", 0.0) > 0)
+    text += (text.empty() ? "" : ", ") + std::string("wrote outside a tensor");
+  if (row.value("inputs_mutated", false))
+    text += (text.empty() ? "" : ", ") + std::string("modified an input");
+  return text.empty() ? "incorrect" : text;
+}
+
+}  // namespace
+
+std::optional<Generalization> decide_generalization(const Verdict &verdict, std::size_t hidden_workloads,
+                                                    const std::map<std::string, std::string> &plan_errors,
+                                                    bool check) {
+  if (hidden_workloads == 0) return std::nullopt;
+  Generalization g;
+  if (!check) {
+    g.reason = "not checked: the evaluator's hidden-workload check is off";
+    return g;
+  }
+  if (verdict.correctness.status != Status::ok) {
+    g.reason = verdict.correctness.status == Status::skipped
+                   ? "not checked: the GPU stages did not run (" + verdict.correctness.summary + ")"
+                   : "not checked: the kernel is not correct on the shown workloads";
+    return g;
+  }
+  for (const auto &[name, why] : plan_errors)
+    g.failed.push_back({name, "bad_manifest", "the launch manifest does not resolve there: " + why});
+  const StageResult &stage = verdict.generalization;
+  const json &f = stage.figures;
+  if (f.is_object() && f.contains("workloads") && f["workloads"].is_array()) {
+    for (const auto &row : f["workloads"]) {
+      const std::string kind = row.value("kind", "");
+      if (kind == "ok") {
+        ++g.passed;
+      } else if (kind == "incorrect" || kind == "nondeterministic") {
+        g.failed.push_back({row.value("name", "?"), kind, hidden_failure_summary(row)});
+        if (g.first_mismatch.is_null() && row.contains("first_mismatch"))
+          g.first_mismatch = row["first_mismatch"];
+      }
+    }
+  }
+  // A fault, hang or refused launch ends the stage at the workload in progress; the ones after it stay
+  // unchecked (they are not counted).
+  const bool ended_by_fault = stage.status == Status::runtime_error || stage.status == Status::timeout ||
+                              stage.status == Status::launch_error;
+  if (ended_by_fault)
+    g.failed.push_back({f.is_object() ? f.value("in_progress", std::string("?")) : std::string("?"),
+                        std::string(to_string(stage.status)), stage.summary});
+  g.total = g.passed + static_cast<int>(g.failed.size());
+  if (g.total == 0) {
+    g.reason = stage.summary.empty() ? "not checked" : "not checked: " + stage.summary;
+    return g;
+  }
+  g.value = g.failed.empty();
+  return g;
+}
+
 }  // namespace ptxbench::evaluator::detail

@@ -3,6 +3,7 @@
 // target whose work has a FLOP count did at least the required share of it.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,5 +33,14 @@ struct AxesDecision {
 };
 AxesDecision decide_axes(const Verdict &verdict, bool task_has_targets, double min_work_share,
                          double min_byte_share);
+
+/// The `generalizes` result from the generalization stage (the worker's check of the hidden workloads)
+/// and the hidden workloads whose launch the manifest could not resolve (`plan_errors`, name -> why):
+/// nullopt when the task has no hidden workloads (`hidden_workloads` = how many it has); value nullopt
+/// with a reason when they were not checked (switched off, or the kernel was not correct on the shown
+/// workloads); else passed of total, each failure with its kind, the first mismatch.
+std::optional<Generalization> decide_generalization(const Verdict &verdict, std::size_t hidden_workloads,
+                                                    const std::map<std::string, std::string> &plan_errors,
+                                                    bool check);
 
 }  // namespace ptxbench::evaluator::detail

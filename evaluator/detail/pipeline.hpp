@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,7 +35,9 @@ struct StageOutcome {
 struct ParseOutput {
   ParsedResponse response;
   Manifest manifest;
-  std::vector<LaunchPlan> plans;  ///< one per workload; ptx_type still empty (the PTX declares it)
+  std::vector<LaunchPlan> plans;         ///< one per workload; ptx_type still empty (the PTX declares it)
+  std::vector<LaunchPlan> hidden_plans;  ///< one per hidden workload that resolves
+  std::map<std::string, std::string> hidden_plan_errors;  ///< hidden workload -> why it did not resolve
 };
 /// `device`: the symbols of the GPU the manifest's expressions may name (num_sms), recorded in the
 /// stage's figures with the workspace each workload declares.

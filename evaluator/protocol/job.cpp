@@ -226,6 +226,8 @@ void fields(IO &io, Job &job) {
   io("entry", job.entry);
   io("stages", job.stages);
   io("workloads", job.workloads);
+  io("hidden_workloads", job.hidden_workloads);
+  io("time_hidden", job.time_hidden);
   io("targets", job.targets);
   io("sass", job.sass);
   io("sass_path", job.sass_path);

@@ -167,8 +167,9 @@ struct TargetSpec {
 enum class JobMode { full, sanitize };  ///< sanitize: one trial, correctness only, under compute-sanitizer
 std::string to_string(JobMode);
 
-/// The GPU stages, by name, in the worker's running order.
-inline constexpr const char *kGpuStageNames[] = {"correctness", "timing", "execution"};
+/// The GPU stages, by name, in the worker's running order. "generalization" checks the hidden workloads
+/// last, so that a kernel that faults or hangs there has had its shown workloads judged already.
+inline constexpr const char *kGpuStageNames[] = {"correctness", "timing", "execution", "generalization"};
 
 struct Job {
   std::string task_id, family, reference;
@@ -177,6 +178,9 @@ struct Job {
   std::string cubin_path, entry;
   std::vector<std::string> stages;  ///< a subset of kGpuStageNames
   std::vector<JobWorkload> workloads;
+  /// The task's hidden workloads (never shown to the model), checked by the generalization stage only.
+  std::vector<JobWorkload> hidden_workloads;
+  bool time_hidden = false;  ///< the generalization stage also times each hidden workload it found correct
   std::vector<TargetSpec> targets;
   std::vector<SassInstruction> sass;
   std::string sass_path;  ///< "" = the listing is in `sass`; else a SassHandover file appears there

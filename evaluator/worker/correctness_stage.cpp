@@ -1,6 +1,7 @@
 // The correctness stage: every workload's trials against the fp32 reference, guard regions, input
 // checksums and a determinism relaunch.
 #include "evaluator/worker/detail/stage_runner.hpp"
+#include "evaluator/worker/detail/stage_state.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -18,16 +19,6 @@ struct Worker::CorrectnessBuffers {
   detail::PackedParams params;
 };
 
-/// One workload's trials, summed.
-struct Worker::WorkloadCheck {
-  json worst_first = nullptr;
-  double max_abs = 0, max_rel = 0;
-  std::uint64_t mismatches = 0, nans = 0, unwritten = 0, damage = 0;
-  bool mutated = false, deterministic = true;
-  int passed = 0, trials_run = 0, trials = 0;
-  bool ok() const { return passed == trials && trials_run == trials; }
-};
-
 bool Worker::correctness_stage() {
   const auto start = Clock::now();
   PhaseSeconds phases{device_.stream};
@@ -41,26 +32,13 @@ bool Worker::correctness_stage() {
       continue;
     }
     const JobWorkload &w = job_.workloads[wi];
-    const WorkloadCheck c = check_workload(wi, phases, stopped_early);
+    const WorkloadCheck c = check_workload("correctness", w, wi, phases, stopped_early);
     all_correct = all_correct && c.ok();
     all_deterministic = all_deterministic && c.deterministic;
     std::uint64_t elements = 0;
     for (const auto &t : w.spec.tensors)
       if (t.is_output) elements += static_cast<std::uint64_t>(t.elements());
-    workloads.push_back({{"name", w.spec.name},
-                         {"trials", c.trials_run},
-                         {"trials_planned", c.trials},
-                         {"passed", c.passed},
-                         {"max_abs_error", c.max_abs},
-                         {"max_rel_error", c.max_rel},
-                         {"mismatches", c.mismatches},
-                         {"first_mismatch", c.worst_first},
-                         {"nan_count", c.nans},
-                         {"unwritten_count", c.unwritten},
-                         {"guard_damage", c.damage},
-                         {"inputs_mutated", c.mutated},
-                         {"deterministic", c.deterministic},
-                         {"output_elements", elements}});
+    workloads.push_back(workload_check_json(w, c));
     if (!c.ok()) {
       diagnostics.push_back(diag(correctness_failure_text(w, c, elements)));
     } else if (!c.deterministic) {
@@ -92,10 +70,30 @@ bool Worker::correctness_stage() {
   return status == Status::ok;
 }
 
-Worker::WorkloadCheck Worker::check_workload(std::size_t wi, PhaseSeconds &phases, bool &stopped_early) {
-  const JobWorkload &w = job_.workloads[wi];
+json Worker::workload_check_json(const JobWorkload &w, const WorkloadCheck &c) const {
+  std::uint64_t elements = 0;
+  for (const auto &t : w.spec.tensors)
+    if (t.is_output) elements += static_cast<std::uint64_t>(t.elements());
+  return {{"name", w.spec.name},
+          {"trials", c.trials_run},
+          {"trials_planned", c.trials},
+          {"passed", c.passed},
+          {"max_abs_error", c.max_abs},
+          {"max_rel_error", c.max_rel},
+          {"mismatches", c.mismatches},
+          {"first_mismatch", c.worst_first},
+          {"nan_count", c.nans},
+          {"unwritten_count", c.unwritten},
+          {"guard_damage", c.damage},
+          {"inputs_mutated", c.mutated},
+          {"deterministic", c.deterministic},
+          {"output_elements", elements}};
+}
+
+Worker::WorkloadCheck Worker::check_workload(const char *stage, const JobWorkload &w, std::size_t wi,
+                                             PhaseSeconds &phases, bool &stopped_early) {
   const bool sanitize = job_.mode == JobMode::sanitize;
-  prepare("correctness", w);
+  prepare(stage, w);
   CorrectnessBuffers b(job_.correctness.guard_bytes, device_.stream);
   for (const auto &t : w.spec.tensors) {
     b.tensors[t.name] = b.pool.tensor(t);
@@ -105,20 +103,20 @@ Worker::WorkloadCheck Worker::check_workload(std::size_t wi, PhaseSeconds &phase
     }
   }
   add_workspace(w, b.pool, b.tensors);
-  pack("correctness", w, b.tensors, b.params);
+  pack(stage, w, b.tensors, b.params);
   phases.mark("buffers");
 
   WorkloadCheck c;
   c.trials = sanitize ? 1 : job_.correctness.trials;
   for (int trial = 0; trial < c.trials && !stopped_early; ++trial) {
     ++c.trials_run;
-    const bool trial_ok = run_trial(wi, trial, b, phases, c);
+    const bool trial_ok = run_trial(stage, w, wi, trial, b, phases, c);
     // The first failing trial decides the verdict; the remaining trials (and workloads) would only
     // add counts, so they are skipped unless the settings ask for all of them.
     if (!trial_ok && !job_.correctness.all_trials && !sanitize) stopped_early = true;
     // A second identical launch must give the same bits (races, uninitialized reads).
     if (trial == 0 && job_.correctness.check_determinism && !sanitize && !stopped_early &&
-        !same_bits_on_relaunch(w, b))
+        !same_bits_on_relaunch(stage, w, b))
       c.deterministic = false;
     c.passed += trial_ok;
     phases.mark("checks");
@@ -126,9 +124,8 @@ Worker::WorkloadCheck Worker::check_workload(std::size_t wi, PhaseSeconds &phase
   return c;
 }
 
-bool Worker::run_trial(std::size_t wi, int trial, CorrectnessBuffers &b, PhaseSeconds &phases,
-                       WorkloadCheck &c) {
-  const JobWorkload &w = job_.workloads[wi];
+bool Worker::run_trial(const char *stage, const JobWorkload &w, std::size_t wi, int trial,
+                       CorrectnessBuffers &b, PhaseSeconds &phases, WorkloadCheck &c) {
   const std::uint64_t seed = mix(job_.correctness.base_seed ^ mix(wi * 1000003ull + trial));
   fill_inputs(w.spec, b.tensors, seed);
   phases.mark("fill");
@@ -140,7 +137,7 @@ bool Worker::run_trial(std::size_t wi, int trial, CorrectnessBuffers &b, PhaseSe
   const std::uint64_t before = input_checksum(w.spec, b.tensors);
   phases.mark("checks");
   const auto launch_start = Clock::now();
-  launch_and_wait("correctness", w, b.params, "trial " + std::to_string(trial + 1));
+  launch_and_wait(stage, w, b.params, "trial " + std::to_string(trial + 1));
   // Sizes the instrumented launch's deadline and budget when the kernel is never timed.
   correctness_launch_ms_ = std::max(correctness_launch_ms_, 1e3 * seconds_since(launch_start));
   phases.mark("candidate");
@@ -172,14 +169,14 @@ bool Worker::run_trial(std::size_t wi, int trial, CorrectnessBuffers &b, PhaseSe
   return trial_ok;
 }
 
-bool Worker::same_bits_on_relaunch(const JobWorkload &w, CorrectnessBuffers &b) {
+bool Worker::same_bits_on_relaunch(const char *stage, const JobWorkload &w, CorrectnessBuffers &b) {
   for (const auto &t : w.spec.tensors)
     if (t.is_output)
       PTXB_CUDA(cudaMemcpyAsync(b.snapshots[t.name], b.tensors.at(t.name).data, t.bytes(),
                                 cudaMemcpyDeviceToDevice, device_.stream));
   poison_outputs(w.spec, b.tensors);
   reset_workspace(b.tensors);
-  launch_and_wait("correctness", w, b.params, "determinism relaunch");
+  launch_and_wait(stage, w, b.params, "determinism relaunch");
   bool same = true;
   for (const auto &t : w.spec.tensors)
     if (t.is_output && detail::count_bit_differences(b.snapshots[t.name], b.tensors.at(t.name).data, t.type,
@@ -218,8 +215,8 @@ std::string Worker::correctness_failure_text(const JobWorkload &w, const Workloa
 
 void Worker::keep_for_timing(std::size_t wi, int trial, const WorkloadSpec &spec, const TensorSet &tensors,
                              const ReferenceSet &reference) {
-  if (!job_.timing.reuse_correctness_inputs || trial >= job_.timing.input_sets || !job_.wants("timing"))
-    return;
+  const bool timed = wi >= kHiddenIndexBase ? job_.time_hidden : job_.wants("timing");
+  if (!job_.timing.reuse_correctness_inputs || trial >= job_.timing.input_sets || !timed) return;
   std::vector<KeptInputs> &sets = kept_[wi];
   if (static_cast<int>(sets.size()) != trial) return;  // an earlier trial could not be kept
   std::size_t bytes = 0;

@@ -82,14 +82,11 @@ std::string target_line(const json &t, const JobWorkload &w, const std::string &
 
 void Worker::execution_stage(bool correct) {
   const auto start = Clock::now();
-  // Instrumented code runs up to ~200x slower than plain. An incorrect kernel's counts still help the
-  // repair feedback (a target in the SASS that never runs), so they are taken when that is cheap; a
-  // kernel too slow to count within the budget is left uncounted instead of holding the GPU.
-  const double launch_ms = std::max(slowest_launch_ms_, correctness_launch_ms_);
-  if (auto skipped = execution_skipped(correct, launch_ms, start)) {
+  if (auto skipped = execution_skipped(correct, start)) {
     set_stage("execution", std::move(*skipped));
     return;
   }
+  const double launch_ms = std::max(slowest_launch_ms_, correctness_launch_ms_);
   // The smallest workload: instrumented code runs much slower.
   std::size_t pick = 0;
   for (std::size_t i = 1; i < job_.workloads.size(); ++i)
@@ -99,7 +96,17 @@ void Worker::execution_stage(bool correct) {
   BufferPool pool(256, device_.stream);
   TensorSet tensors;
   for (const auto &t : w.spec.tensors) tensors[t.name] = pool.tensor(t);
-  fill_inputs(w.spec, tensors, mix(job_.correctness.base_seed ^ 0xE3ull));
+  // A correctness trial's inputs, kept for timing, serve here too: no second fill (nor, for derived
+  // inputs such as attention's O and LSE, a second reference forward).
+  const auto kept = kept_.find(pick);
+  if (kept != kept_.end() && !kept->second.empty()) {
+    for (const auto &t : w.spec.tensors)
+      if (!t.is_output)
+        PTXB_CUDA(cudaMemcpyAsync(tensors.at(t.name).data, kept->second.front().inputs.at(t.name).data, t.bytes(),
+                                  cudaMemcpyDeviceToDevice, device_.stream));
+  } else {
+    fill_inputs(w.spec, tensors, mix(job_.correctness.base_seed ^ 0xE3ull));
+  }
   poison_outputs(w.spec, tensors);
   add_workspace(w, pool, tensors);  // zero-filled as allocated, before the instrumented launch
   detail::PackedParams params;
@@ -121,6 +128,7 @@ void Worker::execution_stage(bool correct) {
   json figures =
       detail::execution_figures(job_.sass, job_.targets, counts.counts, w.spec.flops, largest_box_bytes(w));
   figures["workload"] = w.spec.name;
+  figures["instrumented"] = true;
   figures["dropped_records"] = counts.dropped_records;
   // The busiest opcode families, named when a target did only part of the work.
   std::string top_text;
@@ -138,23 +146,49 @@ void Worker::execution_stage(bool correct) {
   set_stage("execution", stage_json(Status::ok, summary, diagnostics, figures, seconds_since(start)));
 }
 
-std::optional<protocol::StageResult> Worker::execution_skipped(bool correct, double launch_ms,
-                                                               Clock::time_point start) {
-  if (!correct && 200.0 * launch_ms > incorrect_execution_budget_ms())
-    return stage_json(Status::skipped,
-                      "not counted: the outputs were not correct and counting instructions would take "
-                      "about " +
-                          fmt_num(200.0 * launch_ms / 1000.0) + " s (200x its " + fmt_num(launch_ms) +
-                          " ms launch; budget " + fmt_num(incorrect_execution_budget_ms() / 1000.0) + " s)",
-                      json::array(), json{{"estimated_seconds", 200.0 * launch_ms / 1000.0}},
-                      seconds_since(start));
+std::optional<protocol::StageResult> Worker::execution_skipped(bool correct, Clock::time_point start) {
   if (const std::string why = await_sass_listing(); !why.empty())
     return stage_json(Status::skipped, "no SASS listing of the cubin to join the counts with: " + why);
   if (job_.sass.empty())
     return stage_json(Status::skipped,
                       "no SASS listing of the cubin to join the counts with (cuobjdump/nvdisasm "
                       "missing on this machine)");
-  return std::nullopt;
+  // Instrumented code runs up to ~200x slower than plain. Counts that decide the axis are always taken;
+  // counts that only feed the repair prompt (an incorrect kernel, or a target already missing from the
+  // SASS) only when that is cheap, so a slow kernel does not hold the GPU for them.
+  const double launch_ms = std::max(slowest_launch_ms_, correctness_launch_ms_);
+  const double estimated_ms = 200.0 * launch_ms;
+  const detail::InstrumentationPlan plan = detail::plan_instrumentation(
+      job_.sass, job_.targets, correct, estimated_ms, incorrect_execution_budget_ms());
+  const std::string absent = util::join(plan.absent_targets, ", ");
+  switch (plan.decision) {
+    case detail::Instrumentation::count:
+      return std::nullopt;
+    case detail::Instrumentation::no_target_in_sass: {
+      const std::string why = "none of the task's target instructions is in the compiled SASS (" + absent +
+                              "), so none can execute; the kernel was not instrumented";
+      json diagnostics = json::array();
+      for (const auto &name : plan.absent_targets)
+        diagnostics.push_back(diag("target " + name + " is not in the compiled SASS", "warning"));
+      return stage_json(Status::ok, why, diagnostics, detail::uncounted_figures(job_.sass, job_.targets, why),
+                        seconds_since(start));
+    }
+    case detail::Instrumentation::over_feedback_budget:
+      break;
+  }
+  const std::string cost = "counting instructions would take about " + fmt_num(estimated_ms / 1000.0) +
+                           " s (200x its " + fmt_num(launch_ms) + " ms launch; budget " +
+                           fmt_num(incorrect_execution_budget_ms() / 1000.0) + " s)";
+  if (!plan.absent_targets.empty()) {
+    const std::string why = "target " + absent +
+                            " is not in the compiled SASS, so the targets did not all execute; the others "
+                            "were not counted: " +
+                            cost;
+    return stage_json(Status::ok, why, json::array({diag(why, "warning")}),
+                      detail::uncounted_figures(job_.sass, job_.targets, why), seconds_since(start));
+  }
+  return stage_json(Status::skipped, "not counted: the outputs were not correct and " + cost, json::array(),
+                    json{{"estimated_seconds", estimated_ms / 1000.0}}, seconds_since(start));
 }
 
 }  // namespace ptxbench::worker::detail

@@ -1,5 +1,6 @@
 // The timing stage: candidate and library interleaved on cold L2, sampled until the median is settled.
 #include "evaluator/worker/detail/stage_runner.hpp"
+#include "evaluator/worker/detail/stage_state.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,57 +11,6 @@
 #include "evaluator/worker/detail/timing_stats.hpp"
 
 namespace ptxbench::worker::detail {
-
-/// What the stage keeps across workloads: its phases, the L2 flush scratch, the events, the re-check's
-/// random launch, and the figures so far.
-struct Worker::TimingRun {
-  TimingRun(const TimingPolicy &policy, const DeviceFacts &facts, cudaStream_t s, std::uint64_t seed)
-      : tp(policy),
-        stream(s),
-        phases{s},
-        scratch_bytes(static_cast<std::size_t>(
-            tp.l2_flush_factor * static_cast<double>(std::max<std::int64_t>(facts.l2_bytes, 1 << 20)))) {
-    PTXB_CUDA(cudaMalloc(&scratch, scratch_bytes));
-    PTXB_CUDA(cudaEventCreate(&ev_start));
-    PTXB_CUDA(cudaEventCreate(&ev_stop));
-    rng.seed(seed ^ 0x7151ull);
-  }
-  ~TimingRun() { release(); }
-  TimingRun(const TimingRun &) = delete;
-  TimingRun &operator=(const TimingRun &) = delete;
-
-  void release() {
-    if (scratch) cudaFree(scratch);
-    scratch = nullptr;
-    if (ev_start) cudaEventDestroy(ev_start);
-    if (ev_stop) cudaEventDestroy(ev_stop);
-    ev_start = ev_stop = nullptr;
-  }
-  void flush_l2() { PTXB_CUDA(cudaMemsetAsync(scratch, (++flush_counter) & 0xFF, scratch_bytes, stream)); }
-  double elapsed_ms() const {
-    float ms = 0;
-    PTXB_CUDA(cudaEventElapsedTime(&ms, ev_start, ev_stop));
-    return static_cast<double>(ms);
-  }
-  // The stream is idle here (every sample is waited for), so the GPU idles while we sleep.
-  void cool_down(double sample_ms) const {
-    const double idle_ms = std::min(tp.cooldown_ratio * sample_ms, tp.cooldown_max_ms);
-    if (idle_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(idle_ms));
-  }
-
-  const TimingPolicy &tp;
-  cudaStream_t stream;
-  PhaseSeconds phases;
-  std::size_t scratch_bytes;
-  void *scratch = nullptr;
-  cudaEvent_t ev_start = nullptr, ev_stop = nullptr;
-  std::mt19937_64 rng;
-  int flush_counter = 0;
-  json workloads = json::array(), diagnostics = json::array(), library = json::object();
-  std::vector<double> speedups;
-  bool suspicious = false;
-  double sm_clock = 0;
-};
 
 /// One workload's input sets (candidate and library share the inputs; each has its own outputs), their
 /// fp32 references and the candidate's packed parameters per set.
@@ -81,26 +31,39 @@ struct Worker::TimingSamples {
   int last_set =
       0;  ///< input set of the last timed candidate launch (its output is re-checked after the loop)
   Clock::time_point loop_start;
-  /// what ended the sampling: "medians" (both medians settled), "ratio" (the paired ratio settled) or
-  /// "max_seconds"
+  /// what ended the sampling: "medians" (both medians settled), "ratio" (the paired ratio settled),
+  /// "far_from_library" (the speedup's 95% interval lies below TimingPolicy::far_from_library_speedup)
+  /// or "max_seconds"
   std::string stopped_by = "max_seconds";
+  int warmup_launches = 0;  ///< untimed candidate launches before sampling (candidate_warmups)
 };
+
+int Worker::candidate_warmups(const TimingPolicy &tp) const {
+  if (tp.warmup_budget_ms <= 0 || correctness_launch_ms_ <= 0) return tp.warmup_launches;
+  const double fit = std::floor(tp.warmup_budget_ms / correctness_launch_ms_);
+  return static_cast<int>(std::min<double>(tp.warmup_launches, fit));
+}
 
 void Worker::timing_stage() {
   const auto start = Clock::now();
   TimingRun run(job_.timing, device_.facts, device_.stream, job_.correctness.base_seed);
-  for (std::size_t wi = 0; wi < job_.workloads.size(); ++wi)
-    if (!time_workload(wi, run)) return;
+  for (std::size_t wi = 0; wi < job_.workloads.size(); ++wi) {
+    if (time_workload(job_.workloads[wi], wi, run)) continue;
+    run.release();
+    set_stage("timing",
+              stage_json(Status::skipped, "the reference library could not run: " + run.library_error,
+                         json::array({diag(run.library_error, "warning")})));
+    return;
+  }
   run.release();
   set_stage("timing", timing_result(run, seconds_since(start)));
 }
 
-bool Worker::time_workload(std::size_t wi, TimingRun &run) {
+bool Worker::time_workload(const JobWorkload &w, std::size_t wi, TimingRun &run) {
   const TimingPolicy &tp = run.tp;
-  const JobWorkload &w = job_.workloads[wi];
-  prepare("timing", w);
+  prepare(run.stage, w);
   TimingInputs in(device_.stream, tp.input_sets);
-  timing_inputs(wi, w, in);
+  timing_inputs(run.stage, wi, w, in);
   run.phases.mark("inputs");
   LibraryInfo info;
   try {
@@ -108,23 +71,23 @@ bool Worker::time_workload(std::size_t wi, TimingRun &run) {
     info = family_->prepare_library(w.spec, lib_inputs, in.lib_out, device_.stream);
   } catch (const WorkerError &e) {
     if (e.kind() == "runtime_error") throw;
-    run.release();
-    set_stage("timing",
-              stage_json(Status::skipped, std::string("the reference library could not run: ") + e.what(),
-                         json::array({diag(e.what(), "warning")})));
+    run.library_error = e.what();
     return false;
   }
   run.library = {{"name", info.name}, {"version", info.version}, {"algo", info.algo}};
   run.phases.mark("library_selection");
 
   const int sets = tp.input_sets;
-  for (int i = 0; i < tp.warmup_launches; ++i) {
-    reset_workspace(in.cand[i % sets]);
-    launch_and_wait("timing", w, in.params[i % sets], "warm-up");
-    family_->run_library(in.lib[i % sets], in.lib_out, device_.stream);
+  TimingSamples samples;
+  samples.warmup_launches = candidate_warmups(tp);
+  for (int i = 0; i < std::max(samples.warmup_launches, tp.warmup_launches); ++i) {
+    if (i < samples.warmup_launches) {
+      reset_workspace(in.cand[i % sets]);
+      launch_and_wait(run.stage, w, in.params[i % sets], "warm-up");
+    }
+    if (i < tp.warmup_launches) family_->run_library(in.lib[i % sets], in.lib_out, device_.stream);
   }
   PTXB_CUDA(cudaStreamSynchronize(device_.stream));
-  TimingSamples samples;
   sample_workload(w, in, run, samples);
   run.phases.mark("sampling");
   if (tp.reverify_random_launch) {
@@ -147,7 +110,7 @@ bool Worker::time_workload(std::size_t wi, TimingRun &run) {
   return true;
 }
 
-void Worker::timing_inputs(std::size_t wi, const JobWorkload &w, TimingInputs &in) {
+void Worker::timing_inputs(const char *stage, std::size_t wi, const JobWorkload &w, TimingInputs &in) {
   const int sets = job_.timing.input_sets;
   for (const auto &t : w.spec.tensors)
     if (t.is_output) {
@@ -173,7 +136,7 @@ void Worker::timing_inputs(std::size_t wi, const JobWorkload &w, TimingInputs &i
       fill_inputs(w.spec, in.cand[s], mix(job_.correctness.base_seed ^ mix(0xABCDEFull + wi * 977 + s)));
       family_->run_reference(w.spec, in.cand[s], in.refs[s], device_.stream);
     }
-    pack("timing", w, in.cand[s], in.params[s]);
+    pack(stage, w, in.cand[s], in.params[s]);
   }
 }
 
@@ -220,24 +183,11 @@ void Worker::sample_workload(const JobWorkload &w, TimingInputs &in, TimingRun &
         run.cool_down(out.lib_ms.back());
       }
     }
-    const double t = seconds_since(out.loop_start);
-    const int n = static_cast<int>(out.cand_ms.size());
-    if (n < tp.min_samples || t < tp.min_seconds) {
-      if (t >= tp.max_seconds) break;
-      continue;
-    }
-    const bool dependent = tp.autocorrelated_ci;
-    if (median_ci_rel(out.cand_ms, dependent) <= tp.target_rel_spread &&
-        median_ci_rel(out.lib_ms, dependent) <= tp.target_rel_spread) {
-      out.stopped_by = "medians";
+    const SamplingStop stop = sampling_stop(out.cand_ms, out.lib_ms, seconds_since(out.loop_start), tp);
+    if (stop != SamplingStop::go_on) {
+      out.stopped_by = std::string(to_string(stop));
       break;
     }
-    if (tp.paired_min_samples > 0 && n >= tp.paired_min_samples &&
-        median_ci_rel(paired_ratios(out.cand_ms, out.lib_ms), dependent) <= tp.target_rel_spread) {
-      out.stopped_by = "ratio";
-      break;
-    }
-    if (t >= tp.max_seconds) break;
   }
 }
 
@@ -245,10 +195,10 @@ void Worker::time_candidate_launch(const JobWorkload &w, TimingInputs &in, Timin
                                    int i, int s, int reverify_at) {
   const CUresult r = kernel_.launch(w.launch, in.params[s], device_.stream);
   if (r != CUDA_SUCCESS)
-    fatal("timing", detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
+    fatal(run.stage, detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
           "timed launch failed: " + detail::describe(r) + " (" + launch_context(w, "timing") + ")");
   PTXB_CUDA(cudaEventRecord(run.ev_stop, device_.stream));
-  wait_candidate("timing", w, "timed launch " + std::to_string(i + 1));
+  wait_candidate(run.stage, w, "timed launch " + std::to_string(i + 1));
   out.cand_ms.push_back(run.elapsed_ms());
   run.cool_down(out.cand_ms.back());
   if (i != reverify_at) return;
@@ -279,6 +229,15 @@ json Worker::workload_timing(const JobWorkload &w, const TimingSamples &samples,
   const std::vector<double> ratios = paired_ratios(cand_ms, lib_ms);
   // See TimingPolicy::paired_min_samples.
   const double speedup = run.tp.paired_min_samples > 0 ? median_of(ratios) : (cmed > 0 ? lmed / cmed : 0);
+  const RatioInterval interval = ratio_interval_95(ratios);
+  if (samples.stopped_by == "far_from_library")
+    run.diagnostics.push_back(diag("workload " + w.spec.name + ": speedup " + fmt_num(speedup) +
+                                       "x (95% interval " + fmt_num(interval.lo) + "-" +
+                                       fmt_num(interval.hi) + "x from " + std::to_string(ratios.size()) +
+                                       " timed pairs); sampling stopped early "
+                                       "because the kernel is far slower than the library, so this figure is "
+                                       "only as precise as that interval",
+                                   "note"));
   run.speedups.push_back(speedup);
   if (cmed < run.tp.sol_slack * floor_ms) {
     run.suspicious = true;
@@ -299,6 +258,8 @@ json Worker::workload_timing(const JobWorkload &w, const TimingSamples &samples,
              {"candidate_median_ci", median_ci_rel(cand_ms, run.tp.autocorrelated_ci)},
              {"library_median_ci", median_ci_rel(lib_ms, run.tp.autocorrelated_ci)},
              {"speedup_ratio_ci", median_ci_rel(ratios, run.tp.autocorrelated_ci)},
+             {"speedup_ci95", {interval.lo, interval.hi}},
+             {"warmup_launches", samples.warmup_launches},
              {"lag1_autocorrelation",
               {{"candidate", lag1_autocorrelation(cand_ms)},
                {"library", lag1_autocorrelation(lib_ms)},
@@ -335,10 +296,18 @@ protocol::StageResult Worker::timing_result(const TimingRun &run, double wall_se
                   {"library", run.library},
                   {"l2_flush_bytes", run.scratch_bytes},
                   {"phase_seconds", run.phases.seconds}};
-  const std::string summary = run.suspicious
-                                  ? run.diagnostics[0]["text"].get<std::string>()
-                                  : "speedup " + fmt_num(geomean) + "x geomean (min " + fmt_num(min_speedup) +
-                                        "x) over " + run.library.value("name", "library");
+  std::string summary = "speedup " + fmt_num(geomean) + "x geomean (min " + fmt_num(min_speedup) +
+                        "x) over " + run.library.value("name", "library");
+  if (run.suspicious) {
+    for (const auto &d : run.diagnostics)
+      if (d.value("severity", "") != "note") {
+        summary = d["text"].get<std::string>();
+        break;
+      }
+  } else if (std::any_of(run.workloads.begin(), run.workloads.end(),
+                         [](const json &w) { return w.value("stopped_by", "") == "far_from_library"; })) {
+    summary += " (far below the library: sampling stopped once the 95% interval showed it)";
+  }
   return stage_json(run.suspicious ? Status::suspicious : Status::ok, summary, run.diagnostics, figures,
                     wall_seconds);
 }

@@ -354,7 +354,7 @@ std::string render_html_report(const Report &r) {
 
   h += "<h2>Summary (end of "
        "trajectory)</h2>\n<table><tr><th>model</th><th>task</th><th>trajectories</th><th>compile</th>"
-       "<th>correct</th><th>executed</th>";
+       "<th>correct</th><th>executed</th><th>generalizes</th>";
   for (double p : ps) h += "<th>" + fast_label(p) + "</th>";
   h += "<th>pass@1</th><th>fast_1.0 pass@1</th><th>geomean speedup</th><th>best</th><th>tokens/success</th>"
        "<th>cost/trajectory</th><th>cost/success</th></tr>\n";
@@ -362,9 +362,16 @@ std::string render_html_report(const Report &r) {
     // Without a GPU run the GPU axes were not measured; a 0% there would read as the model's failure.
     const bool nm = g.attempts > 0 && g.gpu_measured_attempts == 0;
     auto gpu_pct = [&](int num) { return nm ? std::string("not measured") : pct_ci(num, g.trajectories); };
-    h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+    // Hidden workloads: right on all of them, of the trajectories whose kernel was checked there.
+    const std::string generalizes = nm ? std::string("not measured")
+                                    : g.generalization_checked
+                                        ? fmt::format("{}/{} {}", g.generalizing, g.generalization_checked,
+                                                      pct_ci(g.generalizing, g.generalization_checked))
+                                        : std::string("—");
+    h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
                      html_escape(g.model), html_escape(g.task), g.trajectories,
-                     pct_ci(g.end.compiled, g.trajectories), gpu_pct(g.end.correct), gpu_pct(g.end.executed));
+                     pct_ci(g.end.compiled, g.trajectories), gpu_pct(g.end.correct), gpu_pct(g.end.executed),
+                     generalizes);
     for (std::size_t i = 0; i < ps.size(); ++i) h += "<td>" + gpu_pct(g.end.fast[i]) + "</td>";
     auto pass1 = [nm](const std::map<int, double> &m, const std::map<int, Interval> &cis) {
       if (nm) return std::string("not measured");

@@ -151,6 +151,12 @@ std::optional<bool> targets_executed_of(const TurnRecord &record) {
   return a ? bool_field(*a, "targets_executed") : std::nullopt;
 }
 
+std::optional<bool> generalizes_of(const TurnRecord &record) {
+  const Json *v = verdict_of(record);
+  const Json *g = v ? object_field(*v, "generalizes") : nullptr;
+  return g ? bool_field(*g, "value") : std::nullopt;
+}
+
 std::optional<double> speedup_of(const TurnRecord &record) {
   const Json *a = axes_of(record);
   auto s = a ? number_field(*a, "speedup") : std::nullopt;

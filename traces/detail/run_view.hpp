@@ -59,6 +59,9 @@ std::string status_of(const TurnRecord &record);
 std::optional<bool> correct_of(const TurnRecord &record);
 std::optional<bool> targets_executed_of(const TurnRecord &record);
 std::optional<double> speedup_of(const TurnRecord &record);
+/// verdict.generalizes.value: whether the kernel was also right on the task's hidden workloads; nullopt
+/// when the task has none or they were not checked (e.g. wrong on the shown ones, or no GPU).
+std::optional<bool> generalizes_of(const TurnRecord &record);
 /// ptxas produced a cubin: the compile stage is ok (or, without stages, the status is past compile).
 bool compiled_of(const TurnRecord &record);
 /// Failure category: the verdict status when not ok; "targets_not_executed" when ok but

@@ -58,6 +58,7 @@ int Worker::run() {
       set_stage("timing", stage_json(Status::skipped, "not timed: the outputs were not correct"));
   }
   if (job_.wants("execution")) execution_stage(correct);
+  if (job_.wants("generalization") && !job_.hidden_workloads.empty()) generalization_stage(correct);
   finish();
   return exit_code::kFinished;
 }
@@ -79,6 +80,9 @@ void Worker::finish() {
 
 void Worker::fatal(const std::string &stage, Status status, const std::string &summary, json figures) {
   json diagnostics = json::array({diag(summary)});
+  // A stage that wrote figures as it went (the generalization stage's workloads so far) keeps them.
+  if ((figures.is_null() || figures.empty()) && result_.stages.contains(stage))
+    figures = result_.stages.at(stage).figures;
   result_.stages[stage] = stage_json(status, summary, diagnostics, std::move(figures), 0);
   result_.fatal = protocol::FatalStage{stage, status};
   try {

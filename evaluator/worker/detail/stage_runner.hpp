@@ -83,13 +83,25 @@ class Worker {
   struct CorrectnessBuffers;  // one workload's tensors, reference, snapshots (correctness_stage.cpp)
   struct WorkloadCheck;       // one workload's trials, summed
   /// Sets stopped_early at the first failing trial unless every trial is asked for.
-  WorkloadCheck check_workload(std::size_t wi, PhaseSeconds &phases, bool &stopped_early);
+  /// `stage` names the stage a fault is charged to; `wi` keys the trial seeds and the inputs kept for timing.
+  WorkloadCheck check_workload(const char *stage, const JobWorkload &w, std::size_t wi, PhaseSeconds &phases,
+                               bool &stopped_early);
   /// One trial: fresh inputs, reference, launch, compare, guards and input checksum; true when it passed.
-  bool run_trial(std::size_t wi, int trial, CorrectnessBuffers &b, PhaseSeconds &phases, WorkloadCheck &c);
+  bool run_trial(const char *stage, const JobWorkload &w, std::size_t wi, int trial, CorrectnessBuffers &b,
+                 PhaseSeconds &phases, WorkloadCheck &c);
   /// A second identical launch gives the same bits.
-  bool same_bits_on_relaunch(const JobWorkload &w, CorrectnessBuffers &b);
+  bool same_bits_on_relaunch(const char *stage, const JobWorkload &w, CorrectnessBuffers &b);
   std::string correctness_failure_text(const JobWorkload &w, const WorkloadCheck &c,
                                        std::uint64_t elements) const;
+  /// One workload's row of correctness figures.
+  json workload_check_json(const JobWorkload &w, const WorkloadCheck &c) const;
+
+  // ---- generalization (the hidden workloads) --------------------------------------------
+  /// Hidden workload i is keyed kHiddenIndexBase + i for its trial seeds and kept inputs, apart from
+  /// the shown workloads' indices.
+  static constexpr std::size_t kHiddenIndexBase = 1'000'000;
+  /// Checks every hidden workload (after the shown workloads' stages): skipped when `correct` is false.
+  void generalization_stage(bool correct);
 
   // A correctness trial's inputs and fp32 reference, kept (copied before the candidate ran) as one of
   // the timing stage's input sets: see TimingPolicy::reuse_correctness_inputs. Kept only while the GPU
@@ -103,8 +115,12 @@ class Worker {
   struct TimingInputs;   // one workload's input sets
   struct TimingSamples;  // one workload's samples
   /// false: the library could not run here (the stage is written as skipped).
-  bool time_workload(std::size_t wi, TimingRun &run);
-  void timing_inputs(std::size_t wi, const JobWorkload &w, TimingInputs &in);
+  /// `wi` keys the kept correctness inputs; run.stage names the stage a fault is charged to.
+  bool time_workload(const JobWorkload &w, std::size_t wi, TimingRun &run);
+  void timing_inputs(const char *stage, std::size_t wi, const JobWorkload &w, TimingInputs &in);
+  /// Untimed candidate launches before sampling: TimingPolicy::warmup_launches, fewer for a slow kernel
+  /// (warmup_budget_ms over its correctness-stage launch time).
+  int candidate_warmups(const TimingPolicy &tp) const;
   /// Output elements of the candidate's latest launch outside tolerance against input set `set`'s reference.
   std::uint64_t wrong_outputs(const JobWorkload &w, const TimingInputs &in, int set);
   /// Candidate and library interleaved until the stopping rule or max_seconds.
@@ -121,10 +137,10 @@ class Worker {
   std::string await_sass_listing();
 
   void execution_stage(bool correct);
-  /// The stage's result when it cannot count: an incorrect kernel too slow to count within the budget,
-  /// or no SASS listing to join the counts with. nullopt: count.
-  std::optional<protocol::StageResult> execution_skipped(bool correct, double launch_ms,
-                                                         Clock::time_point start);
+  /// The stage's result when it launches nothing instrumented (detail::plan_instrumentation): no target
+  /// in the SASS (the axis is false), counts that would only feed the feedback and pass the budget, or
+  /// no SASS listing to join the counts with. nullopt: count.
+  std::optional<protocol::StageResult> execution_skipped(bool correct, Clock::time_point start);
 
   double kernel_hang_ms() const;                 ///< ms
   double incorrect_execution_budget_ms() const;  ///< ms

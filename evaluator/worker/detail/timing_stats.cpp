@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "util/enum_names.hpp"
+
 namespace ptxbench::worker::detail {
 
 double median_of(std::vector<double> v) {
@@ -85,20 +87,17 @@ RatioInterval ratio_interval_95(const std::vector<double> &ratios) {
   return {std::exp(mean - half), std::exp(mean + half)};
 }
 
+namespace {
+constexpr util::EnumName<SamplingStop> kSamplingStopNames[] = {
+    {SamplingStop::go_on, "go_on"},
+    {SamplingStop::far_from_library, "far_from_library"},
+    {SamplingStop::medians, "medians"},
+    {SamplingStop::ratio, "ratio"},
+    {SamplingStop::max_seconds, "max_seconds"}};
+}  // namespace
+
 std::string_view to_string(SamplingStop s) {
-  switch (s) {
-    case SamplingStop::go_on:
-      return "go_on";
-    case SamplingStop::far_from_library:
-      return "far_from_library";
-    case SamplingStop::medians:
-      return "medians";
-    case SamplingStop::ratio:
-      return "ratio";
-    case SamplingStop::max_seconds:
-      return "max_seconds";
-  }
-  return "?";
+  return util::enum_to_string(kSamplingStopNames, s);
 }
 
 SamplingStop sampling_stop(const std::vector<double> &candidate_ms, const std::vector<double> &library_ms,

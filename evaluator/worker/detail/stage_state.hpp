@@ -1,0 +1,78 @@
+// The stages' state types that more than one stage file uses (the generalization stage reuses the
+// correctness check and the timing loop on the hidden workloads).
+#pragma once
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include "evaluator/worker/detail/stage_runner.hpp"
+
+namespace ptxbench::worker::detail {
+
+/// One workload's trials, summed.
+struct Worker::WorkloadCheck {
+  json worst_first = nullptr;
+  double max_abs = 0, max_rel = 0;
+  std::uint64_t mismatches = 0, nans = 0, unwritten = 0, damage = 0;
+  bool mutated = false, deterministic = true;
+  int passed = 0, trials_run = 0, trials = 0;
+  bool ok() const { return passed == trials && trials_run == trials; }
+};
+
+/// What the stage keeps across workloads: its phases, the L2 flush scratch, the events, the re-check's
+/// random launch, and the figures so far.
+struct Worker::TimingRun {
+  TimingRun(const TimingPolicy &policy, const DeviceFacts &facts, cudaStream_t s, std::uint64_t seed,
+            const char *stage_name = "timing")
+      : stage(stage_name),
+        tp(policy),
+        stream(s),
+        phases{s},
+        scratch_bytes(static_cast<std::size_t>(
+            tp.l2_flush_factor * static_cast<double>(std::max<std::int64_t>(facts.l2_bytes, 1 << 20)))) {
+    PTXB_CUDA(cudaMalloc(&scratch, scratch_bytes));
+    PTXB_CUDA(cudaEventCreate(&ev_start));
+    PTXB_CUDA(cudaEventCreate(&ev_stop));
+    rng.seed(seed ^ 0x7151ull);
+  }
+  ~TimingRun() { release(); }
+  TimingRun(const TimingRun &) = delete;
+  TimingRun &operator=(const TimingRun &) = delete;
+
+  void release() {
+    if (scratch) cudaFree(scratch);
+    scratch = nullptr;
+    if (ev_start) cudaEventDestroy(ev_start);
+    if (ev_stop) cudaEventDestroy(ev_stop);
+    ev_start = ev_stop = nullptr;
+  }
+  void flush_l2() { PTXB_CUDA(cudaMemsetAsync(scratch, (++flush_counter) & 0xFF, scratch_bytes, stream)); }
+  double elapsed_ms() const {
+    float ms = 0;
+    PTXB_CUDA(cudaEventElapsedTime(&ms, ev_start, ev_stop));
+    return static_cast<double>(ms);
+  }
+  // The stream is idle here (every sample is waited for), so the GPU idles while we sleep.
+  void cool_down(double sample_ms) const {
+    const double idle_ms = std::min(tp.cooldown_ratio * sample_ms, tp.cooldown_max_ms);
+    if (idle_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(idle_ms));
+  }
+
+  const char *stage;  ///< the stage a fault is charged to: "timing", or "generalization" (hidden workloads)
+  const TimingPolicy &tp;
+  cudaStream_t stream;
+  PhaseSeconds phases;
+  std::size_t scratch_bytes;
+  void *scratch = nullptr;
+  cudaEvent_t ev_start = nullptr, ev_stop = nullptr;
+  std::mt19937_64 rng;
+  int flush_counter = 0;
+  json workloads = json::array(), diagnostics = json::array(), library = json::object();
+  std::string library_error;  ///< why the library could not run (time_workload returned false)
+  std::vector<double> speedups;
+  bool suspicious = false;
+  double sm_clock = 0;
+};
+
+}  // namespace ptxbench::worker::detail

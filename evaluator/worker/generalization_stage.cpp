@@ -1,0 +1,73 @@
+// The generalization stage: the task's hidden workloads (never shown to the model), checked with the same
+// trials, poison, guards and determinism relaunch as the shown ones, and optionally timed. It runs last,
+// after the shown workloads' stages are written, so a kernel that faults or hangs on a hidden shape keeps
+// its verdict on the shown ones; the fault is this stage's (the evaluator reads `in_progress`).
+#include "evaluator/worker/detail/stage_runner.hpp"
+#include "evaluator/worker/detail/stage_state.hpp"
+
+#include <algorithm>
+
+namespace ptxbench::worker::detail {
+
+void Worker::generalization_stage(bool correct) {
+  const auto start = Clock::now();
+  const std::size_t total = job_.hidden_workloads.size();
+  if (!correct) {
+    set_stage("generalization",
+              stage_json(Status::skipped, "not checked: the kernel is not correct on the shown workloads"));
+    return;
+  }
+  PhaseSeconds phases{device_.stream};
+  json figures = {{"workloads", json::array()}, {"total", total}, {"passed", 0}};
+  json diagnostics = json::array();
+  std::size_t passed = 0;
+  for (std::size_t i = 0; i < total; ++i) {
+    const JobWorkload &w = job_.hidden_workloads[i];
+    if (std::string why = family_->check_workload(w.spec); !why.empty()) {
+      figures["workloads"].push_back({{"name", w.spec.name}, {"kind", "skipped"}, {"reason", why}});
+      continue;  // not a failure of the kernel: this worker cannot evaluate that shape
+    }
+    // Written before the workload runs: a fault or a kill from here on is charged to this workload.
+    figures["in_progress"] = w.spec.name;
+    set_stage("generalization", stage_json(Status::ok, "checking hidden workloads", diagnostics, figures,
+                                           seconds_since(start)));
+    bool stopped = false;
+    const WorkloadCheck c = check_workload("generalization", w, kHiddenIndexBase + i, phases, stopped);
+    const bool ok = c.ok() && c.deterministic;
+    json row = workload_check_json(w, c);
+    row["correct"] = ok;
+    row["kind"] = ok ? "ok" : !c.ok() ? "incorrect" : "nondeterministic";
+    if (ok && job_.time_hidden) {
+      TimingRun run(job_.timing, device_.facts, device_.stream, job_.correctness.base_seed, "generalization");
+      if (time_workload(w, kHiddenIndexBase + i, run) && !run.workloads.empty())
+        row["timing"] = run.workloads.back();
+      else
+        row["timing"] =
+            json{{"skipped", run.library_error.empty() ? std::string("not timed") : run.library_error}};
+    }
+    if (!ok) {
+      std::uint64_t elements = 0;
+      for (const auto &t : w.spec.tensors)
+        if (t.is_output) elements += static_cast<std::uint64_t>(t.elements());
+      diagnostics.push_back(diag(!c.ok() ? correctness_failure_text(w, c, elements)
+                                         : "workload " + w.spec.name +
+                                               ": a second identical launch gave different bits (a race)"));
+    }
+    passed += ok;
+    figures["workloads"].push_back(std::move(row));
+    figures["passed"] = passed;
+  }
+  figures.erase("in_progress");
+  const std::size_t checked = total - static_cast<std::size_t>(std::count_if(
+                                          figures["workloads"].begin(), figures["workloads"].end(),
+                                          [](const json &r) { return r.value("kind", "") == "skipped"; }));
+  figures["total"] = checked;
+  figures["phase_seconds"] = phases.seconds;
+  const std::string summary = std::to_string(passed) + " of " + std::to_string(checked) +
+                              " hidden workloads correct" +
+                              (passed == checked ? "" : ": " + std::string(diagnostics[0]["text"]));
+  set_stage("generalization", stage_json(passed == checked ? Status::ok : Status::incorrect, summary,
+                                         diagnostics, figures, seconds_since(start)));
+}
+
+}  // namespace ptxbench::worker::detail
