@@ -9,6 +9,7 @@
 //              min_seconds, reuse_correctness_inputs and paired_min_samples (0 = speedup from the two
 //              medians), to compare policies within one session)
 //              [--verdicts FILE]  (every run's verdict, one JSON line each, with every timing sample)
+//              [--no-hidden] [--time-hidden]  (the task's hidden workloads: not checked / also timed)
 // Prints one line per run, the profile of the median run, the cost of a resent
 // identical kernel (verdict cache), and a JSON summary last.
 #include <algorithm>
@@ -44,7 +45,9 @@ int main(int argc, char **argv) {
       {"--no-reuse-inputs", [&] { timing.reuse_correctness_inputs = false; }},
       {"--autocorrelated-ci", [&] { timing.autocorrelated_ci = true; }},
       {"--no-autocorrelated-ci", [&] { timing.autocorrelated_ci = false; }},
-      {"--no-library-preroll", [&] { timing.library_preroll = false; }}};
+      {"--no-library-preroll", [&] { timing.library_preroll = false; }},
+      {"--no-hidden", [&] { settings.hidden.check = false; }},
+      {"--time-hidden", [&] { settings.hidden.time = true; }}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (auto it = switches.find(a); it != switches.end()) {
@@ -114,12 +117,14 @@ int main(int argc, char **argv) {
     // Where the time goes: CPU stages, the three GPU stages, and the rest (worker start, CUDA context,
     // library handles, process spawn) as "other".
     const double cpu_s = v.parse.wall_seconds + v.static_checks.wall_seconds + v.compile.wall_seconds;
-    const double gpu_s = v.correctness.wall_seconds + v.timing.wall_seconds + v.execution.wall_seconds;
+    const double gpu_s = v.correctness.wall_seconds + v.timing.wall_seconds + v.execution.wall_seconds +
+                         v.generalization.wall_seconds;
     std::printf(
         "run %d: %s wall %.3f s (parse+static+compile %.3f, correctness %.3f, timing %.3f, execution "
-        "%.3f, other %.3f), speedup %.4f\n",
+        "%.3f, generalization %.3f, other %.3f), speedup %.4f\n",
         r + 1, status.c_str(), wall, cpu_s, v.correctness.wall_seconds, v.timing.wall_seconds,
-        v.execution.wall_seconds, wall - cpu_s - gpu_s - v.sanitizer.wall_seconds, speedup);
+        v.execution.wall_seconds, v.generalization.wall_seconds, wall - cpu_s - gpu_s - v.sanitizer.wall_seconds,
+        speedup);
     std::fflush(stdout);
   }
   if (!verdicts_path.empty()) {
@@ -141,7 +146,8 @@ int main(int argc, char **argv) {
   const nlohmann::json &mv = verdicts[median_run];
   nlohmann::json profile = {{"wall_s", walls[median_run]}};
   for (const char *stage :
-       {"parse", "static", "compile", "correctness", "timing", "execution", "sanitizer"}) {
+       {"parse", "static", "compile", "correctness", "timing", "execution", "sanitizer", "generalization"}) {
+    if (!mv["stages"].contains(stage)) continue;  // generalization: only tasks with hidden workloads
     const nlohmann::json &st = mv["stages"][stage];
     profile["stages"][stage] = {{"status", st.value("status", "")}, {"s", st.value("wall_seconds", 0.0)}};
     if (st.contains("figures") && st["figures"].contains("phase_seconds"))

@@ -28,7 +28,7 @@ struct EvalOptions {
   double cooldown_ratio =
       evaluator::TimingPolicy{}.cooldown_ratio;  ///< GPU idle after each timed launch, x its time
   bool no_hidden = false, time_hidden = false, reveal_hidden = false;  ///< EvaluatorSettings::hidden
-  int num_sms = 0;                               ///< the manifest's num_sms; 0 = the task's GPU's
+  int num_sms = 0;  ///< the manifest's num_sms; 0 = the task's GPU's
 };
 
 std::string axis_text(const std::optional<bool> &b) {

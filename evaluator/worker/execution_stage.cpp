@@ -102,8 +102,8 @@ void Worker::execution_stage(bool correct) {
   if (kept != kept_.end() && !kept->second.empty()) {
     for (const auto &t : w.spec.tensors)
       if (!t.is_output)
-        PTXB_CUDA(cudaMemcpyAsync(tensors.at(t.name).data, kept->second.front().inputs.at(t.name).data, t.bytes(),
-                                  cudaMemcpyDeviceToDevice, device_.stream));
+        PTXB_CUDA(cudaMemcpyAsync(tensors.at(t.name).data, kept->second.front().inputs.at(t.name).data,
+                                  t.bytes(), cudaMemcpyDeviceToDevice, device_.stream));
   } else {
     fill_inputs(w.spec, tensors, mix(job_.correctness.base_seed ^ 0xE3ull));
   }
