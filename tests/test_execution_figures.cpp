@@ -624,7 +624,8 @@ TEST_CASE("plan_instrumentation: no target in the SASS means no instrumented lau
   const std::vector<SassInstruction> ffma_only = {inst(0x00, "LDG.E.128"), inst(0x10, "FFMA"),
                                                   inst(0x20, "STG.E"), inst(0x30, "EXIT")};
   // A naive kernel, correct, however fast: nothing to count, the axis is decided from the listing.
-  const auto none = wd::plan_instrumentation(ffma_only, kGemmTargets, true, 1.0, 250.0);
+  const wd::FeedbackBudgets budgets{250.0, 2000.0};
+  const auto none = wd::plan_instrumentation(ffma_only, kGemmTargets, true, 1.0, budgets);
   CHECK(none.decision == wd::Instrumentation::no_target_in_sass);
   CHECK(none.absent_targets == std::vector<std::string>{"wgmma", "tma_load"});
   const json f = wd::uncounted_figures(ffma_only, kGemmTargets, "why");
@@ -636,21 +637,22 @@ TEST_CASE("plan_instrumentation: no target in the SASS means no instrumented lau
   CHECK_FALSE(*axis.value);
   // Every target present and the kernel correct: the counts decide the axis, so they are always taken,
   // however long the instrumented launch.
-  CHECK(wd::plan_instrumentation(wgmma_listing(), kGemmTargets, true, 1e6, 250.0).decision ==
+  CHECK(wd::plan_instrumentation(wgmma_listing(), kGemmTargets, true, 1e6, budgets).decision ==
         wd::Instrumentation::count);
   // Incorrect: counted only within the feedback budget (both sides).
-  CHECK(wd::plan_instrumentation(wgmma_listing(), kGemmTargets, false, 200.0, 250.0).decision ==
+  CHECK(wd::plan_instrumentation(wgmma_listing(), kGemmTargets, false, 200.0, budgets).decision ==
         wd::Instrumentation::count);
-  CHECK(wd::plan_instrumentation(wgmma_listing(), kGemmTargets, false, 300.0, 250.0).decision ==
+  CHECK(wd::plan_instrumentation(wgmma_listing(), kGemmTargets, false, 300.0, budgets).decision ==
         wd::Instrumentation::over_feedback_budget);
-  // One target missing: the axis is false already; the rest is counted only when cheap, and the
-  // uncounted present target reads as not measured (null), never as 0 executions.
+  // One target missing: the axis is false already; the rest is counted only within its budget (a dead
+  // wgmma beside mma.sync, 200 x 1.8 ms, is; a naive kernel's 5 s are not), and the uncounted present
+  // target reads as not measured (null), never as 0 executions.
   std::vector<SassInstruction> no_tma = wgmma_listing();
   no_tma.erase(no_tma.begin());
-  const auto partial = wd::plan_instrumentation(no_tma, kGemmTargets, true, 5000.0, 250.0);
+  const auto partial = wd::plan_instrumentation(no_tma, kGemmTargets, true, 5000.0, budgets);
   CHECK(partial.decision == wd::Instrumentation::over_feedback_budget);
   CHECK(partial.absent_targets == std::vector<std::string>{"tma_load"});
-  CHECK(wd::plan_instrumentation(no_tma, kGemmTargets, true, 100.0, 250.0).decision ==
+  CHECK(wd::plan_instrumentation(no_tma, kGemmTargets, true, 360.0, budgets).decision ==
         wd::Instrumentation::count);
   const json pf = wd::uncounted_figures(no_tma, kGemmTargets, "why");
   CHECK(target(pf, "wgmma")["warp_executions"].is_null());

@@ -45,6 +45,7 @@ void fields(IO &io, WorkerLimits &p) {
   io("kernel_hang_seconds", p.kernel_hang);
   io("cpu_seconds", p.cpu_seconds);
   io("incorrect_execution_budget_seconds", p.incorrect_execution_budget);
+  io("partial_targets_execution_budget_seconds", p.partial_targets_execution_budget);
   io("prestart", p.prestart);
   io("prestart_cupti", p.prestart_cupti);
   io("wait_for_exit", p.wait_for_exit);

@@ -95,6 +95,10 @@ struct WorkerLimits {
   /// cheap and help the repair feedback (a target that never runs); a slow kernel's would hold the GPU
   /// for longer than the rest of its verdict
   std::chrono::milliseconds incorrect_execution_budget{250};
+  /// ms; a correct kernel with one target missing from its SASS (the targets axis is false already) has
+  /// the others counted only when the instrumented launch is expected to take at most this long: a wgmma
+  /// in the SASS that never runs is worth telling the model, a slow naive kernel's counts are not
+  std::chrono::milliseconds partial_targets_execution_budget{2'000};
   /// true: the next worker process is started ahead (context, handles, CUPTI ready before its job)
   bool prestart = true;
   /// true: a pre-started worker also sets up the CUPTI profiler before its job, so the execution stage

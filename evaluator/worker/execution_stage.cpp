@@ -158,8 +158,11 @@ std::optional<protocol::StageResult> Worker::execution_skipped(bool correct, Clo
   // SASS) only when that is cheap, so a slow kernel does not hold the GPU for them.
   const double launch_ms = std::max(slowest_launch_ms_, correctness_launch_ms_);
   const double estimated_ms = 200.0 * launch_ms;
-  const detail::InstrumentationPlan plan = detail::plan_instrumentation(
-      job_.sass, job_.targets, correct, estimated_ms, incorrect_execution_budget_ms());
+  const detail::FeedbackBudgets budgets{
+      incorrect_execution_budget_ms(),
+      static_cast<double>(job_.limits.partial_targets_execution_budget.count())};
+  const detail::InstrumentationPlan plan =
+      detail::plan_instrumentation(job_.sass, job_.targets, correct, estimated_ms, budgets);
   const std::string absent = util::join(plan.absent_targets, ", ");
   switch (plan.decision) {
     case detail::Instrumentation::count:
@@ -178,7 +181,8 @@ std::optional<protocol::StageResult> Worker::execution_skipped(bool correct, Clo
   }
   const std::string cost = "counting instructions would take about " + fmt_num(estimated_ms / 1000.0) +
                            " s (200x its " + fmt_num(launch_ms) + " ms launch; budget " +
-                           fmt_num(incorrect_execution_budget_ms() / 1000.0) + " s)";
+                           fmt_num((correct ? budgets.partial_targets_ms : budgets.incorrect_ms) / 1000.0) +
+                           " s)";
   if (!plan.absent_targets.empty()) {
     const std::string why = "target " + absent +
                             " is not in the compiled SASS, so the targets did not all execute; the others "

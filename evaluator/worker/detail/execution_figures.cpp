@@ -240,7 +240,7 @@ std::set<std::string> listing_families(const std::vector<SassInstruction> &listi
 
 InstrumentationPlan plan_instrumentation(const std::vector<SassInstruction> &listing,
                                          const std::vector<TargetSpec> &targets, bool correct,
-                                         double estimated_ms, double feedback_budget_ms) {
+                                         double estimated_ms, const FeedbackBudgets &budgets) {
   InstrumentationPlan plan;
   const std::set<std::string> families = listing_families(listing);
   for (const auto &t : targets)
@@ -249,9 +249,10 @@ InstrumentationPlan plan_instrumentation(const std::vector<SassInstruction> &lis
     plan.decision = Instrumentation::no_target_in_sass;
     return plan;
   }
-  const bool feedback_only = !correct || !plan.absent_targets.empty();
-  if (feedback_only && estimated_ms > feedback_budget_ms)
-    plan.decision = Instrumentation::over_feedback_budget;
+  const bool over = !correct                       ? estimated_ms > budgets.incorrect_ms
+                    : !plan.absent_targets.empty() ? estimated_ms > budgets.partial_targets_ms
+                                                   : false;
+  if (over) plan.decision = Instrumentation::over_feedback_budget;
   return plan;
 }
 

@@ -72,12 +72,17 @@ struct InstrumentationPlan {
   Instrumentation decision = Instrumentation::count;
   std::vector<std::string> absent_targets;  ///< targets none of whose SASS families is in the listing
 };
-/// `estimated_ms`: the instrumented launch's expected time; `feedback_budget_ms`: what counting that only
-/// helps the feedback may cost. A correct kernel whose targets are all in the SASS is always counted:
-/// its counts decide the axis.
+/// What counting that only helps the feedback may cost (ms of instrumented launch): for an incorrect
+/// kernel, and for a correct one with a target missing from its SASS.
+struct FeedbackBudgets {
+  double incorrect_ms = 250;
+  double partial_targets_ms = 2000;
+};
+/// `estimated_ms`: the instrumented launch's expected time. A correct kernel whose targets are all in the
+/// SASS is always counted: its counts decide the axis.
 InstrumentationPlan plan_instrumentation(const std::vector<SassInstruction> &listing,
                                          const std::vector<TargetSpec> &targets, bool correct,
-                                         double estimated_ms, double feedback_budget_ms);
+                                         double estimated_ms, const FeedbackBudgets &budgets);
 
 /// The execution figures of a kernel that was not instrumented: each target's row with present_in_sass,
 /// 0 executions for the absent ones (exact: what is not in the SASS cannot run) and null counts for the
