@@ -48,6 +48,8 @@ ev::EvaluatorSettings corpus_settings(const json &expected) {
       s.worker.wall = std::chrono::milliseconds(o["worker_wall_ms"].get<int>());
     if (o.contains("timing_min_seconds")) s.timing.min_seconds = o["timing_min_seconds"].get<double>();
     if (o.contains("timing_max_seconds")) s.timing.max_seconds = o["timing_max_seconds"].get<double>();
+    if (o.contains("timing_far_from_library_speedup"))
+      s.timing.far_from_library_speedup = o["timing_far_from_library_speedup"].get<double>();
     if (o.contains("kernel_hang_ms"))
       s.worker.kernel_hang = std::chrono::milliseconds(o["kernel_hang_ms"].get<int>());
   }
