@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
+#include "agent/prompt_builder.hpp"
 #include "cli/cli.hpp"
 #include "evaluator/evaluator.hpp"
 #include "tasks/task.hpp"
@@ -28,7 +29,8 @@ struct EvalOptions {
   double cooldown_ratio =
       evaluator::TimingPolicy{}.cooldown_ratio;  ///< GPU idle after each timed launch, x its time
   bool no_hidden = false, time_hidden = false, reveal_hidden = false;  ///< EvaluatorSettings::hidden
-  int num_sms = 0;  ///< the manifest's num_sms; 0 = the task's GPU's
+  bool feedback = false;  ///< also print (to stderr) the feedback the run loop would send
+  int num_sms = 0;        ///< the manifest's num_sms; 0 = the task's GPU's
 };
 
 std::string axis_text(const std::optional<bool> &b) {
@@ -80,6 +82,15 @@ int run_eval(const EvalOptions &options) {
     return kExitEnvironment;
   }
   evaluator::Verdict v = evaluator::evaluate(*task, *response, settings);
+  if (options.feedback) {
+    // The repair prompt the run loop would send after this verdict (default prompt templates).
+    auto builder = agent::PromptBuilder::load(agent::PromptBuilder::default_dir());
+    if (!builder) {
+      fmt::print(stderr, "ptxbench: cannot load prompt templates: {}\n", builder.error());
+      return kExitEnvironment;
+    }
+    fmt::print(stderr, "== feedback the model would get ==\n{}\n", builder->feedback(*task, v));
+  }
   if (options.as_json) {
     fmt::print("{}\n", v.to_json().dump(2));
   } else {
@@ -131,6 +142,9 @@ void register_eval_command(CLI::App &app, Action &action) {
          "for the H200 SXM; an H100 PCIe has 114)")
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));
+  cmd->add_flag(
+      "--feedback", options->feedback,
+      "Also print, on stderr, the feedback message the run loop would send the model for this verdict");
   cmd->add_flag("--no-hidden", options->no_hidden,
                 "Do not check the task's hidden workloads (the verdict's generalizes stays unchecked)");
   cmd->add_flag("--time-hidden", options->time_hidden,

@@ -661,3 +661,72 @@ TEST_CASE("plan_instrumentation: no target in the SASS means no instrumented lau
   REQUIRE(paxis.value.has_value());
   CHECK_FALSE(*paxis.value);
 }
+
+TEST_CASE("decide_generalization: hidden workloads beside the axes, each way a hidden shape can fail") {
+  namespace d = ev::detail;
+  ev::Verdict v;
+  v.correctness.status = ev::Status::ok;
+  // No hidden workloads: no result at all (the verdict JSON carries null).
+  CHECK_FALSE(d::decide_generalization(v, 0, {}, true).has_value());
+  // Switched off, or wrong on the shown workloads: not checked, with the reason.
+  auto off = d::decide_generalization(v, 2, {}, false);
+  REQUIRE(off.has_value());
+  CHECK_FALSE(off->value.has_value());
+  CHECK(off->reason.find("check is off") != std::string::npos);
+  v.correctness.status = ev::Status::incorrect;
+  auto wrong = d::decide_generalization(v, 2, {}, true);
+  CHECK_FALSE(wrong->value.has_value());
+  CHECK(wrong->reason == "not checked: the kernel is not correct on the shown workloads");
+  v.correctness.status = ev::Status::ok;
+  // The stage's rows: one right, one wrong with its first mismatch.
+  v.generalization.status = ev::Status::incorrect;
+  v.generalization.figures = {
+      {"workloads", json::array({{{"name", "M=77"}, {"kind", "ok"}},
+                                 {{"name", "M=8200"},
+                                  {"kind", "incorrect"},
+                                  {"mismatches", 57344},
+                                  {"output_elements", 58777600},
+                                  {"first_mismatch", {{"tensor", "C"}, {"index", {8192, 0}}}}}})}};
+  auto g = d::decide_generalization(v, 2, {}, true);
+  REQUIRE(g->value.has_value());
+  CHECK_FALSE(*g->value);
+  CHECK(g->passed == 1);
+  CHECK(g->total == 2);
+  REQUIRE(g->failed.size() == 1);
+  CHECK(g->failed[0].workload == "M=8200");
+  CHECK(g->failed[0].kind == "incorrect");
+  CHECK(g->failed[0].summary == "57344 of 58777600 output elements wrong");
+  CHECK(g->first_mismatch["index"] == json({8192, 0}));
+  // A manifest that does not resolve at a hidden shape, and a fault in the workload in progress.
+  v.generalization.status = ev::Status::runtime_error;
+  v.generalization.summary = "the kernel faulted: an illegal memory access";
+  v.generalization.figures = {{"workloads", json::array({{{"name", "a"}, {"kind", "ok"}}})},
+                              {"in_progress", "b"}};
+  auto f = d::decide_generalization(
+      v, 3, {{"c", "grid[0]: 7 is not a multiple of the cluster's x dimension 2"}}, true);
+  CHECK(f->value == false);
+  CHECK(f->passed == 1);
+  CHECK(f->total == 3);
+  REQUIRE(f->failed.size() == 2);
+  CHECK(f->failed[0].kind == "bad_manifest");
+  CHECK(f->failed[1].workload == "b");
+  CHECK(f->failed[1].kind == "runtime_error");
+  // All right: true; the verdict JSON carries it and reads it back.
+  v.generalization.status = ev::Status::ok;
+  v.generalization.figures = {
+      {"workloads", json::array({{{"name", "a"}, {"kind", "ok"}}, {{"name", "b"}, {"kind", "ok"}}})}};
+  v.generalizes = d::decide_generalization(v, 2, {}, true);
+  CHECK(v.generalizes->value == true);
+  const json j = v.to_json();
+  CHECK(j["generalizes"]["value"] == true);
+  CHECK(j["stages"].contains("generalization"));
+  const ev::Verdict back = ev::Verdict::from_json(j);
+  REQUIRE(back.generalizes.has_value());
+  CHECK(back.generalizes->passed == 2);
+  CHECK(back.generalizes->total == 2);
+  // A verdict of a task without hidden workloads has no stage and a null result.
+  ev::Verdict plain;
+  CHECK(plain.to_json()["generalizes"].is_null());
+  CHECK_FALSE(plain.to_json()["stages"].contains("generalization"));
+  CHECK_FALSE(ev::Verdict::from_json(plain.to_json()).generalizes.has_value());
+}

@@ -448,3 +448,32 @@ TEST_CASE("de-duplication keys include the task: one kernel answered for two tas
   CHECK(result->counts.duplicates == 0);
   CHECK(result->counts.written == 24);
 }
+
+TEST_CASE("filter on generalization: only turns checked on the hidden workloads can match") {
+  std::vector<LoadedRun> loaded = runs();
+  // Mark the correct attempts alternately right / wrong on hidden workloads; the others stay unchecked.
+  int correct = 0, marked_true = 0;
+  for (auto &run : loaded)
+    for (auto &t : run.turns)
+      if (t.verdict.is_object() && t.verdict.contains("axes") &&
+          t.verdict["axes"].value("correct", false) == true) {
+        const bool value = (correct++ % 2) == 0;
+        marked_true += value;
+        t.verdict["generalizes"] = {{"value", value}, {"passed", value ? 2 : 1}, {"total", 2}};
+      }
+  REQUIRE(correct > 2);
+  ExportOptions o;
+  o.all = true;
+  o.deduplicate = false;
+  o.filter.generalizes = true;
+  auto result = build_export(loaded, o);
+  REQUIRE(result.has_value());
+  CHECK(result->counts.written == marked_true);
+  for (const auto &line : parse_lines(*result)) CHECK(line["metadata"]["generalizes"] == true);
+  CHECK(result->card_markdown.find("generalizes = true") != std::string::npos);
+  o.filter.generalizes = false;
+  auto wrong = build_export(loaded, o);
+  REQUIRE(wrong.has_value());
+  CHECK(wrong->counts.written == correct - marked_true);
+  CHECK(wrong->counts.filtered.at("generalizes") > 0);
+}

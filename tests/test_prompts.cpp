@@ -635,3 +635,60 @@ TEST_CASE("knowledge packs: a stale size figure, a missing file and a name misma
   CHECK_HAS(bad.error(), "must be a plain name");
   fs::remove_all(dir);
 }
+
+TEST_CASE("hidden workloads: the task message states the ranges and never a hidden value") {
+  for (const char *id : {"gemm_n7168_k5120", "mha_fwd_d128", "mha_bwd_d128_causal"}) {
+    CAPTURE(id);
+    const auto task = load_task(id);
+    REQUIRE_FALSE(task.hidden_workloads.empty());
+    const std::string p = builder().task_prompt(task);
+    CHECK_HAS(p, "The kernel must be correct for every shape in these ranges, not only the ones above: ");
+    CHECK_HAS(p, "\"generalizes\"");
+    for (const auto &w : task.hidden_workloads) {
+      CHECK_FALSE(has(p, w.name));
+      for (const auto &[symbol, value] : w.symbols)
+        if (value != task.workloads[0].symbols.at(symbol) && task.ranges.at(symbol).min != value)
+          CHECK_MESSAGE(!has(p, symbol + "=" + std::to_string(value)), symbol << "=" << value << " printed");
+    }
+    if (std::string(id) == "gemm_n7168_k5120")
+      CHECK_HAS(p, "M is any value from 1 to 16384; N = 7168; K = 5120");
+  }
+  // A task without hidden workloads or ranges says nothing of them.
+  CHECK_FALSE(has(builder().task_prompt(load_task("gemm_n4096_k4096")), "generalizes"));
+}
+
+TEST_CASE("feedback: hidden-workload failures by kind, their values only with reveal") {
+  const auto task = load_task("gemm_n7168_k5120");
+  Verdict v = with_gpu_results(0.85, 320000);
+  REQUIRE(v.status == Status::ok);
+  evaluator::Generalization g;
+  g.value = false;
+  g.passed = 0;
+  g.total = 2;
+  g.failed = {{"M=8200", "incorrect", "57344 of 58777600 output elements wrong"},
+              {"M=77", "runtime_error", "the kernel faulted: an illegal memory access"}};
+  v.generalizes = g;
+  const std::string f = builder().feedback(task, v);
+  CHECK_HAS(f,
+            "But it is not correct on 2 of 2 other shapes the task promises (M is any value from 1 to 16384");
+  CHECK_HAS(f, "unseen shape 1: wrong results: 57344 of 58777600 output elements wrong");
+  CHECK_HAS(f, "unseen shape 2: the kernel faulted (the kernel faulted: an illegal memory access)");
+  CHECK_HAS(f, "guard partial tiles at the edges");
+  CHECK_FALSE(has(f, "8200"));
+  CHECK_FALSE(has(f, "M=77"));
+  // Revealed (evaluator setting hidden_workloads.reveal, recorded in the verdict's settings).
+  v.settings["hidden_workloads"] = {{"check", true}, {"time", false}, {"reveal", true}};
+  const std::string r = builder().feedback(task, v);
+  CHECK_HAS(r, "shape M=8200: wrong results");
+  CHECK_HAS(r, "shape M=77: the kernel faulted");
+  // Right on every hidden shape: one short line. Not checked: nothing.
+  g.value = true;
+  g.passed = 2;
+  g.failed.clear();
+  v.generalizes = g;
+  CHECK_HAS(builder().feedback(task, v),
+            "It is also correct on 2 other shapes within the task's stated ranges.");
+  g.value.reset();
+  v.generalizes = g;
+  CHECK_FALSE(has(builder().feedback(task, v), "other shape"));
+}

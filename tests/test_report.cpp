@@ -550,3 +550,37 @@ TEST_CASE(
   CHECK(md.find("0.000") == std::string::npos);  // no pass@k of zero for an unmeasured axis
   CHECK(md.find("1 trajectory ended in a request failure") != std::string::npos);
 }
+
+TEST_CASE("report: the generalization column counts trajectories checked on hidden workloads") {
+  LoadedRun run;
+  run.dir = "hidden-run";
+  run.run = {{"run_id", "r"}};
+  // Three trajectories, correct on the shown workload: right on the hidden ones, wrong there, not checked.
+  const std::optional<bool> outcomes[] = {true, false, std::nullopt};
+  for (int sample = 0; sample < 3; ++sample) {
+    nlohmann::json r = no_gpu_record("gemm_a", sample, false);
+    r["verdict"]["axes"] = {{"correct", true}, {"targets_executed", true}, {"speedup", 0.5}};
+    r["verdict"]["stages"]["correctness"]["status"] = "ok";
+    r["verdict"]["generalizes"] = {
+        {"value", outcomes[sample] ? nlohmann::json(*outcomes[sample]) : nlohmann::json()},
+        {"passed", outcomes[sample] == true ? 2
+                   : outcomes[sample]       ? 1
+                                            : 0},
+        {"total", outcomes[sample] ? 2 : 0}};
+    run.turns.push_back(TurnRecord::from_json(r));
+  }
+  auto report = build_report({run});
+  REQUIRE(report);
+  const GroupReport &g = group(*report, "m", "gemm_a");
+  CHECK(g.generalization_checked == 2);
+  CHECK(g.generalizing == 1);
+  const std::string md = render_markdown(*report);
+  CHECK(md.find("| generalizes |") != std::string::npos);
+  CHECK(md.find("| 1/2 (50.0% [") != std::string::npos);
+  const auto files = render_csv(*report);
+  const std::string &summary = files.at("summary.csv");
+  CHECK(summary.find("generalization_checked,generalizes_rate,generalizes_lo,generalizes_hi") !=
+        std::string::npos);
+  CHECK(summary.find(",2,0.5,") != std::string::npos);
+  CHECK(render_html(*report).find("<th>generalizes</th>") != std::string::npos);
+}

@@ -357,3 +357,76 @@ TEST_CASE("ptxbench tasks list/show (end to end, when the binary is built)") {
   CHECK(bad_dir.stderr_text.find("unknown_dtype.json: tensors[0].dtype: unknown dtype 'bf17'") !=
         std::string::npos);
 }
+
+TEST_CASE("hidden workloads and ranges: loaded, checked against the ranges, round-tripped") {
+  auto loaded = load_task_dir(kTaskDir);
+  REQUIRE(loaded.has_value());
+  // The core tasks keep their headline shape and gain hidden ones within the stated ranges.
+  const Task &gemm = require_task(*loaded, "gemm_n7168_k5120");
+  REQUIRE(gemm.workloads.size() == 1);
+  REQUIRE(gemm.hidden_workloads.size() >= 2);
+  bool beyond_headline = false, off_tile = false;
+  for (const auto &w : gemm.hidden_workloads) {
+    const std::int64_t m = w.symbols.at("M");
+    CHECK(gemm.ranges.at("M").contains(m));
+    beyond_headline |= m > gemm.workloads[0].symbols.at("M");  // a grid written for M=8192 leaves rows out
+    off_tile |= m % 64 != 0;                                   // an edge tile
+  }
+  CHECK(beyond_headline);
+  CHECK(off_tile);
+  for (const char *id : {"mha_fwd_d128", "mha_fwd_d128_causal", "mha_bwd_d128", "mha_bwd_d128_causal"}) {
+    const Task &t = require_task(*loaded, id);
+    CAPTURE(id);
+    REQUIRE_FALSE(t.hidden_workloads.empty());
+    bool s_off_tile = false, smaller_heads = false;
+    for (const auto &w : t.hidden_workloads) {
+      s_off_tile |= w.symbols.at("S") % 128 != 0;
+      smaller_heads |= w.symbols.at("B") * w.symbols.at("H") <
+                       t.workloads[0].symbols.at("B") * t.workloads[0].symbols.at("H");
+      CHECK(w.symbols.at("D") == 128);
+    }
+    CHECK(s_off_tile);
+    CHECK(smaller_heads);
+    CHECK(t.find_workload(t.hidden_workloads[0].name) == &t.hidden_workloads[0]);  // one name space
+  }
+
+  // The loader refuses what the prompt could not promise.
+  ptxbench::test::ScratchDir dir("ptxbench-hidden-tasks");
+  const std::string base = ptxbench::test::read_required(kTaskDir / "gemm_n7168_k5120.json");
+  struct Bad {
+    std::string from, to, error;
+  };
+  const Bad bad[] = {
+      {"\"max\": 16384", "\"max\": 8000",
+       "ranges.M: workload 'M=8192' sets M = 8192, outside the stated range"},
+      {"\"max\": 16384", "\"max\": 0", "ranges.M.max: 0 is not positive"},
+      {"\"min\": 1,\n      \"max\": 16384", "\"min\": 20000,\n      \"max\": 16384",
+       "ranges.M: min 20000 is above max 16384"},
+      {"\"name\": \"M=77\"", "\"name\": \"M=8192\"", "duplicate workload name 'M=8192'"},
+      {"\"ranges\": {", "\"ranges\": {\n    \"Q\": {\"min\": 1, \"max\": 2},",
+       "ranges.Q: unknown symbol 'Q'"},
+      {"\"max\": 16384", "\"max\": 16384, \"step\": 2", "ranges.M.step: unknown field"},
+  };
+  for (const Bad &b : bad) {
+    CAPTURE(b.to);
+    const fs::path file = dir.path() / "gemm_n7168_k5120.json";
+    std::ofstream(file) << ptxbench::test::replaced(base, b.from, b.to);
+    auto t = load_task_file(file);
+    REQUIRE_FALSE(t.has_value());
+    CHECK_MESSAGE(t.error().find(b.error) != std::string::npos, "got: " << t.error());
+  }
+  // Hidden workloads without ranges: the prompt would have nothing to state.
+  nlohmann::json no_ranges = nlohmann::json::parse(base);
+  no_ranges.erase("ranges");
+  const fs::path file = dir.path() / "gemm_n7168_k5120.json";
+  std::ofstream(file) << no_ranges.dump(2);
+  auto t = load_task_file(file);
+  REQUIRE_FALSE(t.has_value());
+  CHECK(t.error().find("hidden_workloads: needs 'ranges'") != std::string::npos);
+  // A multiple_of the workloads break.
+  std::ofstream(file) << ptxbench::test::replaced(base, "\"max\": 16384",
+                                                  "\"max\": 16384, \"multiple_of\": 8");
+  auto m8 = load_task_file(file);
+  REQUIRE_FALSE(m8.has_value());
+  CHECK(m8.error().find("workload 'M=77' sets M = 77, outside the stated range") != std::string::npos);
+}
