@@ -307,3 +307,21 @@ TEST_CASE("nothing a model reads names internal tests, sessions or measurement h
     clean(task.id + " task", builder().task_prompt(task));
   }
 }
+
+TEST_CASE("buffers: the alignment the prompt promises is the one the worker's guard regions keep") {
+  const std::string system = builder().system_prompt(test::repo_task("gemm_n7168_k5120"));
+  const std::string promise = std::to_string(protocol::kBufferAlignment) + "-byte aligned";
+  CHECK_MESSAGE(system.find("a task tensor: its device address, " + promise) != std::string::npos, system);
+  CHECK(system.find("), " + promise + ", guard bytes around it") != std::string::npos);  // the workspace
+  // cudaMalloc returns kBufferAlignment-aligned bases; the data starts one rounded guard after it.
+  for (std::size_t guard :
+       {std::size_t{0}, std::size_t{1}, std::size_t{255}, std::size_t{4096}, std::size_t{4097}}) {
+    CAPTURE(guard);
+    const std::size_t placed = protocol::aligned_guard_bytes(guard);
+    CHECK(placed % protocol::kBufferAlignment == 0);
+    CHECK(placed >= guard);
+    CHECK(placed < guard + protocol::kBufferAlignment);
+  }
+  CHECK(protocol::aligned_guard_bytes(protocol::CorrectnessPolicy{}.guard_bytes) ==
+        protocol::CorrectnessPolicy{}.guard_bytes);
+}

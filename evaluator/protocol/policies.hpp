@@ -13,6 +13,14 @@
 
 namespace ptxbench::protocol {
 
+/// bytes; every buffer a kernel is given (tensors, workspace) starts at a multiple of this, as the prompt
+/// promises: cudaMalloc returns 256-byte aligned memory and the guard before the data is a multiple of it.
+inline constexpr std::size_t kBufferAlignment = 256;
+/// The guard region placed before and after every buffer: `guard_bytes` rounded up to kBufferAlignment.
+constexpr std::size_t aligned_guard_bytes(std::size_t guard_bytes) {
+  return (guard_bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment;
+}
+
 /// Correctness protocol.
 struct CorrectnessPolicy {
   int trials = 3;                  ///< trials per workload, each with a fresh seed

@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 #include <nlohmann/json.hpp>
 
+#include "evaluator/protocol/policies.hpp"
 #include "evaluator/protocol/result.hpp"
 #include "evaluator/worker/detail/cuda_check.hpp"
 #include "evaluator/worker/detail/device_ops.hpp"
@@ -50,7 +51,8 @@ std::string coord_text(const std::vector<std::int64_t> &c);
 /// (skipped after a fatal error: the process exits with _Exit instead).
 class BufferPool {
  public:
-  BufferPool(std::size_t guard, cudaStream_t stream) : guard_((guard + 255) / 256 * 256), stream_(stream) {}
+  BufferPool(std::size_t guard, cudaStream_t stream)
+      : guard_(protocol::aligned_guard_bytes(guard)), stream_(stream) {}
   ~BufferPool() {
     for (void *p : allocations_) cudaFree(p);
   }
