@@ -584,3 +584,26 @@ TEST_CASE("report: the generalization column counts trajectories checked on hidd
   CHECK(summary.find(",2,0.5,") != std::string::npos);
   CHECK(render_html(*report).find("<th>generalizes</th>") != std::string::npos);
 }
+
+TEST_CASE("report --compare: each model's generalization rate on the paired tasks") {
+  auto loaded = load_run(kRuns / "two_models");
+  REQUIRE(loaded.has_value());
+  // alpha's correct attempts generalize, beta's do not.
+  for (auto &t : loaded->turns)
+    if (t.verdict.is_object() && t.verdict.contains("axes") && t.verdict["axes"]["correct"] == true)
+      t.verdict["generalizes"] = {
+          {"value", t.model == "alpha"}, {"passed", t.model == "alpha" ? 2 : 0}, {"total", 2}};
+  auto report = build_report({*loaded});
+  REQUIRE(report.has_value());
+  REQUIRE(report->comparisons.size() == 1);
+  const ComparisonRow &all = report->comparisons[0].rows.back();
+  CHECK(all.task == "all");
+  CHECK(all.gen_checked_a > 0);
+  CHECK(all.gen_a == all.gen_checked_a);
+  CHECK(all.gen_checked_b > 0);
+  CHECK(all.gen_b == 0);
+  const std::string md = render_markdown(*report);
+  CHECK(md.find("| generalizes A | generalizes B |") != std::string::npos);
+  CHECK(md.find(fmt::format("| {}/{} (100.0% [", all.gen_a, all.gen_checked_a)) != std::string::npos);
+  CHECK(render_csv(*report).at("comparison.csv").find("gen_checked_a,gen_a_rate") != std::string::npos);
+}
