@@ -174,13 +174,18 @@ if [[ -n ${GPU_CHECK_REPORT_DEMO:-} ]]; then
   tail -n 8 "$OUT/report_demo.log"
 fi
 
+# tests/fake_openai_server.py in the background, logging into DIR: sets $server (its pid) and $port.
+start_fake_server() {
+  mkdir -p "$1"
+  python3 "$ROOT/tests/fake_openai_server.py" --log "$1/server.log" >"$1/server.port" &
+  server=$!
+  for _ in $(seq 50); do [[ -s $1/server.port ]] && break; sleep 0.1; done
+  port=$(head -n1 "$1/server.port")
+}
+
 if [[ -n ${GPU_CHECK_LOOP:-} ]]; then
   echo "== loop: bench_orchestrator --gpu against the fake server (baseline, then as shipped)"
-  mkdir -p "$OUT/loop"
-  python3 "$ROOT/tests/fake_openai_server.py" --log "$OUT/loop/server.log" >"$OUT/loop/server.port" &
-  server=$!
-  for _ in $(seq 50); do [[ -s $OUT/loop/server.port ]] && break; sleep 0.1; done
-  port=$(head -n1 "$OUT/loop/server.port")
+  start_fake_server "$OUT/loop"
   tasks=${GPU_CHECK_LOOP_TASKS:-gemm_n7168_k5120,mha_fwd_d128,mha_fwd_d128_causal,mha_bwd_d128,mha_bwd_d128_causal}
   for mode in ${GPU_CHECK_LOOP_MODES:-baseline shipped}; do
     rm -rf "$OUT/loop/$mode"
@@ -198,11 +203,7 @@ fi
 
 if [[ -n ${GPU_CHECK_MIX:-} ]]; then
   echo "== realistic mix: bench_orchestrator --gpu --model mix --no-reuse against the fake server"
-  mkdir -p "$OUT/mix"
-  python3 "$ROOT/tests/fake_openai_server.py" --log "$OUT/mix/server.log" >"$OUT/mix/server.port" &
-  server=$!
-  for _ in $(seq 50); do [[ -s $OUT/mix/server.port ]] && break; sleep 0.1; done
-  port=$(head -n1 "$OUT/mix/server.port")
+  start_fake_server "$OUT/mix"
   timeout -k 120 "${GPU_CHECK_MIX_LIMIT:-420}" "$BUILD/bench/bench_orchestrator" --gpu --model mix --no-reuse \
     --base-url "http://127.0.0.1:$port/v1" \
     --tasks gemm_n7168_k5120,mha_fwd_d128,mha_fwd_d128_causal,mha_bwd_d128,mha_bwd_d128_causal \
