@@ -91,7 +91,7 @@ void print_gpu_classes(const traces::LoadedRun &run) {
     gpu_total += g;
     if (g <= 0 || !r.verdict.contains("stages")) continue;
     double staged = 0;
-    for (const char *stage : {"correctness", "timing", "execution", "sanitizer"}) {
+    for (const char *stage : {"correctness", "timing", "execution", "sanitizer", "generalization"}) {
       const auto &st = r.verdict["stages"].value(stage, nlohmann::json::object());
       const double s = st.is_object() ? st.value("wall_seconds", 0.0) : 0.0;
       stage_s[stage] += s;
