@@ -583,6 +583,14 @@ TEST_CASE("report: the generalization column counts trajectories checked on hidd
         std::string::npos);
   CHECK(summary.find(",2,0.5,") != std::string::npos);
   CHECK(render_html(*report).find("<th>generalizes</th>") != std::string::npos);
+  // `ptxbench show` and the trajectory pages say it per turn, and only where it was checked.
+  const auto pages = build_trajectory_pages({run}, {});
+  REQUIRE(pages.size() == 3);
+  std::map<int, std::string> text;
+  for (const auto &p : pages) text[p.sample] = render_trajectory_text(p, std::nullopt);
+  CHECK(text[0].find("| generalizes yes ===") != std::string::npos);
+  CHECK(text[1].find("| generalizes no ===") != std::string::npos);
+  CHECK(text[2].find("generalizes") == std::string::npos);
 }
 
 TEST_CASE("report --compare: each model's generalization rate on the paired tasks") {

@@ -242,6 +242,7 @@ TurnView turn_view(const TurnRecord &r, const Price *price) {
   v.status = detail::status_of(r);
   v.correct = detail::correct_of(r);
   v.targets_executed = detail::targets_executed_of(r);
+  v.generalizes = detail::generalizes_of(r);
   v.speedup = detail::speedup_of(r);
   if (r.messages) {
     for (const auto &m : *r.messages)
@@ -361,9 +362,10 @@ std::string render_trajectory_text(const TrajectoryPage &p, std::optional<int> o
   out += "\n";
   for (const auto &v : p.turns) {
     if (only_turn && v.turn != *only_turn) continue;
-    out += fmt::format("\n=== turn {}: {} | correct {} | targets executed {} | speedup {} ===\n", v.turn,
+    out += fmt::format("\n=== turn {}: {} | correct {} | targets executed {} | speedup {}{} ===\n", v.turn,
                        v.status, axis_text(v.correct), axis_text(v.targets_executed),
-                       v.speedup ? fmt::format("{:.3f}x", *v.speedup) : "not measured");
+                       v.speedup ? fmt::format("{:.3f}x", *v.speedup) : "not measured",
+                       v.generalizes ? fmt::format(" | generalizes {}", axis_text(v.generalizes)) : "");
     out += fmt::format("--- feedback received{} ---\n", v.turn == 0 ? " (the task)" : "");
     out += indent(v.feedback_received, "  ");
     if (!v.reasoning.empty())
@@ -435,6 +437,7 @@ std::string render_trajectory_html(const TrajectoryPage &p, std::string_view bac
         "class=\"st\">{1}</span></h2>\n<p class=\"axes\">",
         v.turn, html_escape(v.status));
     h += badge("correct", v.correct) + badge("targets executed", v.targets_executed);
+    if (v.generalizes) h += badge("generalizes", v.generalizes);
     h += fmt::format("<span class=\"badge {}\">speedup: {}</span></p>\n", v.speedup ? "yes" : "na",
                      v.speedup ? fmt::format("{:.3f}x", *v.speedup) : "not measured");
     h += fmt::format("<h3>Feedback received{}</h3><pre class=\"feedback\">{}</pre>\n",

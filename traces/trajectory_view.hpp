@@ -32,6 +32,7 @@ struct TurnView {
   int turn = 0;
   std::string status;  ///< verdict status, or request_failed
   std::optional<bool> correct, targets_executed;
+  std::optional<bool> generalizes;  ///< the hidden workloads' result (nullopt: none, or not checked)
   std::optional<double> speedup;
   std::string feedback_received;  ///< the last user message of the request (the task itself on turn 0)
   std::string reasoning;
