@@ -328,7 +328,10 @@ class TaskReader {
         r_.error("hidden_workloads", "needs 'ranges': the prompt states them in place of the hidden values");
       return;
     }
-    for (const auto &[symbol, value] : ranges->items()) {
+    for (const auto &item : ranges->items()) {
+      // Named, not a structured binding: the lambda below captures them (clang 14 cannot capture bindings).
+      const std::string symbol = item.key();
+      const json &value = item.value();
       const std::string path = join_path("ranges", symbol);
       if (!unit_symbols_.count(symbol)) {
         r_.error(path, fmt::format("unknown symbol '{}' (declared symbols: {})", symbol, joined(t_.symbols)));
