@@ -578,16 +578,7 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
       !p.signaled && !p.timed_out && run.result_error.empty() &&
       (p.exit_code == protocol::exit_code::kFinished || p.exit_code == protocol::exit_code::kStopped);
   if (!clean) {
-    std::string stage_name;
-    for (const char *name : protocol::kGpuStageNames)  // the worker's running order
-      if (!stages.contains(name)) {
-        stage_name = name;
-        break;
-      }
-    // The generalization stage writes itself before each hidden workload: killed there, it is charged.
-    if (stages.contains("generalization") && stages.at("generalization").figures.contains("in_progress"))
-      stage_name = "generalization";
-    if (stage_name.empty()) stage_name = "execution";
+    const std::string stage_name = protocol::crashed_stage(stages, job.stages);
     StageResult &s = stage_of(v, stage_name);
     const std::string err_tail = tail(p.stderr_text);
     if (!run.result_error.empty()) {

@@ -309,3 +309,28 @@ TEST_CASE("protocol: exit codes are distinct") {
   for (std::size_t i = 0; i < std::size(codes); ++i)
     for (std::size_t k = i + 1; k < std::size(codes); ++k) CHECK(codes[i] != codes[k]);
 }
+
+TEST_CASE("crashed_stage: a crash is charged to the stage the worker was in") {
+  using ptxbench::protocol::crashed_stage;
+  using ptxbench::protocol::StageResult;
+  const std::vector<std::string> shown = {"correctness", "execution", "timing"};
+  std::vector<std::string> with_hidden = shown;
+  with_hidden.push_back("generalization");
+  std::map<std::string, StageResult> written;
+  CHECK(crashed_stage(written, shown) == "correctness");
+  written["correctness"] = StageResult{};
+  CHECK(crashed_stage(written, shown) == "timing");  // the running order, not the job's list order
+  written["timing"] = StageResult{};
+  written["execution"] = StageResult{};
+  // Every stage written (the worker died after them, e.g. in teardown): charged to execution, as before,
+  // also when the job has no hidden workloads to check.
+  CHECK(crashed_stage(written, shown) == "execution");
+  CHECK(crashed_stage(written, with_hidden) == "generalization");  // asked for and not written
+  // Killed while checking a hidden workload: the generalization stage, never a shown one.
+  StageResult partial;
+  partial.figures = {{"workloads", nlohmann::json::array()}, {"in_progress", "M=8200"}};
+  written["generalization"] = partial;
+  CHECK(crashed_stage(written, with_hidden) == "generalization");
+  written["generalization"].figures.erase("in_progress");
+  CHECK(crashed_stage(written, with_hidden) == "execution");
+}

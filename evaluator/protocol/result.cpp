@@ -1,6 +1,9 @@
 #include "evaluator/protocol/result.hpp"
 
+#include <algorithm>
+
 #include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/job.hpp"
 
 namespace ptxbench::protocol {
 
@@ -105,6 +108,16 @@ void from_json(const json &j, WorkerResult &r) {
   r.finished = field_or<bool>(j, "finished", false);
   if (j.contains("fatal") && !j["fatal"].is_null()) r.fatal = j["fatal"].get<FatalStage>();
   r.worker = field_or<json>(j, "worker", json::object());
+}
+
+std::string crashed_stage(const std::map<std::string, StageResult> &written,
+                          const std::vector<std::string> &wanted) {
+  if (const auto g = written.find("generalization");
+      g != written.end() && g->second.figures.is_object() && g->second.figures.contains("in_progress"))
+    return "generalization";
+  for (const char *name : kGpuStageNames)
+    if (std::find(wanted.begin(), wanted.end(), name) != wanted.end() && !written.contains(name)) return name;
+  return "execution";
 }
 
 }  // namespace ptxbench::protocol

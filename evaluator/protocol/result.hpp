@@ -84,4 +84,11 @@ void to_json(nlohmann::json &j, const WorkerResult &r);
 /// Throws ProtocolError on a result that is not an object of that form.
 void from_json(const nlohmann::json &j, WorkerResult &r);
 
+/// The GPU stage a crash, kill or wall-limit hit is charged to, from the stages the job asked for
+/// (`wanted`) and those the worker wrote before it: the generalization stage when it was writing a hidden
+/// workload (its figures name one `in_progress`), else the first wanted stage in running order
+/// (kGpuStageNames) it did not write, and "execution" when it wrote them all.
+std::string crashed_stage(const std::map<std::string, StageResult> &written,
+                          const std::vector<std::string> &wanted);
+
 }  // namespace ptxbench::protocol
