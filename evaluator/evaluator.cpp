@@ -43,15 +43,6 @@ void skip_after(Verdict &v, StageResult Verdict::*from) {
   }
 }
 
-void skip_gpu_stages(Verdict &v, const std::string &reason) {
-  for (StageResult *s : {&v.correctness, &v.execution, &v.timing, &v.sanitizer, &v.generalization}) {
-    s->status = Status::skipped;
-    s->summary = reason;
-  }
-  if (v.generalizes)
-    *v.generalizes = Generalization{std::nullopt, 0, 0, {}, nullptr, "not checked: " + reason};
-}
-
 // Runs one stage: times it, stores its result in `slot` and, unless it passed, skips the stages after
 // it. The output when it passed, else nullopt.
 template <class Stage>
@@ -182,7 +173,7 @@ CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view text,
   v.task_id = task.id;
   v.settings = settings.to_json();
   if (!task.hidden_workloads.empty()) v.generalizes = Generalization{};  // decided by the GPU stage
-  skip_gpu_stages(v, "not run yet");
+  v.skip_gpu_stages("not run yet");
   auto parsed = run_stage(v, &Verdict::parse, [&] {
     return detail::parse_stage(task, text, bytes, at_least, settings.parse,
                                device_symbols(task, settings.num_sms));
@@ -215,7 +206,7 @@ Verdict evaluate_input(const tasks::Task &task, std::string_view text, std::size
     if (settings.run_gpu) {
       run_gpu_stages(c, task, settings);
     } else {
-      skip_gpu_stages(c.verdict, "disabled by --no-gpu");
+      c.verdict.skip_gpu_stages("disabled by --no-gpu");
     }
   }
   finish_sass(c);

@@ -45,15 +45,6 @@ StageResult &stage_of(Verdict &v, const std::string &name) {
   return v.timing;
 }
 
-void skip_gpu_stages(Verdict &v, const std::string &reason) {
-  for (const char *s : kGpuStageNames) {
-    stage_of(v, s).status = Status::skipped;
-    stage_of(v, s).summary = reason;
-  }
-  if (v.generalizes)
-    *v.generalizes = Generalization{std::nullopt, 0, 0, {}, nullptr, "not checked: " + reason};
-}
-
 std::string tail(const std::string &text, std::size_t max_chars = 2000) {
   return text.size() <= max_chars ? text : "..." + text.substr(text.size() - max_chars);
 }
@@ -469,12 +460,12 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   Verdict &v = candidate.verdict;
   const std::string reason = gpu_unavailable_reason(settings);
   if (!reason.empty()) {
-    skip_gpu_stages(v, reason);
+    v.skip_gpu_stages(reason);
     v.finalize_status();
     return;
   }
   if (!candidate.ready_for_gpu()) {
-    skip_gpu_stages(v, "not run: an earlier stage did not pass");
+    v.skip_gpu_stages("not run: an earlier stage did not pass");
     v.finalize_status();
     return;
   }
@@ -515,7 +506,7 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   profile["lock_wait_seconds"] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - lock_start).count();
   if (!lock->error().empty()) {
-    skip_gpu_stages(v, lock->error());
+    v.skip_gpu_stages(lock->error());
     v.finalize_status();
     return;
   }
@@ -562,7 +553,7 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   if (settings.worker.prestart) detail::WorkerPool::shared().refill(key, task.family == tasks::Family::gemm);
   if (sass_handover.joinable()) sass_handover.join();
   if (!run.started) {
-    skip_gpu_stages(v, "the GPU worker could not start: " + run.start_error);
+    v.skip_gpu_stages("the GPU worker could not start: " + run.start_error);
     v.finalize_status();
     return;
   }

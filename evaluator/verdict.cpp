@@ -98,6 +98,14 @@ Verdict Verdict::from_json(const json &j) {
   return v;
 }
 
+void Verdict::skip_gpu_stages(const std::string &reason) {
+  for (StageResult *s : {&correctness, &execution, &timing, &generalization, &sanitizer}) {
+    s->status = Status::skipped;
+    s->summary = reason;
+  }
+  if (generalizes) *generalizes = Generalization{std::nullopt, 0, 0, {}, nullptr, "not checked: " + reason};
+}
+
 void Verdict::finalize_status() {
   status = Status::ok;
   for (auto member : kPipeline) {

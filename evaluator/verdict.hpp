@@ -77,6 +77,9 @@ struct Verdict {
   static Verdict from_json(const nlohmann::json &j);
   /// Recomputes `status` from the stages (first non-ok, non-skipped stage in pipeline order).
   void finalize_status();
+  /// Marks every GPU stage (correctness, execution, timing, generalization) and the sanitizer skipped with
+  /// `reason`; a hidden-workload result becomes "not checked" with it.
+  void skip_gpu_stages(const std::string &reason);
 };
 
 }  // namespace ptxbench::evaluator
