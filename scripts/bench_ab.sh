@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Same-machine A/B of bench_eval between another source tree (A, e.g. the landed main: `git worktree add
-# /tmp/a <commit>`, or a copy carried to the GPU machine) and this one (B): builds both, then for each case
+# Same-machine A/B of bench_eval between another source tree (A, e.g. an earlier commit: `git worktree add
+# ../ptxbench-a <commit>`, or a copy carried to the GPU machine) and this one (B): builds both, then for each case
 # runs A and B alternately (the order flips every round), so clocks, thermals and the selection cache
 # affect both alike. Prints one row per case and side: median wall, the stages, speedup median and range.
 #
