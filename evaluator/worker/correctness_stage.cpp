@@ -35,12 +35,9 @@ bool Worker::correctness_stage() {
     const WorkloadCheck c = check_workload("correctness", w, wi, phases, stopped_early);
     all_correct = all_correct && c.ok();
     all_deterministic = all_deterministic && c.deterministic;
-    std::uint64_t elements = 0;
-    for (const auto &t : w.spec.tensors)
-      if (t.is_output) elements += static_cast<std::uint64_t>(t.elements());
     workloads.push_back(workload_check_json(w, c));
     if (!c.ok()) {
-      diagnostics.push_back(diag(correctness_failure_text(w, c, elements)));
+      diagnostics.push_back(diag(correctness_failure_text(w, c)));
     } else if (!c.deterministic) {
       diagnostics.push_back(diag("workload " + w.spec.name +
                                  ": a second identical launch gave different bits (a race between threads or "
@@ -71,9 +68,6 @@ bool Worker::correctness_stage() {
 }
 
 json Worker::workload_check_json(const JobWorkload &w, const WorkloadCheck &c) const {
-  std::uint64_t elements = 0;
-  for (const auto &t : w.spec.tensors)
-    if (t.is_output) elements += static_cast<std::uint64_t>(t.elements());
   return {{"name", w.spec.name},
           {"trials", c.trials_run},
           {"trials_planned", c.trials},
@@ -87,7 +81,7 @@ json Worker::workload_check_json(const JobWorkload &w, const WorkloadCheck &c) c
           {"guard_damage", c.damage},
           {"inputs_mutated", c.mutated},
           {"deterministic", c.deterministic},
-          {"output_elements", elements}};
+          {"output_elements", output_elements(w.spec)}};
 }
 
 Worker::WorkloadCheck Worker::check_workload(const char *stage, const JobWorkload &w, std::size_t wi,
@@ -185,8 +179,8 @@ bool Worker::same_bits_on_relaunch(const char *stage, const JobWorkload &w, Corr
   return same;
 }
 
-std::string Worker::correctness_failure_text(const JobWorkload &w, const WorkloadCheck &c,
-                                             std::uint64_t elements) const {
+std::string Worker::correctness_failure_text(const JobWorkload &w, const WorkloadCheck &c) const {
+  const std::uint64_t elements = output_elements(w.spec);
   std::string text = "workload " + w.spec.name + ": " + std::to_string(c.passed) + " of " +
                      std::to_string(c.trials_run) + " trials passed";
   if (c.trials_run < c.trials)

@@ -46,10 +46,7 @@ void Worker::generalization_stage(bool correct) {
             json{{"skipped", run.library_error.empty() ? std::string("not timed") : run.library_error}};
     }
     if (!ok) {
-      std::uint64_t elements = 0;
-      for (const auto &t : w.spec.tensors)
-        if (t.is_output) elements += static_cast<std::uint64_t>(t.elements());
-      diagnostics.push_back(diag(!c.ok() ? correctness_failure_text(w, c, elements)
+      diagnostics.push_back(diag(!c.ok() ? correctness_failure_text(w, c)
                                          : "workload " + w.spec.name +
                                                ": a second identical launch gave different bits (a race)"));
     }

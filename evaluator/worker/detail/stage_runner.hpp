@@ -91,8 +91,7 @@ class Worker {
                  PhaseSeconds &phases, WorkloadCheck &c);
   /// A second identical launch gives the same bits.
   bool same_bits_on_relaunch(const char *stage, const JobWorkload &w, CorrectnessBuffers &b);
-  std::string correctness_failure_text(const JobWorkload &w, const WorkloadCheck &c,
-                                       std::uint64_t elements) const;
+  std::string correctness_failure_text(const JobWorkload &w, const WorkloadCheck &c) const;
   /// One workload's row of correctness figures.
   json workload_check_json(const JobWorkload &w, const WorkloadCheck &c) const;
 

@@ -97,6 +97,13 @@ std::vector<std::int64_t> unflatten(std::int64_t index, const std::vector<std::i
   return coord;
 }
 
+std::uint64_t output_elements(const WorkloadSpec &spec) {
+  std::uint64_t elements = 0;
+  for (const auto &t : spec.tensors)
+    if (t.is_output) elements += static_cast<std::uint64_t>(t.elements());
+  return elements;
+}
+
 std::string coord_text(const std::vector<std::int64_t> &c) {
   std::string s = "[";
   for (std::size_t i = 0; i < c.size(); ++i) s += (i ? ", " : "") + std::to_string(c[i]);

@@ -46,6 +46,8 @@ std::string dims_text(const std::array<std::int64_t, 3> &d);
 /// Flat row-major index -> coordinates of `shape`.
 std::vector<std::int64_t> unflatten(std::int64_t index, const std::vector<std::int64_t> &shape);
 std::string coord_text(const std::vector<std::int64_t> &c);
+/// Elements of all the workload's output tensors (the denominator of a mismatch count).
+std::uint64_t output_elements(const WorkloadSpec &spec);
 
 /// Device allocations of one scope, with guard regions; freed on destruction
 /// (skipped after a fatal error: the process exits with _Exit instead).
