@@ -27,7 +27,10 @@ constexpr const char *kStageNames[] = {"parse", "static", "compile", "correctnes
 json Generalization::to_json() const {
   json failures = json::array();
   for (const auto &f : failed)
-    failures.push_back({{"workload", f.workload}, {"kind", f.kind}, {"summary", f.summary}});
+    failures.push_back({{"workload", f.workload},
+                        {"kind", f.kind},
+                        {"summary", f.summary},
+                        {"wrong_share", optional_to_json(f.wrong_share)}});
   return json{{"value", optional_to_json(value)}, {"passed", passed}, {"total", total}, {"failed", failures},
               {"first_mismatch", first_mismatch}, {"reason", reason}};
 }
@@ -39,7 +42,8 @@ Generalization Generalization::from_json(const json &j) {
   g.total = j.value("total", 0);
   if (j.contains("failed") && j["failed"].is_array())
     for (const auto &f : j["failed"])
-      g.failed.push_back({f.value("workload", ""), f.value("kind", ""), f.value("summary", "")});
+      g.failed.push_back({f.value("workload", ""), f.value("kind", ""), f.value("summary", ""),
+                          optional_from_json<double>(f, "wrong_share")});
   g.first_mismatch = j.value("first_mismatch", json(nullptr));
   g.reason = j.value("reason", "");
   return g;

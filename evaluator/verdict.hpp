@@ -35,6 +35,9 @@ struct Generalization {
   /// nondeterministic, bad_manifest, launch_error, runtime_error, timeout) and the harness's text.
   struct Failure {
     std::string workload, kind, summary;
+    /// incorrect: the share (0..1) of output elements wrong, so feedback can say how much without
+    /// giving the shape's size away
+    std::optional<double> wrong_share;
   };
   std::vector<Failure> failed;
   nlohmann::json first_mismatch = nullptr;  ///< of the first incorrect hidden workload, as in correctness

@@ -296,6 +296,26 @@ std::string ranges_text(const tasks::Task &task) {
   return join(parts, "; ");
 }
 
+namespace {
+
+// "under 1% of the output elements": how much was wrong, coarse enough not to give the hidden shape's size
+// away (an exact count over an exact total would).
+std::string coarse_share(double share) {
+  for (const auto &[bound, text] : {std::pair{0.001, "under 0.1%"}, std::pair{0.01, "under 1%"},
+                                    std::pair{0.1, "under 10%"}, std::pair{0.5, "under half"}})
+    if (share < bound) return std::string(text) + " of the output elements";
+  return "most of the output elements";
+}
+
+// A worker's fault text without the launch context it ends with ("(workload M=..., trial 1, grid ...)"),
+// which names the hidden shape.
+std::string without_launch_context(const std::string &summary) {
+  const auto at = summary.find(" (workload ");
+  return at == std::string::npos ? summary : summary.substr(0, at);
+}
+
+}  // namespace
+
 std::string generalization_section(const tasks::Task &task, const Verdict &v) {
   if (!v.generalizes || !v.generalizes->value) return "";
   const evaluator::Generalization &g = *v.generalizes;
@@ -313,7 +333,8 @@ std::string generalization_section(const tasks::Task &task, const Verdict &v) {
     const std::string where = reveal ? "shape " + f.workload : fmt::format("unseen shape {}", ordinal);
     std::string what;
     if (f.kind == "incorrect")
-      what = "wrong results: " + f.summary;
+      what = reveal || !f.wrong_share ? "wrong results: " + f.summary
+                                      : "wrong results in " + coarse_share(*f.wrong_share);
     else if (f.kind == "nondeterministic")
       what = f.summary;
     else if (f.kind == "bad_manifest")
@@ -321,9 +342,9 @@ std::string generalization_section(const tasks::Task &task, const Verdict &v) {
     else if (f.kind == "timeout")
       what = "the kernel did not finish (a hang or an endless loop)";
     else if (f.kind == "runtime_error")
-      what = "the kernel faulted (" + f.summary + ")";
+      what = "the kernel faulted (" + (reveal ? f.summary : without_launch_context(f.summary)) + ")";
     else
-      what = "the launch was refused (" + f.summary + ")";
+      what = "the launch was refused (" + (reveal ? f.summary : without_launch_context(f.summary)) + ")";
     rows.push_back(where + ": " + what);
   }
   std::string out = fmt::format(

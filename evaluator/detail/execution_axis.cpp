@@ -127,7 +127,11 @@ std::optional<Generalization> decide_generalization(const Verdict &verdict, std:
       if (kind == "ok") {
         ++g.passed;
       } else if (kind == "incorrect" || kind == "nondeterministic") {
-        g.failed.push_back({row.value("name", "?"), kind, hidden_failure_summary(row)});
+        const double elements = row.value("output_elements", 0.0);
+        g.failed.push_back({row.value("name", "?"), kind, hidden_failure_summary(row),
+                            kind == "incorrect" && elements > 0
+                                ? std::optional<double>(row.value("mismatches", 0.0) / elements)
+                                : std::nullopt});
         if (g.first_mismatch.is_null() && row.contains("first_mismatch"))
           g.first_mismatch = row["first_mismatch"];
       }
