@@ -19,11 +19,13 @@
 
 #include "evaluator/compile.hpp"
 #include "evaluator/detail/execution_axis.hpp"
+#include "evaluator/detail/kernel_printf.hpp"
 #include "evaluator/detail/sanitizer.hpp"
 #include "evaluator/detail/worker_pool.hpp"
 #include "evaluator/evaluator.hpp"
 #include "evaluator/protocol/job.hpp"
 #include "evaluator/protocol/result.hpp"
+#include "evaluator/protocol/worker_output.hpp"
 #include "evaluator/sass.hpp"
 #include "util/files.hpp"
 #include "util/int_expr.hpp"
@@ -284,31 +286,18 @@ WorkerRun run_prestarted(util::StartedProcess worker, const fs::path &job_path, 
   WorkerRun run;
   run.started = true;
   const std::string input = job_path.string() + "\t" + result_path.string() + "\n";
+  // `finished N` comes on the worker's protocol channel, which only the worker writes (the kernel's
+  // printf goes to stdout), after its result file is complete.
   run.process = wait_for_exit ? worker.finish(input, wall)
                               : worker.finish_until_line(input, protocol::kFinishedLinePrefix, wall);
   if (run.process.still_running) {
     // The exit code it announced stands for the one it is about to return.
-    const std::string_view prefix = protocol::kFinishedLinePrefix;
-    const std::string_view line = util::line_starting_with(run.process.stdout_text, prefix);
-    const std::string code(line.substr(std::min(line.size(), prefix.size())));
-    run.process.exit_code = std::atoi(code.c_str());
+    run.process.exit_code =
+        protocol::finished_code(run.process.channel_text).value_or(protocol::exit_code::kInternal);
     run.process.still_running = false;
     run.exiting.emplace(std::move(worker));
   }
   read_result(result_path, run);
-  if (run.exiting && !(run.has_result && run.result.finished)) {
-    // The line came before a finished result, so the worker did not print it (a kernel can printf to
-    // the same stdout): wait for the worker's real end, as without the line.
-    const std::string out = run.process.stdout_text, err = run.process.stderr_text;
-    run.process = run.exiting->reap(wall);
-    run.exiting.reset();
-    run.process.stdout_text = out + run.process.stdout_text;
-    run.process.stderr_text = err + run.process.stderr_text;
-    run.has_result = false;
-    run.result = {};
-    run.result_error.clear();
-    read_result(result_path, run);
-  }
   return run;
 }
 
@@ -601,6 +590,10 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
       s.summary = "not run: an earlier GPU stage ended the worker";
     }
   }
+
+  // The kernel's device printf: all of the worker's stdout (its protocol lines use their own channel).
+  v.kernel_output = protocol::kernel_output_from(p.stdout_text, p.stdout_dropped);
+  detail::note_printf_in_timeouts(v, *v.kernel_output, detail::ptx_calls_printf(candidate.ptx));
 
   if (v.timing.status != Status::skipped) v.timing.figures["policy"] = settings.timing;
 

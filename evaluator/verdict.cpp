@@ -55,20 +55,22 @@ json Verdict::to_json() const {
   stages["sanitizer"] = sanitizer;
   // Only tasks with hidden workloads have the stage and the result, so other verdicts read as before.
   if (generalizes) stages["generalization"] = generalization;
-  return json{{"status", evaluator::to_string(status)},
-              {"task_id", task_id},
-              {"kernel_hash", kernel_hash},
-              {"stages", stages},
-              {"axes",
-               {{"correct", optional_to_json(axes.correct)},
-                {"targets_executed", optional_to_json(axes.targets_executed)},
-                {"speedup", optional_to_json(axes.speedup)}}},
-              {"settings", settings},
-              {"environment", environment},
-              {"wall_seconds", wall_seconds},
-              {"profile", profile},
-              {"reused_from", reused_from},
-              {"generalizes", generalizes ? generalizes->to_json() : json(nullptr)}};
+  json out{{"status", evaluator::to_string(status)},
+           {"task_id", task_id},
+           {"kernel_hash", kernel_hash},
+           {"stages", stages},
+           {"axes",
+            {{"correct", optional_to_json(axes.correct)},
+             {"targets_executed", optional_to_json(axes.targets_executed)},
+             {"speedup", optional_to_json(axes.speedup)}}},
+           {"settings", settings},
+           {"environment", environment},
+           {"wall_seconds", wall_seconds},
+           {"profile", profile},
+           {"reused_from", reused_from},
+           {"generalizes", generalizes ? generalizes->to_json() : json(nullptr)}};
+  if (kernel_output) out["kernel_output"] = *kernel_output;
+  return out;
 }
 
 Verdict Verdict::from_json(const json &j) {
@@ -95,6 +97,8 @@ Verdict Verdict::from_json(const json &j) {
   v.wall_seconds = j.value("wall_seconds", 0.0);
   v.profile = j.value("profile", json::object());
   if (j.contains("reused_from")) v.reused_from = j["reused_from"];
+  if (j.contains("kernel_output") && !j["kernel_output"].is_null())
+    v.kernel_output = j["kernel_output"].get<protocol::KernelOutput>();
   if (overall)
     v.status = *overall;
   else

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/protocol/result.hpp"
+#include "evaluator/protocol/worker_output.hpp"
 #include "evaluator/status.hpp"
 
 namespace ptxbench::evaluator {
@@ -69,6 +70,9 @@ struct Verdict {
   /// Where the GPU stage's wall time went outside the stages (lock wait, worker start or pre-started
   /// worker's readiness, its context/handles/CUPTI set-up, result handover), seconds.
   nlohmann::json profile = nlohmann::json::object();
+  /// The kernel's device printf over every launch of its GPU stage (the worker's stdout, which carries
+  /// nothing else), bounded: JSON key "kernel_output", absent when no worker ran the kernel.
+  std::optional<protocol::KernelOutput> kernel_output;
   /// null: evaluated. Otherwise the verdict was copied from an identical earlier evaluation (verdict
   /// cache): {origin (e.g. "sample 2 turn 1"), key}; nothing ran for it.
   nlohmann::json reused_from = nullptr;

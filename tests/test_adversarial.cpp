@@ -149,6 +149,53 @@ std::string check_details(const json &expected, const ev::Verdict &v) {
       }
     }
   }
+  if (expected.contains("expected_timing")) {
+    // Summed over the timed workloads: any input set modified, the most wrong elements a re-verified
+    // timed launch (the random one or the last one) had.
+    const json &t = expected["expected_timing"];
+    bool mutated = false;
+    std::uint64_t reverified_worst = 0;
+    for (const auto &w : v.timing.figures.value("workloads", json::array())) {
+      mutated = mutated || w.value("inputs_mutated", false);
+      const json r = w.value("reverified", json());
+      if (r.is_object()) {
+        reverified_worst = std::max(reverified_worst, r.value("mismatches", std::uint64_t{0}));
+        if (r.contains("last_launch") && r["last_launch"].is_object())
+          reverified_worst =
+              std::max(reverified_worst, r["last_launch"].value("mismatches", std::uint64_t{0}));
+      }
+    }
+    if (t.contains("inputs_mutated"))
+      want(mutated == t["inputs_mutated"].get<bool>(),
+           "timing inputs_mutated != " + t["inputs_mutated"].dump());
+    if (t.contains("reverified_mismatches_max"))
+      want(reverified_worst <= t["reverified_mismatches_max"].get<std::uint64_t>(),
+           "a re-verified timed launch had " + std::to_string(reverified_worst) + " wrong elements");
+  }
+  if (expected.contains("expected_kernel_output")) {
+    // The kernel's printf, as the verdict reports it (protocol::KernelOutput).
+    const json &k = expected["expected_kernel_output"];
+    if (!v.kernel_output) {
+      want(false, "no kernel_output in the verdict");
+    } else {
+      if (k.contains("bytes_min"))
+        want(v.kernel_output->bytes >= k["bytes_min"].get<std::uint64_t>(),
+             "kernel_output.bytes " + std::to_string(v.kernel_output->bytes));
+      if (k.contains("line")) {
+        const auto &lines = v.kernel_output->first_lines;
+        want(std::find(lines.begin(), lines.end(), k["line"].get<std::string>()) != lines.end(),
+             "kernel_output.first_lines lacks " + k["line"].dump());
+      }
+    }
+  }
+  if (expected.contains("expected_summary_contains")) {
+    // The summary of the stage that decided the status.
+    const std::string wanted = expected["expected_summary_contains"].get<std::string>();
+    bool found = false;
+    for (const ev::StageResult *s : {&v.correctness, &v.execution, &v.timing})
+      if (s->status == v.status && s->summary.find(wanted) != std::string::npos) found = true;
+    want(found, "no summary of a " + std::string(ev::to_string(v.status)) + " stage contains " + wanted);
+  }
   if (expected.contains("expected_tensor_core_share_max"))
     want(v.execution.figures.value("tensor_core_share", 1.0) <=
              expected["expected_tensor_core_share_max"].get<double>(),

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "evaluator/compile.hpp"
+#include "evaluator/detail/kernel_printf.hpp"
 #include "evaluator/evaluator.hpp"
 #include "evaluator/ptx.hpp"
 #include "evaluator/sass.hpp"
@@ -611,4 +612,65 @@ TEST_CASE("verdict: a status outside the enum, read back from a trace, is a runt
   CHECK(back.correctness.summary.find("unknown stage status \"exploded\"") == 0);
   CHECK(back.status == Status::runtime_error);  // recomputed from the stages
   CHECK(Verdict::from_json(v.to_json()).to_json() == v.to_json());
+}
+
+// ---------------------------------------------------------------- the kernel's printf in the verdict
+
+TEST_CASE("kernel printf: a call to vprintf in the PTX is found; one in a comment or another name is not") {
+  const std::string calls =
+      ".version 8.0\n.target sm_90a\n.address_size 64\n"
+      ".extern .func (.param .b32 func_retval0) vprintf (.param .b64 a, .param .b64 b);\n"
+      ".visible .entry k()\n{\n.reg .b64 %rd<3>;\n.reg .b32 %r<2>;\n"
+      "{\n.param .b64 p0;\nst.param.b64 [p0], %rd1;\n.param .b64 p1;\nst.param.b64 [p1], %rd2;\n"
+      ".param .b32 rv;\ncall.uni (rv), vprintf, (p0, p1);\n}\nret;\n}\n";
+  CHECK(detail::ptx_calls_printf(calls));
+  CHECK_FALSE(detail::ptx_calls_printf(
+      ".version 8.0\n// call.uni (rv), vprintf, (p0, p1);\n.visible .entry k()\n{\nret;\n}\n"));
+  CHECK_FALSE(detail::ptx_calls_printf(".version 8.0\n.visible .entry vprintf_like()\n{\nret;\n}\n"));
+  CHECK_FALSE(detail::ptx_calls_printf("/* never closed"));
+}
+
+TEST_CASE("kernel printf: a timeout says what the kernel printed before the limit, or that it calls printf") {
+  const auto timed_out = [] {
+    Verdict v;
+    v.correctness.status = Status::timeout;
+    v.correctness.summary =
+        "the kernel did not finish within 10 s (workload w): an endless loop or a deadlock";
+    v.correctness.diagnostics.push_back({"error", v.correctness.summary, std::nullopt});
+    v.timing.status = Status::skipped;
+    v.timing.summary = "not run";
+    return v;
+  };
+  Verdict printed = timed_out();
+  detail::note_printf_in_timeouts(printed, protocol::kernel_output_from("x\ny\n", 4'700'000), true);
+  CHECK(
+      printed.correctness.summary.find("an endless loop or a deadlock; the kernel printed 4700004 bytes with "
+                                       "printf before the limit") != std::string::npos);
+  CHECK(printed.correctness.diagnostics.front().text == printed.correctness.summary);
+  CHECK(printed.timing.summary == "not run");  // only stages that timed out
+
+  Verdict silent = timed_out();  // what the launch that hung printed never reached stdout
+  detail::note_printf_in_timeouts(silent, protocol::kernel_output_from("", 0), true);
+  CHECK(silent.correctness.summary.find("; the kernel calls printf (device printf is slow") !=
+        std::string::npos);
+
+  Verdict no_printf = timed_out();
+  const std::string before = no_printf.correctness.summary;
+  detail::note_printf_in_timeouts(no_printf, protocol::kernel_output_from("", 0), false);
+  CHECK(no_printf.correctness.summary == before);
+}
+
+TEST_CASE("verdict: kernel_output survives a round trip; a verdict without one reads as before") {
+  Verdict v;
+  v.task_id = "gemm";
+  const nlohmann::json without = v.to_json();
+  CHECK_FALSE(without.contains("kernel_output"));
+  CHECK_FALSE(Verdict::from_json(without).kernel_output.has_value());
+  v.kernel_output = protocol::kernel_output_from("ready\nfinished 0\n", 0);
+  const nlohmann::json j = v.to_json();
+  REQUIRE(j.contains("kernel_output"));
+  CHECK(j["kernel_output"]["bytes"] == 17);
+  const Verdict back = Verdict::from_json(j);
+  REQUIRE(back.kernel_output.has_value());
+  CHECK(*back.kernel_output == *v.kernel_output);
 }

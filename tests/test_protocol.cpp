@@ -3,12 +3,20 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "evaluator/protocol/error.hpp"
 #include "evaluator/protocol/job.hpp"
 #include "evaluator/protocol/policies.hpp"
 #include "evaluator/protocol/result.hpp"
+#include "evaluator/protocol/worker_output.hpp"
 
 namespace p = ptxbench::protocol;
 using nlohmann::json;
@@ -333,4 +341,93 @@ TEST_CASE("crashed_stage: a crash is charged to the stage the worker was in") {
   CHECK(crashed_stage(written, with_hidden) == "generalization");
   written["generalization"].figures.erase("in_progress");
   CHECK(crashed_stage(written, with_hidden) == "execution");
+}
+
+TEST_CASE("worker output: finished_code reads the first complete `finished N` line of the channel") {
+  using ptxbench::protocol::finished_code;
+  CHECK(ptxbench::protocol::finished_line(3) == "finished 3");
+  CHECK(finished_code("ready\nfinished 0\n") == 0);
+  CHECK(finished_code("ready\nfinished 3\nfinished 0\n") == 3);
+  CHECK_FALSE(finished_code("ready\nfinished 3").has_value());  // not a complete line yet
+  CHECK_FALSE(finished_code("ready\n").has_value());
+  CHECK_FALSE(finished_code("finished x\n").has_value());
+  CHECK_FALSE(finished_code("finished \n").has_value());
+  CHECK_FALSE(finished_code("").has_value());
+}
+
+TEST_CASE("worker output: the kernel's printf is reported bounded: bytes, first lines, truncated") {
+  using ptxbench::protocol::kernel_output_from;
+  using ptxbench::protocol::KernelOutput;
+  const KernelOutput none = kernel_output_from("", 0);
+  CHECK(none.bytes == 0);
+  CHECK(none.first_lines.empty());
+  CHECK_FALSE(none.truncated);
+
+  const KernelOutput two = kernel_output_from("ready\nfinished 0", 0);  // the last line need not end
+  CHECK(two.bytes == 16);
+  CHECK(two.first_lines == std::vector<std::string>{"ready", "finished 0"});
+  CHECK_FALSE(two.truncated);
+
+  std::string many;
+  for (int i = 0; i < 50; ++i) many += "line " + std::to_string(i) + "\n";
+  const KernelOutput capped = kernel_output_from(many, 1000);  // 1000 bytes past the capture
+  CHECK(capped.bytes == many.size() + 1000);
+  CHECK(capped.first_lines.size() == KernelOutput::kMaxLines);
+  CHECK(capped.first_lines.front() == "line 0");
+  CHECK(capped.truncated);
+
+  const KernelOutput dropped_only = kernel_output_from("a\n", 5);
+  CHECK(dropped_only.truncated);  // kept whole, but more was printed
+
+  const KernelOutput wide = kernel_output_from(std::string(1000, 'x'), 0);
+  REQUIRE(wide.first_lines.size() == 1);
+  CHECK(wide.first_lines[0].size() == KernelOutput::kMaxLineChars);
+  CHECK(wide.truncated);
+
+  // One codec: a round trip; unknown fields and too many lines are refused, naming the field.
+  const nlohmann::json j = two;
+  CHECK(j.get<KernelOutput>() == two);
+  nlohmann::json extra = j;
+  extra["stdout"] = "x";
+  CHECK_THROWS_AS(extra.get<KernelOutput>(), ptxbench::protocol::ProtocolError);
+  nlohmann::json long_list = j;
+  long_list["first_lines"] = std::vector<std::string>(KernelOutput::kMaxLines + 1, "x");
+  CHECK_THROWS_AS(long_list.get<KernelOutput>(), ptxbench::protocol::ProtocolError);
+  nlohmann::json bad = j;
+  bad["bytes"] = -1;
+  CHECK_THROWS_AS(bad.get<KernelOutput>(), ptxbench::protocol::ProtocolError);
+}
+
+TEST_CASE("worker output: the worker's end of the channel comes from the environment") {
+  using ptxbench::protocol::kChannelFdEnv;
+  using ptxbench::protocol::WorkerChannel;
+  std::string error;
+  ::unsetenv(kChannelFdEnv);
+  const WorkerChannel closed = WorkerChannel::from_environment(error);
+  CHECK(error.empty());
+  CHECK_FALSE(closed.open());
+  CHECK_FALSE(closed.say("ready"));  // nowhere to say it: never stdout
+
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  ::setenv(kChannelFdEnv, std::to_string(fds[1]).c_str(), 1);
+  const WorkerChannel channel = WorkerChannel::from_environment(error);
+  CHECK(error.empty());
+  REQUIRE(channel.open());
+  CHECK((::fcntl(fds[1], F_GETFD) & FD_CLOEXEC) != 0);  // not for what the worker might start
+  CHECK(channel.say("ready"));
+  CHECK(channel.say(ptxbench::protocol::finished_line(0)));
+  char buffer[64] = {};
+  const ssize_t n = ::read(fds[0], buffer, sizeof buffer - 1);
+  CHECK(std::string(buffer, n > 0 ? static_cast<std::size_t>(n) : 0) == "ready\nfinished 0\n");
+  ::close(fds[0]);
+  ::close(fds[1]);
+
+  ::setenv(kChannelFdEnv, "seven", 1);
+  CHECK_FALSE(WorkerChannel::from_environment(error).open());
+  CHECK(error.find("not a file descriptor number") != std::string::npos);
+  ::setenv(kChannelFdEnv, "999999", 1);
+  CHECK_FALSE(WorkerChannel::from_environment(error).open());
+  CHECK(error.find("no open file descriptor") != std::string::npos);
+  ::unsetenv(kChannelFdEnv);
 }

@@ -1,16 +1,19 @@
 // Evaluation throughput on the CPU: the pre-started worker pool's protocol (with
 // stand-in worker scripts: no GPU), a process given its input after it said
-// "ready", and the verdict cache's key and reuse.
+// "ready", the private protocol channel (lines a kernel's printf imitates on stdout
+// are not the protocol), and the verdict cache's key and reuse.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <string>
 
 #include "evaluator/detail/worker_pool.hpp"
 #include "evaluator/evaluator.hpp"
+#include "evaluator/protocol/worker_output.hpp"
 #include "evaluator/verdict_cache.hpp"
 #include "tasks/task.hpp"
 #include "util/files.hpp"
@@ -23,17 +26,19 @@ using nlohmann::json;
 
 namespace {
 
-/// An executable shell script standing in for ptxbench-worker (the pool passes --prestart ...).
+/// An executable shell script standing in for ptxbench-worker (the pool passes --prestart ...). bash:
+/// `>&"$FD"` with a descriptor number above 9 (the protocol channel's) is beyond dash.
 fs::path script(const fs::path &dir, const std::string &name, const std::string &body) {
   const fs::path p = dir / name;
-  REQUIRE(ptxbench::util::write_file_atomic(p, "#!/bin/sh\n" + body));
+  REQUIRE(ptxbench::util::write_file_atomic(p, "#!/bin/bash\n" + body));
   ::chmod(p.c_str(), 0755);
   return p;
 }
 
-// Says ready, reads "JOB<TAB>RESULT" and writes the job's text into the result file.
+// Says ready on the protocol channel, reads "JOB<TAB>RESULT" and writes the job's text into the result
+// file.
 const char *kGoodWorker =
-    "echo ready\n"
+    "echo ready >&\"$PTXBENCH_WORKER_CHANNEL_FD\"\n"
     "IFS=\"$(printf '\\t')\" read -r job result || exit 0\n"
     "cat \"$job\" > \"$result\"\n";
 
@@ -99,6 +104,85 @@ TEST_CASE("started process: finish_until_line returns at the announced line; rea
   const auto t1 = std::chrono::steady_clock::now();
   CHECK(s.reap(300ms).timed_out);
   CHECK(std::chrono::steady_clock::now() - t1 < 5s);
+}
+
+TEST_CASE("run_process: the private channel is captured apart from stdout; without it the child has none") {
+  ptxbench::util::TempDir dir("ptxbench-test");
+  const fs::path w =
+      script(dir.path(), "w.sh",
+             "echo \"channel fd ${PTXBENCH_WORKER_CHANNEL_FD:-none}\"\n"
+             "[ -n \"$PTXBENCH_WORKER_CHANNEL_FD\" ] && echo proto >&\"$PTXBENCH_WORKER_CHANNEL_FD\"\n"
+             "echo out\n");
+  ptxbench::util::ProcessSpec spec;
+  spec.argv = {w.string()};
+  spec.env = ptxbench::util::scrubbed_environment(dir.path().string());
+  spec.channel_fd_env = ptxbench::protocol::kChannelFdEnv;
+  const auto with = ptxbench::util::run_process(spec);
+  REQUIRE(with);
+  CHECK(with->ok());
+  CHECK(with->channel_text == "proto\n");
+  CHECK(with->stdout_text.find("channel fd none") == std::string::npos);
+  CHECK(with->stdout_text.find("out\n") != std::string::npos);
+
+  spec.channel_fd_env.clear();
+  const auto without = ptxbench::util::run_process(spec);
+  REQUIRE(without);
+  CHECK(without->channel_text.empty());
+  CHECK(without->stdout_text.find("channel fd none") != std::string::npos);
+}
+
+TEST_CASE("protocol channel: lines imitated on stdout (a kernel's printf) are not the protocol") {
+  ptxbench::util::TempDir dir("ptxbench-test");
+  // stdout says ready and finished early and often; the channel says each once, later. Printf output
+  // written before the real `finished` line must be in the result when finish_until_line returns.
+  const fs::path w = script(dir.path(), "w.sh",
+                            "echo ready; echo 'finished 0'\n"
+                            "sleep 0.3\n"
+                            "echo ready >&\"$PTXBENCH_WORKER_CHANNEL_FD\"\n"
+                            "read -r line\n"
+                            "printf 'finished 0\\nfinished 7\\n'\n"
+                            "sleep 0.5\n"
+                            "echo 'kernel: last words'\n"
+                            "echo 'finished 3' >&\"$PTXBENCH_WORKER_CHANNEL_FD\"\n"
+                            "sleep 1\nexit 3\n");
+  ptxbench::util::ProcessSpec spec;
+  spec.argv = {w.string()};
+  spec.env = ptxbench::util::scrubbed_environment(dir.path().string());
+  spec.channel_fd_env = ptxbench::protocol::kChannelFdEnv;
+  auto p = ptxbench::util::StartedProcess::start(spec);
+  REQUIRE(p);
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(p->wait_for_line(ptxbench::protocol::kReadyLine, 5000ms));
+  CHECK(std::chrono::steady_clock::now() - t0 >= 250ms);  // not at stdout's "ready"
+
+  const auto t1 = std::chrono::steady_clock::now();
+  const auto r = p->finish_until_line("job\n", ptxbench::protocol::kFinishedLinePrefix, 10'000ms);
+  CHECK(r.still_running);
+  CHECK(std::chrono::steady_clock::now() - t1 >= 450ms);  // not at stdout's "finished 0"
+  CHECK(std::chrono::steady_clock::now() - t1 < 1400ms);  // at the channel's line, before the exit
+  CHECK(ptxbench::protocol::finished_code(r.channel_text) == 3);
+  CHECK(r.stdout_text.find("kernel: last words\n") != std::string::npos);
+  const auto printed = ptxbench::protocol::kernel_output_from(r.stdout_text, r.stdout_dropped);
+  CHECK(printed.bytes == r.stdout_text.size());
+  CHECK(std::find(printed.first_lines.begin(), printed.first_lines.end(), "finished 7") !=
+        printed.first_lines.end());
+  const auto end = p->reap(10'000ms);
+  CHECK(end.exit_code == 3);
+}
+
+TEST_CASE("worker pool: a worker is ready only when its channel says so, whatever its stdout says") {
+  ptxbench::util::TempDir dir("ptxbench-test");
+  ev::detail::WorkerPool pool;
+  const fs::path liar = script(dir.path(), "liar.sh", "echo ready\nsleep 30\n");
+  json none;
+  CHECK_FALSE(pool.take(key_for(liar), 300ms, none));
+  CHECK(none["replaced"] == 2);
+
+  const fs::path late = script(dir.path(), "late.sh", "echo ready\nsleep 0.3\n" + std::string(kGoodWorker));
+  json figures;
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(pool.take(key_for(late), 5000ms, figures));
+  CHECK(std::chrono::steady_clock::now() - t0 >= 250ms);
 }
 
 TEST_CASE("worker pool: reap_later keeps what it holds (the GPU lock) until the worker has exited") {

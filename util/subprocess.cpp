@@ -24,6 +24,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -40,8 +41,10 @@ namespace {
 // Runs in the child between fork and exec: only async-signal-safe calls.
 struct ChildSetup : bp::extend::handler {
   ProcessLimits limits;
+  int channel_fd = -1;  ///< the private channel's write end: the one descriptor of ours the child keeps
   template <class Executor>
   void on_exec_setup(Executor &) const {
+    if (channel_fd >= 0) ::fcntl(channel_fd, F_SETFD, 0);  // only in the child: survives the exec
     ::setsid();  // own session and process group: the wall-clock kill reaches every descendant
     auto set = [](int resource, std::uint64_t value) {
       rlimit rl{static_cast<rlim_t>(value), static_cast<rlim_t>(value)};
@@ -185,7 +188,7 @@ std::map<std::string, std::string> scrubbed_environment(const std::string &home_
 namespace {
 
 struct Launched {
-  int pid = -1, out_fd = -1, err_fd = -1, in_fd = -1;
+  int pid = -1, out_fd = -1, err_fd = -1, in_fd = -1, channel_fd = -1;
   std::chrono::steady_clock::time_point t0;
 };
 
@@ -199,11 +202,18 @@ Expected<Launched> launch(const ProcessSpec &spec) {
   if (!program) return unexpected("program not found: " + spec.argv[0]);
   ignore_sigpipe_once();
 
+  // The private channel: both ends close-on-exec here (so children other threads start never hold
+  // them); the child clears the flag on its write end.
+  int channel[2] = {-1, -1};
+  if (!spec.channel_fd_env.empty() && ::pipe2(channel, O_CLOEXEC) != 0)
+    return unexpected(std::string("could not create the channel pipe: ") + std::strerror(errno));
   bp::environment env;  // empty: nothing inherited
   for (const auto &[k, v] : spec.env) env[k] = v;
+  if (channel[1] >= 0) env[spec.channel_fd_env] = std::to_string(channel[1]);
   std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
   ChildSetup setup;
   setup.limits = spec.limits;
+  setup.channel_fd = channel[1];
   bp::pipe out_pipe, err_pipe, in_pipe;
   // Our ends must not leak into children started concurrently by other threads.
   for (int fd : {out_pipe.native_source(), err_pipe.native_source(), in_pipe.native_sink()})
@@ -215,7 +225,11 @@ Expected<Launched> launch(const ProcessSpec &spec) {
   std::error_code ec;
   bp::child child(bp::exe = *program, bp::args = args, bp::env = env, bp::start_dir = start.string(),
                   bp::std_out > out_pipe, bp::std_err > err_pipe, bp::std_in < in_pipe, setup, ec);
-  if (ec) return unexpected("could not start " + *program + ": " + ec.message());
+  if (channel[1] >= 0) ::close(channel[1]);  // the child's now: EOF on our end once it (and its group) exit
+  if (ec) {
+    if (channel[0] >= 0) ::close(channel[0]);
+    return unexpected("could not start " + *program + ": " + ec.message());
+  }
   l.pid = child.id();
   child.detach();  // reaped with waitpid by the caller; keep boost from waiting again
   // The fds are ours now; the pipe objects must not close them again.
@@ -227,16 +241,19 @@ Expected<Launched> launch(const ProcessSpec &spec) {
   in_pipe.assign_sink(-1);
   set_nonblocking(l.out_fd);
   set_nonblocking(l.err_fd);
+  l.channel_fd = channel[0];
+  if (l.channel_fd >= 0) set_nonblocking(l.channel_fd);
   return l;
 }
 
 // Feeds stdin, captures both outputs and reaps the child, killing its group at `deadline`.
-/// Feeds `input`, captures the outputs and waits for the exit (or kills at `deadline`). With a
-/// non-empty `until_line` it returns true as soon as stdout holds a complete line starting with it,
-/// leaving the process running and its pipes open.
-bool drive(int pid, std::array<Capture, 2> &captures, int &in_fd, const std::string &input,
+/// Feeds `input`, captures the outputs (stdout, stderr, channel) and waits for the exit (or kills at
+/// `deadline`). With a non-empty `until_line` it returns true as soon as captures[line_stream] holds a
+/// complete line starting with it (stdout and stderr drained once more), leaving the process running
+/// and its pipes open.
+bool drive(int pid, std::array<Capture, 3> &captures, int &in_fd, const std::string &input,
            std::chrono::steady_clock::time_point deadline, bool &exited, int &status, ProcessResult &result,
-           const std::string &until_line = {}) {
+           const std::string &until_line = {}, std::size_t line_stream = 0) {
   std::size_t in_written = 0;
   if (in_fd >= 0 && input.empty()) {
     ::close(in_fd);
@@ -260,7 +277,7 @@ bool drive(int pid, std::array<Capture, 2> &captures, int &in_fd, const std::str
         ::kill(-pid, SIGKILL);
       }
     }
-    bool outputs_open = captures[0].open() || captures[1].open();
+    bool outputs_open = captures[0].open() || captures[1].open() || captures[2].open();
     if (exited && (!outputs_open || now - exited_at > std::chrono::milliseconds(500))) break;
     if (!exited && now >= deadline) {
       result.timed_out = true;
@@ -283,7 +300,11 @@ bool drive(int pid, std::array<Capture, 2> &captures, int &in_fd, const std::str
     ::poll(fds.data(), fds.size(), wait_ms);
     for (auto &c : captures)
       if (c.open()) c.drain();
-    if (!until_line.empty() && !exited && !line_starting_with(*captures[0].text, until_line).empty()) {
+    if (!until_line.empty() && !exited &&
+        !line_starting_with(*captures[line_stream].text, until_line).empty()) {
+      // What the process wrote to its outputs before the line is in their pipes by now.
+      for (std::size_t i = 0; i < 2; ++i)
+        if (captures[i].open()) captures[i].drain();
       if (in_fd >= 0) ::close(in_fd);  // the line answers the input: it was read
       in_fd = -1;
       return true;
@@ -320,9 +341,10 @@ Expected<ProcessResult> run_process(const ProcessSpec &spec) {
   auto l = launch(spec);
   if (!l) return unexpected(l.error());
   ProcessResult result;
-  std::array<Capture, 2> captures{
+  std::array<Capture, 3> captures{
       Capture{l->out_fd, &result.stdout_text, &result.stdout_dropped, spec.limits.max_output_bytes},
-      Capture{l->err_fd, &result.stderr_text, &result.stderr_dropped, spec.limits.max_output_bytes}};
+      Capture{l->err_fd, &result.stderr_text, &result.stderr_dropped, spec.limits.max_output_bytes},
+      Capture{l->channel_fd, &result.channel_text, &result.channel_dropped, spec.limits.max_output_bytes}};
   bool exited = false;
   int status = 0;
   drive(l->pid, captures, l->in_fd, spec.stdin_data, l->t0 + spec.limits.wall_time, exited, status, result);
@@ -338,6 +360,8 @@ Expected<StartedProcess> StartedProcess::start(const ProcessSpec &spec) {
   p.out_fd_ = l->out_fd;
   p.err_fd_ = l->err_fd;
   p.in_fd_ = l->in_fd;
+  p.channel_fd_ = l->channel_fd;
+  p.has_channel_ = l->channel_fd >= 0;
   p.t0_ = l->t0;
   p.max_output_bytes_ = spec.limits.max_output_bytes;
   return p;
@@ -354,6 +378,8 @@ StartedProcess &StartedProcess::operator=(StartedProcess &&o) noexcept {
     out_fd_ = std::exchange(o.out_fd_, -1);
     err_fd_ = std::exchange(o.err_fd_, -1);
     in_fd_ = std::exchange(o.in_fd_, -1);
+    channel_fd_ = std::exchange(o.channel_fd_, -1);
+    has_channel_ = o.has_channel_;
     max_output_bytes_ = o.max_output_bytes_;
     t0_ = o.t0_;
     result_ = std::move(o.result_);
@@ -368,7 +394,7 @@ StartedProcess::~StartedProcess() {
 }
 
 void StartedProcess::kill_group() {
-  for (int *fd : {&out_fd_, &err_fd_, &in_fd_})
+  for (int *fd : {&out_fd_, &err_fd_, &in_fd_, &channel_fd_})
     if (*fd >= 0) {
       ::close(*fd);
       *fd = -1;
@@ -383,20 +409,34 @@ void StartedProcess::kill_group() {
 
 bool StartedProcess::wait_for_line(const std::string &line, std::chrono::milliseconds timeout) {
   if (pid_ <= 0) return false;
-  const std::string wanted = line + "\n";
-  Capture out{out_fd_, &result_.stdout_text, &result_.stdout_dropped, max_output_bytes_};
+  std::array<Capture, 3> captures{
+      Capture{out_fd_, &result_.stdout_text, &result_.stdout_dropped, max_output_bytes_},
+      Capture{err_fd_, &result_.stderr_text, &result_.stderr_dropped, max_output_bytes_},
+      Capture{channel_fd_, &result_.channel_text, &result_.channel_dropped, max_output_bytes_}};
+  Capture &source = captures[has_channel_ ? 2 : 0];
+  const auto holds_line = [&] {
+    const std::string &text = *source.text;
+    for (std::size_t at = text.find(line); at != std::string::npos; at = text.find(line, at + 1))
+      if ((at == 0 || text[at - 1] == '\n') && text.compare(at + line.size(), 1, "\n") == 0) return true;
+    return false;
+  };
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    if (out.open()) out.drain();
-    out_fd_ = out.fd;
-    if (result_.stdout_text.find(wanted) != std::string::npos) return true;
+    for (auto &c : captures)
+      if (c.open()) c.drain();
+    out_fd_ = captures[0].fd;
+    err_fd_ = captures[1].fd;
+    channel_fd_ = captures[2].fd;
+    if (holds_line()) return true;
     if (!exited_ && ::waitpid(pid_, &status_, WNOHANG) == pid_) exited_ = true;
-    if (exited_ || !out.open()) return false;
+    if (exited_ || !source.open()) return false;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return false;
-    pollfd fd{out_fd_, POLLIN, 0};
+    std::vector<pollfd> fds;
+    for (auto &c : captures)
+      if (c.open()) fds.push_back({c.fd, POLLIN, 0});
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
-    ::poll(&fd, 1, static_cast<int>(std::clamp<long long>(left, 1, 20)));
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(left, 1, 20)));
   }
 }
 
@@ -425,20 +465,22 @@ ProcessResult StartedProcess::reap(std::chrono::milliseconds limit) {
 
 void StartedProcess::drive_owned(ProcessResult &result, const std::string &input,
                                  std::chrono::milliseconds limit, const std::string &until_line) {
-  std::array<Capture, 2> captures{
+  std::array<Capture, 3> captures{
       Capture{out_fd_, &result.stdout_text, &result.stdout_dropped, max_output_bytes_},
-      Capture{err_fd_, &result.stderr_text, &result.stderr_dropped, max_output_bytes_}};
+      Capture{err_fd_, &result.stderr_text, &result.stderr_dropped, max_output_bytes_},
+      Capture{channel_fd_, &result.channel_text, &result.channel_dropped, max_output_bytes_}};
   const auto start = std::chrono::steady_clock::now();
-  const bool at_line =
-      drive(pid_, captures, in_fd_, input, start + limit, exited_, status_, result, until_line);
+  const bool at_line = drive(pid_, captures, in_fd_, input, start + limit, exited_, status_, result,
+                             until_line, has_channel_ ? 2 : 0);
   result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (at_line) {
     out_fd_ = captures[0].fd;  // a drain at EOF closed it
     err_fd_ = captures[1].fd;
+    channel_fd_ = captures[2].fd;
     result.still_running = true;
     return;
   }
-  out_fd_ = err_fd_ = -1;
+  out_fd_ = err_fd_ = channel_fd_ = -1;
   pid_ = -1;  // reaped
 }
 

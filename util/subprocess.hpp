@@ -30,6 +30,11 @@ struct ProcessSpec {
   std::string working_directory;           ///< empty = current
   std::string stdin_data;                  ///< written to the child's stdin, then closed
   ProcessLimits limits;
+  /// Non-empty: the child also gets a private channel, a pipe whose write end it inherits and whose
+  /// descriptor number is put in this environment variable. The caller reads it apart from stdout
+  /// (ProcessResult::channel_text; StartedProcess looks for its lines there), so a protocol between the
+  /// two cannot be imitated by output the child passes through to stdout (a GPU kernel's printf).
+  std::string channel_fd_env;
 };
 
 struct ProcessResult {
@@ -41,6 +46,8 @@ struct ProcessResult {
   std::string stderr_text;         ///< captured, truncated at max_output_bytes
   std::size_t stdout_dropped = 0;  ///< bytes dropped past the cap
   std::size_t stderr_dropped = 0;
+  std::string channel_text;  ///< the private channel's lines (ProcessSpec::channel_fd_env), capped alike
+  std::size_t channel_dropped = 0;
   double wall_seconds = 0;  ///< measured wall time
   /// finish_until_line returned at its line: the process may still be running (reap() ends it) and
   /// exit_code, signaled and signal are not known yet
@@ -67,16 +74,18 @@ class StartedProcess {
   StartedProcess &operator=(const StartedProcess &) = delete;
   ~StartedProcess();
 
-  /// Waits until stdout holds the line `line`: false when the process exits (or closes stdout) first
-  /// or `timeout` passes.
+  /// Waits until the channel (stdout when the spec asked for none) holds the line `line`: false when
+  /// the process exits (or closes that stream) first or `timeout` passes. stdout and stderr are drained
+  /// meanwhile.
   bool wait_for_line(const std::string &line, std::chrono::milliseconds timeout);
   /// Writes `input` to stdin, closes it and runs the process to completion or to the `wall` limit
   /// (counted from now), as run_process does.
   ProcessResult finish(const std::string &input, std::chrono::milliseconds wall);
-  /// As finish(), but returns as soon as stdout holds a complete line starting with `line_prefix` ("" =
-  /// never: finish()) (the
-  /// process announcing that its work is done while its teardown goes on); the result then has
-  /// still_running set and this object still owns the process: reap() or the destructor ends it.
+  /// As finish(), but returns as soon as the channel (stdout when the spec asked for none) holds a
+  /// complete line starting with `line_prefix` ("" = never: finish()) (the process announcing that its
+  /// work is done while its teardown goes on); stdout and stderr are drained once more after the line,
+  /// so they hold all the process wrote before it. The result then has still_running set and this
+  /// object still owns the process: reap() or the destructor ends it.
   ProcessResult finish_until_line(const std::string &input, const std::string &line_prefix,
                                   std::chrono::milliseconds wall);
   /// Waits up to `limit` for a process finish_until_line left running, then kills its group; the
@@ -92,6 +101,8 @@ class StartedProcess {
                    const std::string &until_line);
   int pid_ = -1;
   int out_fd_ = -1, err_fd_ = -1, in_fd_ = -1;
+  int channel_fd_ = -1;       ///< our end of the private channel (-1: none, or closed)
+  bool has_channel_ = false;  ///< the spec asked for a channel: lines are looked for there
   std::size_t max_output_bytes_ = 0;
   std::chrono::steady_clock::time_point t0_{};
   ProcessResult result_;

@@ -1,5 +1,7 @@
 #include "evaluator/detail/worker_pool.hpp"
 
+#include "evaluator/protocol/worker_output.hpp"
+
 namespace ptxbench::evaluator::detail {
 
 WorkerPool::WorkerPool() = default;
@@ -46,6 +48,8 @@ std::optional<util::StartedProcess> WorkerPool::spawn(const WorkerKey &key, bool
   if (warm_cublaslt) spec.argv.push_back("--warm-cublaslt");
   spec.env = util::scrubbed_environment(home_->path().string());
   spec.env["CUDA_VISIBLE_DEVICES"] = std::to_string(key.device);
+  // `ready` and `finished N` come on this channel, apart from stdout (the kernel's printf).
+  spec.channel_fd_env = protocol::kChannelFdEnv;
   spec.working_directory = home_->path().string();
   spec.limits.cpu_seconds = key.cpu_seconds;
   spec.limits.address_space_bytes = 0;  // CUDA reserves a huge virtual address space
@@ -76,7 +80,7 @@ std::optional<util::StartedProcess> WorkerPool::take(const WorkerKey &key,
       worker = spawn(key);
     }
     if (!worker) break;  // could not even start: the one-shot path reports why
-    if (worker->wait_for_line("ready", ready_timeout)) break;
+    if (worker->wait_for_line(protocol::kReadyLine, ready_timeout)) break;
     worker.reset();  // died before its job (or never got ready): replace it once
     ++replaced;
   }

@@ -47,7 +47,8 @@ class WorkerPool {
   /// The process-wide pool the GPU stage uses.
   static WorkerPool &shared();
 
-  /// A worker for `key` that has said "ready": the pre-started one, or, when it is missing or died
+  /// A worker for `key` that has said "ready" on its protocol channel (protocol::kChannelFdEnv; stdout
+  /// is the kernel's): the pre-started one, or, when it is missing or died
   /// before its job, a new one (one retry). nullopt when none became ready within `ready_timeout`
   /// each (the caller then runs a one-shot worker, which reports why). `figures` gets
   /// ready_wait_seconds, prestarted (was one waiting) and replaced (how many died before their job).

@@ -33,9 +33,9 @@ inline constexpr int kNoDevice = 4;   ///< no usable CUDA device or driver
 inline constexpr int kInternal = 70;  ///< a bug in the worker (EX_SOFTWARE)
 }  // namespace exit_code
 
-/// The line a worker prints on stdout once its result file is complete, followed by the exit code it
-/// is about to return ("finished 0"): the orchestrator reads the result then and lets the teardown run
-/// on while it goes on.
+/// The line a worker says on its protocol channel (worker_output.hpp; never stdout, which is the kernel's)
+/// once its result file is complete, followed by the exit code it is about to return ("finished 0"): the
+/// orchestrator reads the result then and lets the teardown run on while it goes on.
 inline constexpr const char *kFinishedLinePrefix = "finished ";
 
 /// One message a model (or a person) can act on.

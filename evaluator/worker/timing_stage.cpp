@@ -35,7 +35,9 @@ struct Worker::TimingSamples {
   /// "far_from_library" (the speedup's 95% interval lies below TimingPolicy::far_from_library_speedup)
   /// or "max_seconds"
   std::string stopped_by = "max_seconds";
-  int warmup_launches = 0;  ///< untimed candidate launches before sampling (candidate_warmups)
+  int warmup_launches = 0;        ///< untimed candidate launches before sampling (candidate_warmups)
+  std::vector<double> poison_ms;  ///< GPU time of the output poison before each timed candidate launch
+  bool inputs_mutated = false;    ///< an input set's checksum changed over the warm-ups and timed launches
 };
 
 int Worker::candidate_warmups(const TimingPolicy &tp) const {
@@ -78,10 +80,15 @@ bool Worker::time_workload(const JobWorkload &w, std::size_t wi, TimingRun &run)
   run.phases.mark("library_selection");
 
   const int sets = tp.input_sets;
+  // Checked again after the timed launches, as after each correctness trial: a kernel that modifies
+  // its inputs only when it is timed is caught too.
+  std::vector<std::uint64_t> input_sums(static_cast<std::size_t>(sets));
+  for (int s = 0; s < sets; ++s) input_sums[static_cast<std::size_t>(s)] = input_checksum(w.spec, in.cand[s]);
   TimingSamples samples;
   samples.warmup_launches = candidate_warmups(tp);
   for (int i = 0; i < std::max(samples.warmup_launches, tp.warmup_launches); ++i) {
     if (i < samples.warmup_launches) {
+      poison_outputs(w.spec, in.cand[i % sets]);  // every candidate launch starts from the same state
       reset_workspace(in.cand[i % sets]);
       launch_and_wait(run.stage, w, in.params[i % sets], "warm-up");
     }
@@ -90,6 +97,12 @@ bool Worker::time_workload(const JobWorkload &w, std::size_t wi, TimingRun &run)
   PTXB_CUDA(cudaStreamSynchronize(device_.stream));
   sample_workload(w, in, run, samples);
   run.phases.mark("sampling");
+  // The poison writes ran inside the sampling loop, outside every timed region: their GPU time is
+  // reported apart (phase output_poison) rather than inside sampling.
+  double poison_seconds = 0;
+  for (double ms : samples.poison_ms) poison_seconds += ms / 1000.0;
+  run.phases.seconds["sampling"] = run.phases.seconds.value("sampling", 0.0) - poison_seconds;
+  run.phases.seconds["output_poison"] = run.phases.seconds.value("output_poison", 0.0) + poison_seconds;
   if (tp.reverify_random_launch) {
     // Also the LAST timed launch: a kernel that turns wrong (and cheap) only after the random
     // re-check would otherwise keep an inflated speedup.
@@ -102,6 +115,18 @@ bool Worker::time_workload(const JobWorkload &w, std::size_t wi, TimingRun &run)
                                      std::to_string(samples.cand_ms.size()) + ") had " + std::to_string(bad) +
                                      " wrong elements although the correctness trials passed"));
     }
+  }
+  bool inputs_mutated = false;
+  for (int s = 0; s < sets; ++s)
+    inputs_mutated =
+        inputs_mutated || input_checksum(w.spec, in.cand[s]) != input_sums[static_cast<std::size_t>(s)];
+  samples.inputs_mutated = inputs_mutated;
+  if (inputs_mutated) {
+    run.suspicious = true;
+    run.diagnostics.push_back(diag("workload " + w.spec.name +
+                                   ": the kernel modified its input tensors during the warm-up or timed "
+                                   "launches (their checksums before and after differ) although the "
+                                   "correctness trials left them intact"));
   }
   double workload_clock = 0;  // SM clock right after this workload's sampling
   if (auto mhz = detail::sm_clock_mhz(device_.facts.pci_bus_id)) run.sm_clock = workload_clock = *mhz;
@@ -165,7 +190,15 @@ void Worker::sample_workload(const JobWorkload &w, TimingInputs &in, TimingRun &
     for (int half = 0; half < 2; ++half) {
       // Alternate who goes first so neither always runs right after the flush of the other.
       const bool candidate_turn = (half == 0) == (i % 2 == 0);
-      if (candidate_turn) reset_workspace(in.cand[s]);  // before the flush and the start event: not timed
+      if (candidate_turn) {
+        // Every launch starts from the same state: outputs NaN-poisoned as before every correctness
+        // launch, so a kernel cannot tell a timed launch by its previous outputs, and a zeroed
+        // workspace. Before the flush and the start event: not timed (the poison's GPU time is recorded).
+        PTXB_CUDA(cudaEventRecord(run.ev_poison_start, device_.stream));
+        poison_outputs(w.spec, in.cand[s]);
+        PTXB_CUDA(cudaEventRecord(run.ev_poison_stop, device_.stream));
+        reset_workspace(in.cand[s]);
+      }
       run.flush_l2();
       PTXB_CUDA(cudaEventRecord(run.ev_start, device_.stream));
       if (candidate_turn) {
@@ -200,6 +233,7 @@ void Worker::time_candidate_launch(const JobWorkload &w, TimingInputs &in, Timin
   PTXB_CUDA(cudaEventRecord(run.ev_stop, device_.stream));
   wait_candidate(run.stage, w, "timed launch " + std::to_string(i + 1));
   out.cand_ms.push_back(run.elapsed_ms());
+  out.poison_ms.push_back(TimingRun::elapsed_ms(run.ev_poison_start, run.ev_poison_stop));  // done by now
   run.cool_down(out.cand_ms.back());
   if (i != reverify_at) return;
   // The output of a random timed launch must still be right (no caching across calls).
@@ -270,6 +304,8 @@ json Worker::workload_timing(const JobWorkload &w, const TimingSamples &samples,
              {"samples", cand_ms.size()},
              {"library_samples", lib_ms.size()},
              {"reverified", samples.reverify},
+             {"inputs_mutated", samples.inputs_mutated},
+             {"output_poison_ms", median_of(samples.poison_ms)},
              {"sm_clock_mhz_after", workload_clock > 0 ? json(workload_clock) : json(nullptr)},
              {"flops", w.spec.flops},
              {"bytes", w.spec.bytes}};

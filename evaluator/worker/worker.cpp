@@ -27,6 +27,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
+#include "evaluator/protocol/worker_output.hpp"
 #include "evaluator/worker/cudnn_sdpa.hpp"
 #include "evaluator/worker/detail/candidate_kernel.hpp"
 #include "evaluator/worker/detail/cuda_check.hpp"
@@ -55,10 +56,26 @@ namespace exit_code = protocol::exit_code;
 
 namespace {
 
+/// The protocol channel (evaluator/protocol/worker_output.hpp): `ready` and `finished N` go there,
+/// never to stdout, which carries only the candidate's device printf. Closed for a worker started
+/// without one (one-shot, sanitizer rerun). A malformed variable: nullptr, and why in `error`.
+const protocol::WorkerChannel *protocol_channel(std::string &error) {
+  static std::string why;
+  static const protocol::WorkerChannel channel = protocol::WorkerChannel::from_environment(why);
+  error = why;
+  return why.empty() ? &channel : nullptr;
+}
+
 /// Runs one job on a device that is ready (fresh or pre-started). `figures`: where the worker's own
 /// time went before the job (recorded in result.json under "worker").
 int run_job_on(const std::string &job_path, const std::string &result_path, const Device &device,
                json figures) {
+  std::string channel_error;
+  const protocol::WorkerChannel *channel = protocol_channel(channel_error);
+  if (!channel) {
+    std::fprintf(stderr, "ptxbench-worker: %s\n", channel_error.c_str());
+    return exit_code::kBadJob;
+  }
   Job job;
   try {
     job = json::parse(read_all(job_path)).get<Job>();
@@ -86,9 +103,9 @@ int run_job_on(const std::string &job_path, const std::string &result_path, cons
   }
   try {
     const int code = worker->run();
-    // The result file is complete: say so before the teardown (buffers, handles, context).
-    std::printf("%s%d\n", protocol::kFinishedLinePrefix, code);
-    std::fflush(stdout);
+    // The result file is complete: say so before the teardown (buffers, handles, context). On the
+    // channel only: stdout is the kernel's.
+    channel->say(protocol::finished_line(code));
     return code;
   } catch (const WorkerError &e) {
     // A sticky error outside a candidate launch (e.g. in a comparison after the
@@ -132,6 +149,13 @@ int serve_prestarted(int device_ordinal, const std::string &lock_path, bool cupt
     phases[phase] = std::chrono::duration<double>(now - last).count();
     last = now;
   };
+  std::string channel_error;
+  const protocol::WorkerChannel *channel = protocol_channel(channel_error);
+  if (!channel || !channel->open()) {
+    std::fprintf(stderr, "ptxbench-worker: --prestart needs the protocol channel ($%s): %s\n",
+                 protocol::kChannelFdEnv, channel ? "not set" : channel_error.c_str());
+    return exit_code::kBadJob;
+  }
   // Setting up under the GPU lock: a context being created beside a timed launch would disturb it.
   int lock_fd = -1;
   if (!lock_path.empty()) {
@@ -159,8 +183,7 @@ int serve_prestarted(int device_ordinal, const std::string &lock_path, bool cupt
     mark("cupti");
   }
   if (lock_fd >= 0) ::close(lock_fd);  // closing releases the lock
-  std::fputs("ready\n", stdout);
-  std::fflush(stdout);
+  channel->say(protocol::kReadyLine);
   // cuBLASLt's one-time set-up is CPU work with one tiny launch, done outside the GPU lock so that it
   // costs no GPU time; only when asked (the job before was a GEMM), since a job that arrives meanwhile
   // waits for it, and never when the job is already waiting.

@@ -1,7 +1,10 @@
 // ptxbench-worker: the sandboxed GPU stage for one candidate.
 //   ptxbench-worker --job job.json --result result.json
 //   ptxbench-worker --prestart [--device N] [--lock FILE] [--prewarm-cupti] [--warm-cublaslt]
-//                                                          (ready, then one JOB<TAB>RESULT line on stdin)
+//                        (`ready` on the protocol channel, then one JOB<TAB>RESULT line on stdin)
+// In job mode the protocol lines (`ready`, `finished N`) go to the channel whose fd number is in
+// $PTXBENCH_WORKER_CHANNEL_FD (evaluator/protocol/worker_output.hpp), and stdout carries only the
+// candidate's device printf.
 //   ptxbench-worker --probe [--device N] [--no-cupti]      (JSON on stdout)
 //   ptxbench-worker --check-reference [--device N]         (JSON on stdout)
 #include <cstdio>

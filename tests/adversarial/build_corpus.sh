@@ -88,6 +88,14 @@ emit input_cache_faster_than_light TWO_SLOT_CACHE "$GRID_DEFAULT" 0 \
   "Fingerprints the inputs and replays a result from a two-slot .global cache: correct values, no work once warm."
 emit late_cheat_after_reverify LATE_CHEAT "$GRID_DEFAULT" 0 \
   "Honest for the first 17 launches of the M = 4096 shape, then sums only half of K (wrong, about 2x faster)."
+emit output_seen_cache_when_timed OUTPUT_SEEN_CACHE "$GRID_DEFAULT" 0 \
+  "Replays a result from a two-slot .global cache, but only where the output already holds numbers (what a previous launch left): checked launches find the NaN poison and compute."
+emit input_state_when_timed INPUT_STATE_WHEN_TIMED "$GRID_DEFAULT" 0 \
+  "Correct values; the first launch after the correctness trials flips the lowest bit of a tiny element of A (an input), a change within tolerance."
+emit printf_protocol_imitation PRINTF_PROTOCOL "$GRID_DEFAULT" 0 \
+  "Correct GEMM whose block (0, 0) prints imitations of the worker's protocol lines (ready, finished 0, finished 3) on every launch."
+emit printf_flood PRINTF_FLOOD "$GRID_DEFAULT" 0 \
+  "Correct GEMM in which every thread prints a line per K slice (hundreds of millions of printf calls)."
 emit targets_only_in_comments CONTROL "$GRID_DEFAULT" 0 \
   "Correct FFMA GEMM whose PTX mentions wgmma and TMA only in comments." targets_in_comments
 echo "regenerated $(ls -d */ | wc -l) cases"

@@ -6,6 +6,7 @@
 // Base kernel: a 64x64 output tile per block of 256 threads, each thread a 4x4 sub-tile; K is walked
 // in slices of 16 staged in shared memory as fp32. Grid: [ceil_div(N, 64), ceil_div(M, 64), 1].
 #include <cstdint>
+#include <cstdio>
 
 namespace {
 
@@ -141,7 +142,13 @@ __device__ void one_wgmma(float *sink, uint32_t never) {
 }
 #endif
 
-#if defined(CASE_CACHE_GLOBAL) || defined(CASE_TWO_SLOT_CACHE)
+/// The bf16 element holds a number (not a NaN such as the harness's poison).
+__device__ __forceinline__ bool holds_number(const uint16_t *p) {
+  const uint16_t bits = *reinterpret_cast<const volatile uint16_t *>(p);
+  return (bits & 0x7F80) != 0x7F80 || (bits & 0x007F) == 0;
+}
+
+#if defined(CASE_CACHE_GLOBAL) || defined(CASE_TWO_SLOT_CACHE) || defined(CASE_OUTPUT_SEEN_CACHE)
 // Result cache in module state, sized for the 4096 x 4096 workload.
 constexpr uint64_t kCacheElements = 4096ull * 4096ull;
 #endif
@@ -149,7 +156,7 @@ constexpr uint64_t kCacheElements = 4096ull * 4096ull;
 __device__ uint16_t g_cache[kCacheElements];
 __device__ unsigned int g_cache_valid;
 #endif
-#if defined(CASE_TWO_SLOT_CACHE)
+#if defined(CASE_TWO_SLOT_CACHE) || defined(CASE_OUTPUT_SEEN_CACHE)
 __device__ uint16_t g_slots[2][kCacheElements];
 __device__ uint64_t g_slot_key[2];
 __device__ unsigned int g_launches;
@@ -176,7 +183,7 @@ __device__ unsigned int g_never_set;
 #if defined(CASE_GLOBALTIMER)
 __device__ uint64_t g_last_end_ns;
 #endif
-#if defined(CASE_LAUNCH_COUNTER) || defined(CASE_LATE_CHEAT)
+#if defined(CASE_LAUNCH_COUNTER) || defined(CASE_LATE_CHEAT) || defined(CASE_INPUT_STATE_WHEN_TIMED)
 __device__ unsigned int g_completed_launches;
 #endif
 #if defined(CASE_RACE_SPLITK)
@@ -243,10 +250,18 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     return;
   }
 #endif
-#if defined(CASE_TWO_SLOT_CACHE)
+#if defined(CASE_TWO_SLOT_CACHE) || defined(CASE_OUTPUT_SEEN_CACHE)
   const uint64_t key = input_key(A, B, M, N, K);
+#if defined(CASE_OUTPUT_SEEN_CACHE)
+  // Replays a cached result only where the output already holds numbers (what an earlier launch left
+  // there: a timed launch, before timed launches were poisoned too); the NaN poison means a checked
+  // launch, so it computes.
+  const bool may_replay = holds_number(C + static_cast<uint64_t>(m0) * N + n0);
+#else
+  const bool may_replay = true;
+#endif
   for (int s = 0; s < 2; ++s)
-    if (static_cast<uint64_t>(M) * N <= kCacheElements &&
+    if (may_replay && static_cast<uint64_t>(M) * N <= kCacheElements &&
         *reinterpret_cast<volatile uint64_t *>(&g_slot_key[s]) == key) {
       const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
       for (int i = 0; i < 4; ++i)
@@ -295,6 +310,13 @@ extern "C" __global__ void __launch_bounds__(kThreads)
       if (row < M && col < N) acc[i][j] = atomicExch(&g_partial[static_cast<uint64_t>(row) * N + col], 0.f);
     }
   store_tile(acc, C, M, N, m0, n0);
+#elif defined(CASE_PRINTF_FLOOD)
+  // Every thread prints a line per K slice: about 270 million printf calls on the M = 4096 workload.
+  for (uint32_t k0 = 0; k0 < K; k0 += kDepth) {
+    accumulate_tile(acc, A, B, M, N, K, m0, n0, k0, min(K, k0 + kDepth));
+    printf("block (%u, %u) thread %u: k0 = %u, acc = %f\n", blockIdx.x, blockIdx.y, threadIdx.x, k0, acc[0][0]);
+  }
+  store_tile(acc, C, M, N, m0, n0);
 #elif defined(CASE_LATE_CHEAT)
   // Honest for the first 17 launches on the M = 4096 workload (3 correctness trials + determinism
   // relaunch, 3 warm-ups, the first 10 timed launches, one of which is re-verified); after that only
@@ -326,7 +348,7 @@ extern "C" __global__ void __launch_bounds__(kThreads)
     if (finish_block_is_last() && threadIdx.x == 0) g_cache_valid = 1;
   }
 #endif
-#if defined(CASE_TWO_SLOT_CACHE)
+#if defined(CASE_TWO_SLOT_CACHE) || defined(CASE_OUTPUT_SEEN_CACHE)
   {
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
     if (static_cast<uint64_t>(M) * N <= kCacheElements)
@@ -356,6 +378,32 @@ extern "C" __global__ void __launch_bounds__(kThreads)
 #if defined(CASE_LATE_CHEAT)
   if (finish_block_is_last() && threadIdx.x == 0 && M == 4096)
     g_completed_launches = g_completed_launches + 1;
+#endif
+#if defined(CASE_INPUT_STATE_WHEN_TIMED)
+  // The first 8 launches are the correctness trials (2 workloads x (3 trials + determinism relaunch)).
+  // The first launch after them (a warm-up or timed launch) leaves a mark in an input: the lowest
+  // mantissa bit of an element of A's row 0 under 1/64 in magnitude, so every later result on these
+  // inputs moves by less than 2^-13 * |B| and stays within tolerance.
+  if (finish_block_is_last() && threadIdx.x == 0) {
+    if (g_completed_launches == 8)
+      for (uint32_t k = 0; k < K; ++k) {
+        const uint16_t bits = *reinterpret_cast<const volatile uint16_t *>(A + k);
+        if ((bits & 0x7FFF) < 0x3C80) {  // |a| < 2^-6
+          store_u16(const_cast<uint16_t *>(A + k), bits ^ 1);
+          break;
+        }
+      }
+    g_completed_launches = g_completed_launches + 1;
+  }
+#endif
+#if defined(CASE_PRINTF_PROTOCOL)
+  // Imitations of the worker's protocol lines (and of a result), once per launch.
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+    printf("ready\n");
+    printf("finished 0\n");
+    printf("finished 3\n");
+    printf("{\"finished\": true, \"stages\": {}}\n");
+  }
 #endif
 #if defined(CASE_INPUTS_OVERWRITTEN)
   // Uses B as scratch once everything is computed: the values are right, the input is not.

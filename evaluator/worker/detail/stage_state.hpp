@@ -34,6 +34,8 @@ struct Worker::TimingRun {
     PTXB_CUDA(cudaMalloc(&scratch, scratch_bytes));
     PTXB_CUDA(cudaEventCreate(&ev_start));
     PTXB_CUDA(cudaEventCreate(&ev_stop));
+    PTXB_CUDA(cudaEventCreate(&ev_poison_start));
+    PTXB_CUDA(cudaEventCreate(&ev_poison_stop));
     rng.seed(seed ^ 0x7151ull);
   }
   ~TimingRun() { release(); }
@@ -45,12 +47,15 @@ struct Worker::TimingRun {
     scratch = nullptr;
     if (ev_start) cudaEventDestroy(ev_start);
     if (ev_stop) cudaEventDestroy(ev_stop);
-    ev_start = ev_stop = nullptr;
+    if (ev_poison_start) cudaEventDestroy(ev_poison_start);
+    if (ev_poison_stop) cudaEventDestroy(ev_poison_stop);
+    ev_start = ev_stop = ev_poison_start = ev_poison_stop = nullptr;
   }
   void flush_l2() { PTXB_CUDA(cudaMemsetAsync(scratch, (++flush_counter) & 0xFF, scratch_bytes, stream)); }
-  double elapsed_ms() const {
+  double elapsed_ms() const { return elapsed_ms(ev_start, ev_stop); }
+  static double elapsed_ms(cudaEvent_t from, cudaEvent_t to) {
     float ms = 0;
-    PTXB_CUDA(cudaEventElapsedTime(&ms, ev_start, ev_stop));
+    PTXB_CUDA(cudaEventElapsedTime(&ms, from, to));
     return static_cast<double>(ms);
   }
   // The stream is idle here (every sample is waited for), so the GPU idles while we sleep.
@@ -66,6 +71,8 @@ struct Worker::TimingRun {
   std::size_t scratch_bytes;
   void *scratch = nullptr;
   cudaEvent_t ev_start = nullptr, ev_stop = nullptr;
+  /// Around the output poison before each timed candidate launch (outside the timed region).
+  cudaEvent_t ev_poison_start = nullptr, ev_poison_stop = nullptr;
   std::mt19937_64 rng;
   int flush_counter = 0;
   json workloads = json::array(), diagnostics = json::array(), library = json::object();
