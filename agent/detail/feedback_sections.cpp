@@ -8,6 +8,7 @@
 
 #include <fmt/core.h>
 
+#include "agent/detail/feedback_mismatch.hpp"
 #include "agent/detail/template.hpp"
 #include "util/strings.hpp"
 
@@ -352,6 +353,7 @@ std::string generalization_section(const tasks::Task &task, const Verdict &v) {
       "without being shown{}:\n",
       g.failed.size(), g.total, ranges_text(task), reveal ? "" : ", and their values are not given");
   out += bullet_list(rows, kMaxListedWorkloads, 300);
+  out += hidden_mismatch_pattern_section(task, v);
   out +=
       "Make the kernel right for every shape in those ranges: guard partial tiles at the edges, derive the "
       "grid and loop bounds from the symbols, and assume no multiple beyond what the ranges state.\n";
@@ -508,7 +510,7 @@ std::string correctness_feedback(const tasks::Task &task, const Verdict &verdict
     values["summary"] =
         fmt::format("{} of {} workload{} failed", listed.size(), total, total == 1 ? "" : "s");
   if (verdict.status == Status::incorrect) {
-    values["workloads"] = rows;
+    values["workloads"] = rows + mismatch_pattern_section(task, verdict);
     values["diagnostics"] = diagnostics_section(shown);
     return "incorrect";
   }

@@ -3,6 +3,9 @@
 #include "evaluator/worker/detail/stage_runner.hpp"
 #include "evaluator/worker/detail/stage_state.hpp"
 
+#include "evaluator/protocol/mismatch.hpp"
+#include "evaluator/worker/detail/mismatch_pattern.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -76,6 +79,7 @@ json Worker::workload_check_json(const JobWorkload &w, const WorkloadCheck &c) c
           {"max_rel_error", c.max_rel},
           {"mismatches", c.mismatches},
           {"first_mismatch", c.worst_first},
+          {"mismatch_pattern", c.pattern ? json(*c.pattern) : json(nullptr)},
           {"nan_count", c.nans},
           {"unwritten_count", c.unwritten},
           {"guard_damage", c.damage},
@@ -136,11 +140,20 @@ bool Worker::run_trial(const char *stage, const JobWorkload &w, std::size_t wi, 
   correctness_launch_ms_ = std::max(correctness_launch_ms_, 1e3 * seconds_since(launch_start));
   phases.mark("candidate");
   bool trial_ok = true;
+  // The first failing trial's pattern of mismatches (the sample and worst elements cost two more passes
+  // over an output only when it has mismatches).
+  const bool want_pattern = !c.pattern;
+  protocol::MismatchPattern pattern;
+  pattern.trial = trial + 1;
   for (const auto &t : w.spec.tensors) {
     if (!t.is_output) continue;
-    const detail::CompareStats s =
+    detail::CompareStats s =
         detail::compare_to_reference(b.tensors.at(t.name).data, t.type, b.reference.at(t.name), t.elements(),
-                                     t.atol, t.rtol, device_.stream);
+                                     t.atol, t.rtol, device_.stream, want_pattern);
+    if (want_pattern)
+      pattern.tensors.push_back(detail::analyze_mismatches(t.name, detail::named_dims(w.spec, t),
+                                                           s.mismatches, s.nan_count, s.unwritten_count,
+                                                           std::move(s.sample), std::move(s.worst)));
     c.max_abs = std::max(c.max_abs, s.max_abs_error);
     c.max_rel = std::max(c.max_rel, s.max_rel_error);
     c.mismatches += s.mismatches;
@@ -157,6 +170,7 @@ bool Worker::run_trial(const char *stage, const JobWorkload &w, std::size_t wi, 
                          {"unwritten", s.unwritten_count > 0 && std::isnan(s.first_got)}};
     }
   }
+  if (want_pattern && !trial_ok) c.pattern = std::move(pattern);
   for (const auto &[name, t] : b.tensors) c.damage += guard_damage(t, device_.stream);
   if (input_checksum(w.spec, b.tensors) != before) c.mutated = true;
   if (c.damage || c.mutated) trial_ok = false;

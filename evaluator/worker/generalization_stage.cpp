@@ -35,6 +35,8 @@ void Worker::generalization_stage(bool correct) {
     const WorkloadCheck c = check_workload("generalization", w, kHiddenIndexBase + i, phases, stopped);
     const bool ok = c.ok() && c.deterministic;
     json row = workload_check_json(w, c);
+    // A hidden shape must not be given away: its mismatch pattern without sizes, indices or counts.
+    if (c.pattern) row["mismatch_pattern"] = protocol::coarse_pattern(*c.pattern);
     row["correct"] = ok;
     row["kind"] = ok ? "ok" : !c.ok() ? "incorrect" : "nondeterministic";
     if (ok && job_.time_hidden) {

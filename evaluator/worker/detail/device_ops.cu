@@ -2,8 +2,10 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "evaluator/worker/detail/cuda_check.hpp"
 #include "evaluator/worker/detail/device_ops.hpp"
@@ -218,6 +220,104 @@ __global__ void compare_kernel(const T *out, const float *ref, std::int64_t coun
   if (first != ~0ull) atomicMin(&stats->first_mismatch, first);
 }
 
+// ---- the pattern of the mismatches (run only on an output that has some) ----
+
+// Bins of the error over tolerance: finite ratios by their top float bits (non-negative floats order like
+// their bits, so a higher bin holds larger ratios); the rest in bins of their own.
+constexpr int kRatioBins = 2048;
+constexpr unsigned kFiniteBins = 0x7F8;  // bits >> 20 of +inf: the first non-finite bin (infinite errors)
+constexpr unsigned kBinRefNotFinite = 2045, kBinUnwritten = 2046, kBinNan = 2047;
+
+struct WorstSlot {
+  long long index;
+  float got, expected, ratio;
+  int unwritten;
+};
+
+// One element's check, as compare_kernel makes it; for a mismatch also its ratio bin.
+template <class T, class Bits>
+__device__ __forceinline__ bool mismatch_at(const T *out, const float *ref, std::int64_t i, float atol,
+                                            float rtol, Bits poison, float &x, float &r, float &ratio,
+                                            unsigned &bin) {
+  Bits bits;
+  memcpy(&bits, out + i, sizeof(Bits));
+  r = ref[i];
+  if (bits == poison) {
+    x = __int_as_float(0x7FC00000);
+    ratio = x;
+    bin = kBinUnwritten;
+    return true;
+  }
+  x = to_float(out[i]);
+  if (isnan(x)) {
+    ratio = x;
+    bin = kBinNan;
+    return true;
+  }
+  const float err = fabsf(x - r);
+  const float tol = atol + rtol * fabsf(r);
+  if (err <= tol) return false;
+  if (isnan(err)) {
+    ratio = err;
+    bin = kBinRefNotFinite;
+    return true;
+  }
+  ratio = isinf(err) ? err : fminf(err / tol, 3.4028235e38f);  // tol 0: the largest finite ratio
+  bin = __float_as_uint(ratio) >> 20;                          // inf lands in kFiniteBins
+  return true;
+}
+
+template <class T, class Bits>
+__global__ void ratio_histogram_kernel(const T *out, const float *ref, std::int64_t count, float atol,
+                                       float rtol, Bits poison, unsigned long long *hist) {
+  __shared__ unsigned int local[kRatioBins];
+  for (int b = threadIdx.x; b < kRatioBins; b += blockDim.x) local[b] = 0;
+  __syncthreads();
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    float x, r, ratio;
+    unsigned bin;
+    if (mismatch_at(out, ref, i, atol, rtol, poison, x, r, ratio, bin)) atomicAdd(&local[bin], 1u);
+  }
+  __syncthreads();
+  for (int b = threadIdx.x; b < kRatioBins; b += blockDim.x)
+    if (local[b]) atomicAdd(&hist[b], static_cast<unsigned long long>(local[b]));
+}
+
+// Keeps mismatching index i in the sample when keep_all or its hash falls under `keep_below` (a uniform
+// sample of the mismatches, independent of the order blocks run in), and as a worst-element candidate
+// when its bin is at or above `min_bin` (finite) or `specials` says the non-finite bins are wanted. The
+// bins above min_bin hold fewer than kMaxWorstElements, so they have slots of their own (worst[0, 8),
+// counters[2]) and are always kept; min_bin's and the non-finite ones share the rest (counters[1]).
+template <class T, class Bits>
+__global__ void mismatch_collect_kernel(const T *out, const float *ref, std::int64_t count, float atol,
+                                        float rtol, Bits poison, bool keep_all, unsigned long long keep_below,
+                                        unsigned min_bin, bool specials, unsigned long long *counters,
+                                        long long *sample, WorstSlot *worst) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    float x, r, ratio;
+    unsigned bin;
+    if (!mismatch_at(out, ref, i, atol, rtol, poison, x, r, ratio, bin)) continue;
+    if (keep_all || mix64(static_cast<std::uint64_t>(i) ^ 0x5DEECE66Dull) < keep_below) {
+      const unsigned long long slot = atomicAdd(&counters[0], 1ull);
+      if (slot < static_cast<unsigned long long>(kMismatchSample)) sample[slot] = i;
+    }
+    const bool finite_bin = bin < kFiniteBins;
+    const WorstSlot slot_value{static_cast<long long>(i), x, r, ratio, bin == kBinUnwritten ? 1 : 0};
+    if (finite_bin && bin > min_bin) {
+      const unsigned long long slot = atomicAdd(&counters[2], 1ull);
+      if (slot < kMaxWorstElements) worst[slot] = slot_value;
+    } else if ((finite_bin && bin == min_bin) || (!finite_bin && specials)) {
+      // Read before the atomic: once full, a wholly wrong output costs no more same-address atomics.
+      if (*static_cast<volatile unsigned long long *>(&counters[1]) >= kWorstCandidates) continue;
+      const unsigned long long slot = atomicAdd(&counters[1], 1ull);
+      if (slot < static_cast<unsigned long long>(kWorstCandidates))
+        worst[kMaxWorstElements + slot] = slot_value;
+    }
+  }
+}
+
 template <class Bits>
 __global__ void bitdiff_kernel(const Bits *a, const Bits *b, std::int64_t count, unsigned long long *diff) {
   unsigned long long local = 0;
@@ -246,6 +346,89 @@ struct DeviceScalar {
     if (ptr) cudaFree(ptr);
   }
 };
+
+/// Device scratch for the mismatch pattern: the ratio histogram, three counters (sample, worst ties, worst
+/// above the tie bin), the
+/// sample and the worst candidates; freed on scope exit.
+struct PatternScratch {
+  unsigned long long *hist = nullptr;
+  unsigned long long *counters = nullptr;
+  long long *sample = nullptr;
+  WorstSlot *worst = nullptr;
+  void *base = nullptr;
+  static constexpr std::size_t kHistBytes = kRatioBins * sizeof(unsigned long long);
+  static constexpr std::size_t kCounterBytes = 4 * sizeof(unsigned long long);  // 3 used, 8-byte aligned
+  static constexpr std::size_t kSampleBytes = kMismatchSample * sizeof(long long);
+  static constexpr std::size_t kWorstBytes = (kMaxWorstElements + kWorstCandidates) * sizeof(WorstSlot);
+  explicit PatternScratch(cudaStream_t s) {
+    PTXB_CUDA(cudaMallocAsync(&base, kHistBytes + kCounterBytes + kSampleBytes + kWorstBytes, s));
+    auto *bytes = static_cast<unsigned char *>(base);
+    hist = reinterpret_cast<unsigned long long *>(bytes);
+    counters = reinterpret_cast<unsigned long long *>(bytes + kHistBytes);
+    sample = reinterpret_cast<long long *>(bytes + kHistBytes + kCounterBytes);
+    worst = reinterpret_cast<WorstSlot *>(bytes + kHistBytes + kCounterBytes + kSampleBytes);
+    PTXB_CUDA(cudaMemsetAsync(base, 0, kHistBytes + kCounterBytes, s));
+  }
+  PatternScratch(const PatternScratch &) = delete;
+  PatternScratch &operator=(const PatternScratch &) = delete;
+  ~PatternScratch() {
+    if (base) cudaFree(base);
+  }
+};
+
+/// The mismatch sample and worst candidates of an output known to have `mismatches` > 0.
+template <class T, class Bits>
+void collect_pattern(const T *out, const float *ref, std::int64_t count, float atol, float rtol, Bits poison,
+                     std::uint64_t mismatches, cudaStream_t stream, CompareStats &s) {
+  PatternScratch scratch(stream);
+  const int blocks = reduction_blocks_for(count);
+  ratio_histogram_kernel<<<blocks, kThreads, 0, stream>>>(out, ref, count, atol, rtol, poison, scratch.hist);
+  PTXB_CUDA(cudaGetLastError());
+  std::vector<unsigned long long> hist(kRatioBins);
+  PTXB_CUDA(
+      cudaMemcpyAsync(hist.data(), scratch.hist, PatternScratch::kHistBytes, cudaMemcpyDeviceToHost, stream));
+  PTXB_CUDA(cudaStreamSynchronize(stream));
+  // The lowest finite bin such that the bins from it up hold at least kMaxWorstElements; the non-finite
+  // ones are candidates only when fewer than that are finite.
+  unsigned min_bin = kFiniteBins;
+  unsigned long long finite = 0;
+  while (min_bin > 0 && finite < kMaxWorstElements) finite += hist[--min_bin];
+  const bool specials = finite < kMaxWorstElements;
+  const bool keep_all = mismatches <= static_cast<std::uint64_t>(kMismatchSample);
+  const double p = 0.9 * static_cast<double>(kMismatchSample) / static_cast<double>(mismatches);
+  const auto keep_below = keep_all ? 0ull : static_cast<unsigned long long>(p * 18446744073709551616.0);
+  mismatch_collect_kernel<<<blocks, kThreads, 0, stream>>>(out, ref, count, atol, rtol, poison, keep_all,
+                                                           keep_below, min_bin, specials, scratch.counters,
+                                                           scratch.sample, scratch.worst);
+  PTXB_CUDA(cudaGetLastError());
+  unsigned long long counters[3] = {0, 0, 0};
+  PTXB_CUDA(cudaMemcpyAsync(counters, scratch.counters, sizeof(counters), cudaMemcpyDeviceToHost, stream));
+  PTXB_CUDA(cudaStreamSynchronize(stream));
+  const auto sampled = static_cast<std::size_t>(std::min<unsigned long long>(counters[0], kMismatchSample));
+  const auto above = static_cast<std::size_t>(std::min<unsigned long long>(counters[2], kMaxWorstElements));
+  const auto ties = static_cast<std::size_t>(std::min<unsigned long long>(counters[1], kWorstCandidates));
+  std::vector<long long> sample(sampled);
+  std::vector<WorstSlot> slots(kMaxWorstElements + ties);
+  if (sampled)
+    PTXB_CUDA(cudaMemcpyAsync(sample.data(), scratch.sample, sampled * sizeof(long long),
+                              cudaMemcpyDeviceToHost, stream));
+  PTXB_CUDA(cudaMemcpyAsync(slots.data(), scratch.worst, slots.size() * sizeof(WorstSlot),
+                            cudaMemcpyDeviceToHost, stream));
+  PTXB_CUDA(cudaStreamSynchronize(stream));
+  s.sample.assign(sample.begin(), sample.end());
+  for (std::size_t k = 0; k < slots.size(); ++k)
+    if (k < above || k >= kMaxWorstElements)
+      s.worst.push_back(FlatMismatch{slots[k].index, slots[k].got, slots[k].expected, slots[k].ratio,
+                                     slots[k].unwritten != 0});
+}
+
+template <class T, class Bits>
+void compare_typed(const T *out, const float *ref, std::int64_t count, float atol, float rtol, Bits poison,
+                   DeviceStats *stats, cudaStream_t stream) {
+  compare_kernel<<<reduction_blocks_for(count), kThreads, 0, stream>>>(out, ref, count, atol, rtol, poison,
+                                                                       stats);
+  PTXB_CUDA(cudaGetLastError());
+}
 
 int dist_code(InputDistribution d) {
   switch (d) {
@@ -344,39 +527,31 @@ std::uint64_t count_guard_damage(const void *data, std::size_t bytes, cudaStream
 }
 
 CompareStats compare_to_reference(const void *output, ElemType type, const float *reference,
-                                  std::int64_t count, double atol, double rtol, cudaStream_t stream) {
+                                  std::int64_t count, double atol, double rtol, cudaStream_t stream,
+                                  bool pattern) {
   DeviceScalar<DeviceStats> stats(stream, DeviceStats{0, 0, 0, 0, 0, ~0ull});
-  const int blocks = reduction_blocks_for(count);
   const float fa = static_cast<float>(atol), fr = static_cast<float>(rtol);
   const std::uint32_t p = poison_bits(type);
-  switch (type) {
-    case ElemType::bf16:
-      compare_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16 *>(output), reference,
-                                                      count, fa, fr, static_cast<std::uint16_t>(p),
-                                                      stats.ptr);
-      break;
-    case ElemType::f16:
-      compare_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __half *>(output), reference, count,
-                                                      fa, fr, static_cast<std::uint16_t>(p), stats.ptr);
-      break;
-    case ElemType::f32:
-      compare_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const float *>(output), reference, count,
-                                                      fa, fr, p, stats.ptr);
-      break;
-    case ElemType::e4m3:
-      compare_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_fp8_e4m3 *>(output), reference,
-                                                      count, fa, fr, static_cast<std::uint8_t>(p), stats.ptr);
-      break;
-    case ElemType::e5m2:
-      compare_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_fp8_e5m2 *>(output), reference,
-                                                      count, fa, fr, static_cast<std::uint8_t>(p), stats.ptr);
-      break;
-    case ElemType::i32:
-      compare_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const int *>(output), reference, count, fa,
-                                                      fr, p, stats.ptr);
-      break;
-  }
-  PTXB_CUDA(cudaGetLastError());
+  // One switch over the element types for the compare and, when asked and needed, the pattern passes.
+  auto each_type = [&](auto &&run) {
+    switch (type) {
+      case ElemType::bf16:
+        return run(static_cast<const __nv_bfloat16 *>(output), static_cast<std::uint16_t>(p));
+      case ElemType::f16:
+        return run(static_cast<const __half *>(output), static_cast<std::uint16_t>(p));
+      case ElemType::f32:
+        return run(static_cast<const float *>(output), p);
+      case ElemType::e4m3:
+        return run(static_cast<const __nv_fp8_e4m3 *>(output), static_cast<std::uint8_t>(p));
+      case ElemType::e5m2:
+        return run(static_cast<const __nv_fp8_e5m2 *>(output), static_cast<std::uint8_t>(p));
+      case ElemType::i32:
+        return run(static_cast<const int *>(output), p);
+    }
+  };
+  each_type([&](const auto *out, auto poison) {
+    compare_typed(out, reference, count, fa, fr, poison, stats.ptr, stream);
+  });
   const DeviceStats d = stats.read(stream);
   CompareStats s;
   s.elements = static_cast<std::uint64_t>(count);
@@ -396,6 +571,10 @@ CompareStats compare_to_reference(const void *output, ElemType type, const float
     PTXB_CUDA(cudaStreamSynchronize(stream));
     s.first_expected = e;
   }
+  if (pattern && d.mismatches > 0)
+    each_type([&](const auto *out, auto poison) {
+      collect_pattern(out, reference, count, fa, fr, poison, d.mismatches, stream, s);
+    });
   return s;
 }
 

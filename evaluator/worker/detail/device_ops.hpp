@@ -5,9 +5,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include <cuda_runtime_api.h>
 
+#include "evaluator/worker/detail/mismatch_pattern.hpp"
 #include "evaluator/worker/family.hpp"
 
 namespace ptxbench::worker::detail {
@@ -43,9 +45,21 @@ struct CompareStats {
   std::int64_t first_mismatch = -1;   ///< lowest flat index that mismatched
   double first_got = 0;
   double first_expected = 0;
+  /// With `pattern` and mismatches only: mismatching flat indices, every one when there are at most
+  /// kMismatchSample, else a uniform random sample of about 0.9·kMismatchSample; and candidates for the
+  /// worst elements (every element whose error over tolerance is in the top histogram bins holding at
+  /// least kMaxWorstElements: those above the lowest such bin all, that bin's at most kWorstCandidates; NaN
+  /// and never-written ones when fewer are finite).
+  std::vector<std::int64_t> sample;
+  std::vector<FlatMismatch> worst;
 };
+inline constexpr std::int64_t kMismatchSample = 4096;
+inline constexpr std::int64_t kWorstCandidates = 1024;
+/// `pattern`: also collect `sample` and `worst` (two more passes over the output, only when it has
+/// mismatches: a correct output costs what it did without).
 CompareStats compare_to_reference(const void *output, ElemType type, const float *reference,
-                                  std::int64_t count, double atol, double rtol, cudaStream_t stream);
+                                  std::int64_t count, double atol, double rtol, cudaStream_t stream,
+                                  bool pattern = false);
 
 /// Elements whose bits differ between a and b.
 std::uint64_t count_bit_differences(const void *a, const void *b, ElemType type, std::int64_t count,

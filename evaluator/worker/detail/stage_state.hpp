@@ -3,9 +3,11 @@
 #pragma once
 
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <thread>
 
+#include "evaluator/protocol/mismatch.hpp"
 #include "evaluator/worker/detail/stage_runner.hpp"
 
 namespace ptxbench::worker::detail {
@@ -13,6 +15,7 @@ namespace ptxbench::worker::detail {
 /// One workload's trials, summed.
 struct Worker::WorkloadCheck {
   json worst_first = nullptr;
+  std::optional<protocol::MismatchPattern> pattern;  ///< of the first trial with mismatches
   double max_abs = 0, max_rel = 0;
   std::uint64_t mismatches = 0, nans = 0, unwritten = 0, damage = 0;
   bool mutated = false, deterministic = true;
