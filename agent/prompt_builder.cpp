@@ -62,7 +62,8 @@ const std::set<std::string> kTaskKeys = {
     "symbols", "workloads", "targets", "tolerances", "reference_library", "speed"};
 const std::set<std::string> kFeedbackKeys = {
     "message",   "details", "symbols",   "summary",       "diagnostics",       "resources", "sanitizer",
-    "workloads", "timing",  "execution", "targets_state", "reference_library", "verified",  "reason"};
+    "workloads", "timing",  "execution", "targets_state", "reference_library", "verified",  "reason",
+    "profile"};
 const char *const kFeedbackTemplates[] = {
     "no_kernel",       "bad_manifest", "static_error", "compile_error",    "launch_error",
     "runtime_error",   "timeout",      "incorrect",    "nondeterministic", "suspicious",

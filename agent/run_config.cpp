@@ -305,6 +305,7 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
     read_policy(r, "worker", s.worker);
     read_policy(r, "correctness", s.correctness);
     read_policy(r, "timing", s.timing);
+    read_policy(r, "profile", s.profile);
     r.finish();
   }
   root.finish();
@@ -429,6 +430,7 @@ nlohmann::json RunConfig::to_json() const {
   if (s.hidden != evaluator::HiddenWorkloadSettings{})
     j["evaluator"]["hidden_workloads"] = {
         {"check", s.hidden.check}, {"time", s.hidden.time}, {"reveal", s.hidden.reveal}};
+  if (s.profile != protocol::ProfilePolicy{}) j["evaluator"]["profile"] = s.profile;
   return j;
 }
 

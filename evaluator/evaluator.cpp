@@ -122,6 +122,7 @@ json EvaluatorSettings::to_json() const {
       {"correctness", correctness},
       {"timing", timing},
       {"worker", worker},
+      {"profile", profile},
       {"hidden_workloads", {{"check", hidden.check}, {"time", hidden.time}, {"reveal", hidden.reveal}}},
       {"run_gpu", run_gpu},
       {"run_sanitizer", run_sanitizer},

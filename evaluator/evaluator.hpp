@@ -37,6 +37,7 @@ struct CompileLimits {
 using protocol::CorrectnessPolicy;
 using protocol::TimingPolicy;
 using protocol::WorkerLimits;
+using protocol::ProfilePolicy;
 
 /// What happens with a task's hidden workloads (tasks::Task::hidden_workloads): shapes the model never
 /// sees, checked for the verdict's `generalizes` result beside the three axes.
@@ -57,6 +58,7 @@ struct EvaluatorSettings {
   TimingPolicy timing;
   WorkerLimits worker;
   HiddenWorkloadSettings hidden;
+  ProfilePolicy profile;
   bool run_gpu = true;        ///< false = GPU stages skipped ("disabled by --no-gpu")
   bool run_sanitizer = true;  ///< compute-sanitizer on runtime_error / timeout / nondeterministic
   /// Fraction (0..1) of the instrumented workload's FLOPs that a tensor-core target's executed

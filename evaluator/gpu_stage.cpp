@@ -44,6 +44,7 @@ StageResult &stage_of(Verdict &v, const std::string &name) {
   if (name == "correctness") return v.correctness;
   if (name == "execution") return v.execution;
   if (name == "generalization") return v.generalization;
+  if (name == "profile") return v.profiling;
   return v.timing;
 }
 
@@ -188,6 +189,8 @@ protocol::Job build_job(const CompiledCandidate &c, const tasks::Task &task,
   job.correctness = settings.correctness;
   job.timing = settings.timing;
   job.limits = settings.worker;
+  job.profile = settings.profile;
+  if (settings.profile.enabled) job.stages.push_back("profile");
   job.cache_dir = selection_cache_dir(settings).string();
   job.task = task.to_json();
   return job;
@@ -585,6 +588,7 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   for (const char *name : kGpuStageNames) {
     StageResult &s = stage_of(v, name);
     if (std::string_view(name) == "generalization" && !v.generalizes) continue;  // the task has none
+    if (std::string_view(name) == "profile" && !settings.profile.enabled) continue;  // not asked for
     if (!stages.contains(name) && s.summary.empty()) {
       s.status = Status::skipped;
       s.summary = "not run: an earlier GPU stage ended the worker";

@@ -55,6 +55,8 @@ json Verdict::to_json() const {
   stages["sanitizer"] = sanitizer;
   // Only tasks with hidden workloads have the stage and the result, so other verdicts read as before.
   if (generalizes) stages["generalization"] = generalization;
+  // Verdicts made without the profile stage (GPU stages off, older runs) read as before.
+  if (profiling.status != Status::skipped || !profiling.summary.empty()) stages["profile"] = profiling;
   json out{{"status", evaluator::to_string(status)},
            {"task_id", task_id},
            {"kernel_hash", kernel_hash},
@@ -84,6 +86,7 @@ Verdict Verdict::from_json(const json &j) {
     if (stages.contains(kStageNames[i])) v.*kPipeline[i] = stages[kStageNames[i]].get<StageResult>();
   if (stages.contains("sanitizer")) v.sanitizer = stages["sanitizer"].get<StageResult>();
   if (stages.contains("generalization")) v.generalization = stages["generalization"].get<StageResult>();
+  if (stages.contains("profile")) v.profiling = stages["profile"].get<StageResult>();
   if (j.contains("generalizes") && j["generalizes"].is_object())
     v.generalizes = Generalization::from_json(j["generalizes"]);
   if (j.contains("axes")) {
@@ -112,6 +115,11 @@ void Verdict::skip_gpu_stages(const std::string &reason) {
     s->summary = reason;
   }
   if (generalizes) *generalizes = Generalization{std::nullopt, 0, 0, {}, nullptr, "not checked: " + reason};
+}
+
+std::optional<protocol::KernelProfile> Verdict::kernel_profile() const {
+  if (profiling.status != Status::ok) return std::nullopt;
+  return protocol::kernel_profile_from_figures(profiling.figures);
 }
 
 void Verdict::finalize_status() {

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "evaluator/protocol/profile.hpp"
 #include "evaluator/protocol/result.hpp"
 #include "evaluator/protocol/worker_output.hpp"
 #include "evaluator/status.hpp"
@@ -61,6 +62,9 @@ struct Verdict {
   StageResult sanitizer;  ///< compute-sanitizer rerun on runtime_error/timeout/nondeterministic
   /// The worker's check of the hidden workloads; outside the pipeline: it never changes `status`.
   StageResult generalization;
+  /// The profile stage (JSON key "profile" under stages): hardware metrics of a correct kernel's launch
+  /// beside the library's; outside the pipeline: it never changes `status` or the axes.
+  StageResult profiling;
   Axes axes;
   /// Whether the kernel is also right on the task's hidden workloads; nullopt when the task has none.
   std::optional<Generalization> generalizes;
@@ -87,6 +91,8 @@ struct Verdict {
   /// Marks every GPU stage (correctness, execution, timing, generalization) and the sanitizer skipped with
   /// `reason`; a hidden-workload result becomes "not checked" with it.
   void skip_gpu_stages(const std::string &reason);
+  /// The typed profile record of the profile stage; nullopt when nothing was measured.
+  std::optional<protocol::KernelProfile> kernel_profile() const;
 };
 
 }  // namespace ptxbench::evaluator

@@ -2,6 +2,8 @@
 // correctness rows, timing and execution tables, and the parts of a feedback message per outcome.
 #include "agent/detail/feedback_sections.hpp"
 
+#include "agent/detail/feedback_profile.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -523,6 +525,7 @@ std::string ok_feedback(const tasks::Task &task, const Verdict &verdict, const s
                         Values &values) {
   values["execution"] = execution_section(task, verdict);
   values["timing"] = timing_section(verdict, library);
+  values["profile"] = profile_section(verdict, library);
   if (verdict.axes.targets_executed == true)
     values["targets_state"] = " and every target instruction executed";
   if (!verdict.axes.correct.has_value()) {

@@ -234,6 +234,7 @@ void fields(IO &io, Job &job) {
   io("correctness", job.correctness);
   io("timing", job.timing);
   io("limits", job.limits);
+  io("profile", job.profile);
   io("cache_dir", job.cache_dir);
   io("task", job.task);
 }

@@ -169,7 +169,8 @@ std::string to_string(JobMode);
 
 /// The GPU stages, by name, in the worker's running order. "generalization" checks the hidden workloads
 /// last, so that a kernel that faults or hangs there has had its shown workloads judged already.
-inline constexpr const char *kGpuStageNames[] = {"correctness", "timing", "execution", "generalization"};
+inline constexpr const char *kGpuStageNames[] = {"correctness", "timing", "execution", "generalization",
+                                                 "profile"};
 
 struct Job {
   std::string task_id, family, reference;
@@ -187,6 +188,7 @@ struct Job {
   CorrectnessPolicy correctness;
   TimingPolicy timing;
   WorkerLimits limits;
+  ProfilePolicy profile;
   std::string cache_dir;  ///< library selections (cuBLASLt algorithm, cuDNN plan) are kept here; "" = none
   nlohmann::json task = nullptr;  ///< the task as the evaluator read it (recorded, not read)
   bool wants(const std::string &stage) const;

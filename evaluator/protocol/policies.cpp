@@ -52,6 +52,13 @@ void fields(IO &io, WorkerLimits &p) {
   io("selection_cache_dir", p.selection_cache_dir);
 }
 
+template <class IO>
+void fields(IO &io, ProfilePolicy &p) {
+  io("enabled", p.enabled);
+  io("budget_seconds", p.budget);
+  io("library", p.library);
+}
+
 // The writer only reads the members; the field lists take them by reference for the reader's sake.
 void to_json(nlohmann::json &j, const CorrectnessPolicy &p) {
   j = detail::write_fields(const_cast<CorrectnessPolicy &>(p));
@@ -69,6 +76,13 @@ void to_json(nlohmann::json &j, const WorkerLimits &p) {
   j = detail::write_fields(const_cast<WorkerLimits &>(p));
 }
 void from_json(const nlohmann::json &j, WorkerLimits &p) {
+  detail::read_fields(j, p);
+}
+
+void to_json(nlohmann::json &j, const ProfilePolicy &p) {
+  j = detail::write_fields(const_cast<ProfilePolicy &>(p));
+}
+void from_json(const nlohmann::json &j, ProfilePolicy &p) {
   detail::read_fields(j, p);
 }
 

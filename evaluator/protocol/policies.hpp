@@ -121,6 +121,19 @@ struct WorkerLimits {
   PTXBENCH_PROTOCOL_EQUALITY(WorkerLimits)
 };
 
+/// The profile stage (hardware metrics of a correct kernel's launch, beside the library's).
+/// JSON: durations as seconds, keys ending in _seconds.
+struct ProfilePolicy {
+  bool enabled = true;  ///< profile correct kernels (the figures feed the speed feedback)
+  /// ms; the stage is skipped (reason recorded) when its estimated GPU time, the launch replayed once per
+  /// CUPTI pass plus the replay's memory save and restore, would pass this
+  std::chrono::milliseconds budget{3'000};
+  /// true: the library's launch on the same workload is profiled too (once per workload shape and GPU,
+  /// then read from the selection cache folder), so every figure can stand beside the library's
+  bool library = true;
+  PTXBENCH_PROTOCOL_EQUALITY(ProfilePolicy)
+};
+
 /// Each: every field, by its name; from_json takes absent fields from the defaults above and throws
 /// ProtocolError (naming the field) on a wrong type, a value out of bounds or an unknown field.
 void to_json(nlohmann::json &j, const CorrectnessPolicy &p);
@@ -129,5 +142,7 @@ void to_json(nlohmann::json &j, const TimingPolicy &p);
 void from_json(const nlohmann::json &j, TimingPolicy &p);
 void to_json(nlohmann::json &j, const WorkerLimits &p);
 void from_json(const nlohmann::json &j, WorkerLimits &p);
+void to_json(nlohmann::json &j, const ProfilePolicy &p);
+void from_json(const nlohmann::json &j, ProfilePolicy &p);
 
 }  // namespace ptxbench::protocol

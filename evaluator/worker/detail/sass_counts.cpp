@@ -8,7 +8,6 @@
 #include <cupti_target.h>
 
 namespace ptxbench::worker::detail {
-namespace {
 
 std::string cupti_error(const char *call, CUptiResult r) {
   const char *text = nullptr;
@@ -20,8 +19,6 @@ std::string cupti_error(const char *call, CUptiResult r) {
     why += " (this GPU or its virtualization does not support SASS metrics)";
   return why;
 }
-
-}  // namespace
 
 std::string cupti_version() {
   std::uint32_t v = 0;

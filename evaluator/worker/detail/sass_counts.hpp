@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <cuda.h>
+#include <cupti_result.h>
 #include <nlohmann/json.hpp>
 
 #include "evaluator/worker/detail/execution_figures.hpp"
@@ -27,6 +28,9 @@ struct SassCountResult {
 /// collects the per-PC counts. Never used around a timed launch.
 SassCountResult count_sass_instructions(CUcontext ctx, int device_ordinal,
                                         const std::function<void()> &run_once);
+
+/// "CALL failed: CUPTI's text" and, for a permission or support refusal, what to do about it.
+std::string cupti_error(const char *call, CUptiResult result);
 
 /// CUPTI version as "major.minor" style number text.
 std::string cupti_version();

@@ -59,6 +59,7 @@ int Worker::run() {
   }
   if (job_.wants("execution")) execution_stage(correct);
   if (job_.wants("generalization") && !job_.hidden_workloads.empty()) generalization_stage(correct);
+  if (job_.wants("profile")) profile_stage(correct);
   finish();
   return exit_code::kFinished;
 }

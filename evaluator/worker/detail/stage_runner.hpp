@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "evaluator/protocol/profile.hpp"
 #include "evaluator/worker/detail/candidate_kernel.hpp"
 #include "evaluator/worker/detail/worker_support.hpp"
 #include "evaluator/worker/family.hpp"
@@ -140,6 +141,16 @@ class Worker {
   /// in the SASS (the axis is false), counts that would only feed the feedback and pass the budget, or
   /// no SASS listing to join the counts with. nullopt: count.
   std::optional<protocol::StageResult> execution_skipped(bool correct, Clock::time_point start);
+
+  // ---- profile (CUPTI range profiler; profile_stage.cpp) ---------------------------------
+  /// Hardware metrics of one launch of a correct kernel, beside the library's; skipped when not correct
+  /// or when one launch per pass does not fit ProfilePolicy::budget.
+  void profile_stage(bool correct);
+  /// Theoretical occupancy of the workload's launch and its limiter (and resident clusters).
+  protocol::Occupancy occupancy(const JobWorkload &w) const;
+  /// The library's metrics on the same inputs into `out`; "measured", or why not.
+  std::string profile_library(const JobWorkload &w, const TensorSet &inputs,
+                              const std::vector<std::string> &names, std::map<std::string, double> &out);
 
   double kernel_hang_ms() const;                 ///< ms
   double incorrect_execution_budget_ms() const;  ///< ms

@@ -1,0 +1,111 @@
+#include "agent/detail/feedback_profile.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "evaluator/protocol/error.hpp"
+
+namespace ptxbench::agent::detail {
+namespace {
+
+using protocol::KernelProfile;
+using protocol::ProfileMetric;
+
+std::string quantity(double v, const std::string &unit) {
+  if (unit == "%") return fmt::format("{:.1f}%", v);
+  if (unit == "ns") return v >= 1e6 ? fmt::format("{:.3g} ms", v / 1e6) : fmt::format("{:.3g} us", v / 1e3);
+  if (unit == "byte") {
+    if (v >= 1e9) return fmt::format("{:.3g} GB", v / 1e9);
+    if (v >= 1e6) return fmt::format("{:.3g} MB", v / 1e6);
+    return fmt::format("{:.3g} KB", v / 1e3);
+  }
+  if (unit == "Hz") return fmt::format("{:.3g} GHz", v / 1e9);
+  return fmt::format("{:.4g} {}", v, unit);
+}
+
+/// "label 41.2% (library 88.0%)"; "" when the metric was not measured.
+std::string figure(const KernelProfile &p, const char *name, bool with_label = true) {
+  const ProfileMetric *m = p.find(name);
+  if (!m) return "";
+  std::string out = (with_label ? m->label + " " : std::string()) + quantity(m->value, m->unit);
+  if (m->library) out += " (library " + quantity(*m->library, m->unit) + ")";
+  return out;
+}
+
+std::string joined(const std::vector<std::string> &parts) {
+  std::string out;
+  for (const auto &p : parts)
+    if (!p.empty()) out += (out.empty() ? "" : "; ") + p;
+  return out;
+}
+
+/// "- a; b; c\n", or "" when none was measured.
+std::string bullet(const std::vector<std::string> &parts) {
+  const std::string line = joined(parts);
+  return line.empty() ? "" : "- " + line + "\n";
+}
+
+std::string occupancy_line(const KernelProfile &p) {
+  const auto &o = p.occupancy;
+  std::string out =
+      fmt::format("occupancy: {} block{} of {} threads per SM = {} warps, {:.1f}% of the SM's {} warp slots",
+                  o.blocks_per_sm, o.blocks_per_sm == 1 ? "" : "s", o.block_threads, o.warps_per_sm,
+                  o.theoretical_pct, o.max_warps_per_sm);
+  out += fmt::format(", limited by {}", o.limiter);
+  if (o.limiter == "registers")
+    out += fmt::format(" ({} per thread)", o.registers_per_thread);
+  else if (o.limiter == "shared memory")
+    out += fmt::format(" ({} B per block)", o.shared_bytes);
+  if (const std::string achieved = figure(p, "sm__warps_active.avg.pct_of_peak_sustained_active", false);
+      !achieved.empty())
+    out += "; achieved " + achieved;
+  if (o.cluster_size > 1 && o.active_clusters)
+    out += fmt::format("; clusters of {}: at most {} resident at once on {} SMs", o.cluster_size,
+                       *o.active_clusters, o.sm_count);
+  if (o.sm_count > 0 && o.grid_blocks > 0 && o.blocks_per_sm > 0) {
+    const double waves =
+        static_cast<double>(o.grid_blocks) / (static_cast<double>(o.blocks_per_sm) * o.sm_count);
+    out += fmt::format("; grid of {} blocks = {:.2f} waves", o.grid_blocks, waves);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string profile_section(const evaluator::Verdict &v, const std::string &library) {
+  const evaluator::StageResult &s = v.profiling;
+  if (s.status == evaluator::Status::skipped && s.summary.empty()) return "";
+  std::optional<KernelProfile> p;
+  try {
+    p = v.kernel_profile();
+  } catch (const protocol::ProtocolError &) {
+    p.reset();
+  }
+  if (!p) return "Hardware profile: " + (s.summary.empty() ? std::string("not measured") : s.summary) + "\n";
+  const std::string beside = p->library_source == "measured" || p->library_source == "cached"
+                                 ? ", beside " + library + " on the same workload"
+                                 : "";
+  std::string out = "Hardware profile of one launch of workload " + p->workload + beside +
+                    " (Nsight Compute metric names, so `ncu --metrics` shows the same):\n";
+  if (const ProfileMetric *b = p->bound_unit()) {
+    out += "- closest to its peak: " + b->label + " at " + quantity(b->value, b->unit);
+    if (b->library) out += " (library " + quantity(*b->library, b->unit) + ")";
+    out += " [" + b->name + "]\n";
+  }
+  out += bullet({figure(*p, "gpu__time_duration.sum"), figure(*p, "sm__cycles_elapsed.avg.per_second")});
+  out += bullet({figure(*p, "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
+                 figure(*p, "sm__inst_issued.avg.pct_of_peak_sustained_active"),
+                 figure(*p, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
+                 figure(*p, "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active")});
+  out +=
+      bullet({figure(*p, "dram__throughput.avg.pct_of_peak_sustained_elapsed"), figure(*p, "dram__bytes.sum"),
+              figure(*p, "lts__throughput.avg.pct_of_peak_sustained_elapsed"),
+              figure(*p, "lts__t_sector_hit_rate.pct"),
+              figure(*p, "l1tex__throughput.avg.pct_of_peak_sustained_active")});
+  out += "- " + occupancy_line(*p) + "\n";
+  return out;
+}
+
+}  // namespace ptxbench::agent::detail

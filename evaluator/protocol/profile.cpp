@@ -1,0 +1,139 @@
+#include "evaluator/protocol/profile.hpp"
+
+#include <cmath>
+
+#include "evaluator/protocol/detail/fields.hpp"
+
+namespace ptxbench::protocol {
+
+using nlohmann::json;
+
+namespace {
+
+// An optional number travels as a number or null.
+json optional_json(const std::optional<double> &v) {
+  return v ? json(*v) : json(nullptr);
+}
+json optional_json(const std::optional<int> &v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+template <class T>
+void read_optional(const json &j, const char *key, std::optional<T> &out) {
+  const auto it = j.find(key);
+  if (it == j.end() || it->is_null()) {
+    out.reset();
+    return;
+  }
+  if (!it->is_number()) throw ProtocolError(key, "expected a number or null");
+  out = it->template get<T>();
+}
+
+template <class IO>
+void plain_fields(IO &io, ProfileMetric &m) {
+  io("name", m.name);
+  io("label", m.label);
+  io("unit", m.unit);
+  io("value", m.value);
+  io("throughput", m.throughput);
+}
+
+template <class IO>
+void plain_fields(IO &io, Occupancy &o) {
+  io("block_threads", o.block_threads, detail::Bounds{0});
+  io("registers_per_thread", o.registers_per_thread, detail::Bounds{0});
+  io("shared_bytes", o.shared_bytes, detail::Bounds{0});
+  io("blocks_per_sm", o.blocks_per_sm, detail::Bounds{0});
+  io("warps_per_sm", o.warps_per_sm, detail::Bounds{0});
+  io("max_warps_per_sm", o.max_warps_per_sm, detail::Bounds{0});
+  io("theoretical_pct", o.theoretical_pct, detail::Bounds{0, 100});
+  io("limiter", o.limiter);
+  io("cluster_size", o.cluster_size, detail::Bounds{1});
+  io("grid_blocks", o.grid_blocks, detail::Bounds{0});
+  io("sm_count", o.sm_count, detail::Bounds{0});
+}
+
+template <class IO>
+void plain_fields(IO &io, KernelProfile &p) {
+  io("workload", p.workload);
+  io("metrics", p.metrics);
+  io("unavailable", p.unavailable);
+  io("occupancy", p.occupancy);
+  io("passes", p.passes, detail::Bounds{0});
+  io("library_source", p.library_source);
+}
+
+/// Reads the plain fields and the named optional ones; any other key is refused.
+template <class T, class Optionals>
+void read_with_optionals(const json &j, T &value, Optionals &&optionals) {
+  json plain = j;
+  if (!plain.is_object()) throw ProtocolError("", "expected an object, got " + std::string(j.type_name()));
+  optionals(plain);
+  detail::FieldReader r(plain);
+  plain_fields(r, value);
+  r.finish();
+}
+
+}  // namespace
+
+void to_json(json &j, const ProfileMetric &m) {
+  detail::FieldWriter w;
+  plain_fields(w, const_cast<ProfileMetric &>(m));
+  j = std::move(w.out);
+  j["library"] = optional_json(m.library);
+}
+void from_json(const json &j, ProfileMetric &m) {
+  read_with_optionals(j, m, [&](json &plain) {
+    read_optional(plain, "library", m.library);
+    plain.erase("library");
+  });
+}
+
+void to_json(json &j, const Occupancy &o) {
+  detail::FieldWriter w;
+  plain_fields(w, const_cast<Occupancy &>(o));
+  j = std::move(w.out);
+  j["active_clusters"] = optional_json(o.active_clusters);
+}
+void from_json(const json &j, Occupancy &o) {
+  read_with_optionals(j, o, [&](json &plain) {
+    read_optional(plain, "active_clusters", o.active_clusters);
+    plain.erase("active_clusters");
+  });
+}
+
+void to_json(json &j, const KernelProfile &p) {
+  detail::FieldWriter w;
+  plain_fields(w, const_cast<KernelProfile &>(p));
+  j = std::move(w.out);
+}
+void from_json(const json &j, KernelProfile &p) {
+  detail::FieldReader r(j);
+  plain_fields(r, p);
+  r.finish();
+}
+
+const ProfileMetric *KernelProfile::find(std::string_view name) const {
+  for (const auto &m : metrics)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+const ProfileMetric *KernelProfile::bound_unit() const {
+  const ProfileMetric *best = nullptr;
+  for (const auto &m : metrics)
+    if (m.throughput && std::isfinite(m.value) && (!best || m.value > best->value)) best = &m;
+  return best;
+}
+
+std::optional<KernelProfile> kernel_profile_from_figures(const json &figures) {
+  if (!figures.is_object() || !figures.contains("kernel_profile") || figures["kernel_profile"].is_null())
+    return std::nullopt;
+  try {
+    return figures["kernel_profile"].get<KernelProfile>();
+  } catch (const ProtocolError &e) {
+    throw ProtocolError("kernel_profile" + (e.field().empty() ? "" : "." + e.field()), e.message());
+  }
+}
+
+}  // namespace ptxbench::protocol

@@ -1,0 +1,238 @@
+#include "evaluator/worker/detail/range_profiler.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <set>
+
+#include <cupti.h>
+#include <cupti_profiler_host.h>
+#include <cupti_profiler_target.h>
+#include <cupti_range_profiler.h>
+#include <cupti_target.h>
+
+#include "evaluator/worker/detail/sass_counts.hpp"
+
+namespace ptxbench::worker::detail {
+namespace {
+
+/// The host object (metric configuration and evaluation), deinitialized on every path.
+class HostObject {
+ public:
+  ~HostObject() {
+    if (!object_) return;
+    CUpti_Profiler_Host_Deinitialize_Params p = {CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
+    p.pHostObject = object_;
+    cuptiProfilerHostDeinitialize(&p);
+  }
+  CUptiResult init(const char *chip, const std::vector<std::uint8_t> &availability) {
+    CUpti_Profiler_Host_Initialize_Params p = {CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
+    p.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+    p.pChipName = chip;
+    p.pCounterAvailabilityImage = availability.data();
+    const CUptiResult r = cuptiProfilerHostInitialize(&p);
+    object_ = p.pHostObject;
+    return r;
+  }
+  CUpti_Profiler_Host_Object *get() const { return object_; }
+
+ private:
+  CUpti_Profiler_Host_Object *object_ = nullptr;
+};
+
+/// The range profiler on a context, disabled on every path.
+class TargetObject {
+ public:
+  ~TargetObject() {
+    if (!object_) return;
+    CUpti_RangeProfiler_Disable_Params p = {CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE};
+    p.pRangeProfilerObject = object_;
+    cuptiRangeProfilerDisable(&p);
+  }
+  CUptiResult enable(CUcontext ctx) {
+    CUpti_RangeProfiler_Enable_Params p = {CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
+    p.ctx = ctx;
+    const CUptiResult r = cuptiRangeProfilerEnable(&p);
+    object_ = p.pRangeProfilerObject;
+    return r;
+  }
+  CUpti_RangeProfiler_Object *get() const { return object_; }
+
+ private:
+  CUpti_RangeProfiler_Object *object_ = nullptr;
+};
+
+}  // namespace
+
+RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<std::string> &metrics,
+                           const std::function<void()> &prepare, const std::function<void()> &work,
+                           int max_passes) {
+  RangeMetrics out;
+  const auto refuse = [&](const char *call, CUptiResult r) {
+    out.reason = cupti_error(call, r);
+    return out;
+  };
+  CUpti_Profiler_Initialize_Params init = {CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+  if (CUptiResult r = cuptiProfilerInitialize(&init); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerInitialize", r);
+  CUpti_Device_GetChipName_Params chip = {CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+  chip.deviceIndex = static_cast<std::size_t>(device_ordinal);
+  if (CUptiResult r = cuptiDeviceGetChipName(&chip); r != CUPTI_SUCCESS)
+    return refuse("cuptiDeviceGetChipName", r);
+
+  CUpti_Profiler_GetCounterAvailability_Params avail = {
+      CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
+  avail.ctx = ctx;
+  if (CUptiResult r = cuptiProfilerGetCounterAvailability(&avail); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerGetCounterAvailability", r);
+  std::vector<std::uint8_t> availability(avail.counterAvailabilityImageSize);
+  avail.pCounterAvailabilityImage = availability.data();
+  if (CUptiResult r = cuptiProfilerGetCounterAvailability(&avail); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerGetCounterAvailability", r);
+
+  HostObject host;
+  if (CUptiResult r = host.init(chip.pChipName, availability); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerHostInitialize", r);
+  // A metric this chip lacks is left out (by its base name against the chip's lists) instead of failing
+  // the set: one refused name leaves the host object refusing every later one.
+  std::set<std::string> bases;
+  for (CUpti_MetricType type :
+       {CUPTI_METRIC_TYPE_COUNTER, CUPTI_METRIC_TYPE_RATIO, CUPTI_METRIC_TYPE_THROUGHPUT}) {
+    CUpti_Profiler_Host_GetBaseMetrics_Params base = {CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE};
+    base.pHostObject = host.get();
+    base.metricType = type;
+    if (CUptiResult r = cuptiProfilerHostGetBaseMetrics(&base); r != CUPTI_SUCCESS)
+      return refuse("cuptiProfilerHostGetBaseMetrics", r);
+    for (std::size_t i = 0; i < base.numMetrics; ++i) bases.insert(base.ppMetricNames[i]);
+  }
+  std::vector<const char *> accepted;
+  for (const auto &name : metrics) {
+    if (bases.count(name.substr(0, name.find('.'))))
+      accepted.push_back(name.c_str());
+    else
+      out.unavailable.push_back(name);
+  }
+  if (!accepted.empty()) {
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
+        CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+    add.pHostObject = host.get();
+    add.ppMetricNames = accepted.data();
+    add.numMetrics = accepted.size();
+    if (CUptiResult r = cuptiProfilerHostConfigAddMetrics(&add); r != CUPTI_SUCCESS)
+      return refuse("cuptiProfilerHostConfigAddMetrics", r);
+  }
+  if (accepted.empty()) {
+    out.reason = "CUPTI accepted none of the metrics on this GPU";
+    return out;
+  }
+  CUpti_Profiler_Host_GetConfigImageSize_Params size = {
+      CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
+  size.pHostObject = host.get();
+  if (CUptiResult r = cuptiProfilerHostGetConfigImageSize(&size); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerHostGetConfigImageSize", r);
+  std::vector<std::uint8_t> config(size.configImageSize);
+  CUpti_Profiler_Host_GetConfigImage_Params image = {CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
+  image.pHostObject = host.get();
+  image.configImageSize = config.size();
+  image.pConfigImage = config.data();
+  if (CUptiResult r = cuptiProfilerHostGetConfigImage(&image); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerHostGetConfigImage", r);
+  CUpti_Profiler_Host_GetNumOfPasses_Params passes = {CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
+  passes.configImageSize = config.size();
+  passes.pConfigImage = config.data();
+  if (CUptiResult r = cuptiProfilerHostGetNumOfPasses(&passes); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerHostGetNumOfPasses", r);
+  out.passes = static_cast<int>(passes.numOfPasses);
+  if (out.passes > max_passes) {
+    out.reason = "the metrics need " + std::to_string(out.passes) + " passes (limit " +
+                 std::to_string(max_passes) + ")";
+    return out;
+  }
+
+  TargetObject target;
+  if (CUptiResult r = target.enable(ctx); r != CUPTI_SUCCESS) return refuse("cuptiRangeProfilerEnable", r);
+  CUpti_RangeProfiler_GetCounterDataSize_Params cds = {
+      CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE};
+  cds.pRangeProfilerObject = target.get();
+  cds.pMetricNames = accepted.data();
+  cds.numMetrics = accepted.size();
+  cds.maxNumOfRanges = 1;
+  cds.maxNumRangeTreeNodes = 1;
+  if (CUptiResult r = cuptiRangeProfilerGetCounterDataSize(&cds); r != CUPTI_SUCCESS)
+    return refuse("cuptiRangeProfilerGetCounterDataSize", r);
+  std::vector<std::uint8_t> counter_data(cds.counterDataSize);
+  CUpti_RangeProfiler_CounterDataImage_Initialize_Params cdi = {
+      CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE};
+  cdi.pRangeProfilerObject = target.get();
+  cdi.counterDataSize = counter_data.size();
+  cdi.pCounterData = counter_data.data();
+  if (CUptiResult r = cuptiRangeProfilerCounterDataImageInitialize(&cdi); r != CUPTI_SUCCESS)
+    return refuse("cuptiRangeProfilerCounterDataImageInitialize", r);
+  CUpti_RangeProfiler_SetConfig_Params set = {CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE};
+  set.pRangeProfilerObject = target.get();
+  set.configSize = config.size();
+  set.pConfig = config.data();
+  set.counterDataImageSize = counter_data.size();
+  set.pCounterDataImage = counter_data.data();
+  set.range = CUPTI_UserRange;
+  set.replayMode = CUPTI_UserReplay;
+  set.maxRangesPerPass = 1;
+  set.numNestingLevels = 1;
+  set.minNestingLevel = 1;
+  set.passIndex = 0;
+  set.targetNestingLevel = 1;
+  if (CUptiResult r = cuptiRangeProfilerSetConfig(&set); r != CUPTI_SUCCESS)
+    return refuse("cuptiRangeProfilerSetConfig", r);
+
+  // One pass per iteration until CUPTI says every pass was submitted.
+  for (int pass = 0;; ++pass) {
+    if (pass > out.passes + 1) {
+      out.reason = "the range profiler did not finish its passes";
+      return out;
+    }
+    prepare();
+    CUpti_RangeProfiler_Start_Params start = {CUpti_RangeProfiler_Start_Params_STRUCT_SIZE};
+    start.pRangeProfilerObject = target.get();
+    if (CUptiResult r = cuptiRangeProfilerStart(&start); r != CUPTI_SUCCESS)
+      return refuse("cuptiRangeProfilerStart", r);
+    CUpti_RangeProfiler_PushRange_Params push = {CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE};
+    push.pRangeProfilerObject = target.get();
+    push.pRangeName = "candidate";
+    if (CUptiResult r = cuptiRangeProfilerPushRange(&push); r != CUPTI_SUCCESS)
+      return refuse("cuptiRangeProfilerPushRange", r);
+    work();
+    CUpti_RangeProfiler_PopRange_Params pop = {CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE};
+    pop.pRangeProfilerObject = target.get();
+    if (CUptiResult r = cuptiRangeProfilerPopRange(&pop); r != CUPTI_SUCCESS)
+      return refuse("cuptiRangeProfilerPopRange", r);
+    CUpti_RangeProfiler_Stop_Params stop = {CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
+    stop.pRangeProfilerObject = target.get();
+    if (CUptiResult r = cuptiRangeProfilerStop(&stop); r != CUPTI_SUCCESS)
+      return refuse("cuptiRangeProfilerStop", r);
+    if (stop.isAllPassSubmitted) break;
+  }
+  CUpti_RangeProfiler_DecodeData_Params decode = {CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE};
+  decode.pRangeProfilerObject = target.get();
+  if (CUptiResult r = cuptiRangeProfilerDecodeData(&decode); r != CUPTI_SUCCESS)
+    return refuse("cuptiRangeProfilerDecodeData", r);
+  if (decode.numOfRangeDropped > 0) {
+    out.reason = "the range profiler dropped the range";
+    return out;
+  }
+  std::vector<double> values(accepted.size());
+  CUpti_Profiler_Host_EvaluateToGpuValues_Params eval = {
+      CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
+  eval.pHostObject = host.get();
+  eval.pCounterDataImage = counter_data.data();
+  eval.counterDataImageSize = counter_data.size();
+  eval.rangeIndex = 0;
+  eval.ppMetricNames = accepted.data();
+  eval.numMetrics = accepted.size();
+  eval.pMetricValues = values.data();
+  if (CUptiResult r = cuptiProfilerHostEvaluateToGpuValues(&eval); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerHostEvaluateToGpuValues", r);
+  for (std::size_t i = 0; i < accepted.size(); ++i) out.values[accepted[i]] = values[i];
+  out.available = true;
+  return out;
+}
+
+}  // namespace ptxbench::worker::detail

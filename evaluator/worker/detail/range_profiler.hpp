@@ -1,0 +1,31 @@
+// Hardware metrics of one range of GPU work through CUPTI's range profiler (user range, user replay):
+// the work is run once per pass the metrics need, and the metrics are evaluated on the host with
+// CUPTI's profiler host API. Metric names are Nsight Compute's, so `ncu --metrics` reads the same.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <cuda.h>
+
+namespace ptxbench::worker::detail {
+
+struct RangeMetrics {
+  bool available = false;
+  std::string reason;                    ///< when !available: CUPTI's refusal
+  std::map<std::string, double> values;  ///< metric name -> value
+  std::vector<std::string> unavailable;  ///< names CUPTI did not accept on this GPU
+  int passes = 0;                        ///< passes the metrics took
+};
+
+/// Collects `metrics` over `work`, run once per pass the metrics need (at most `max_passes`). `prepare`
+/// runs before each pass, outside the measured range (e.g. re-poisoning outputs), so every pass starts
+/// from the same state. Metrics CUPTI does not know on this chip are left out and listed in `unavailable`.
+RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<std::string> &metrics,
+                           const std::function<void()> &prepare, const std::function<void()> &work,
+                           int max_passes = 64);
+
+}  // namespace ptxbench::worker::detail

@@ -1,0 +1,217 @@
+// The profile stage: hardware metrics of one launch of a correct kernel through CUPTI's range profiler,
+// the library's figures for the same workload beside them (measured once per shape and GPU, then read
+// from the selection cache folder), and the occupancy with what limits it. Runs last, after every timed
+// launch, and never changes the status or the axes.
+#include <algorithm>
+#include <cmath>
+
+#include "evaluator/worker/detail/profile_metrics.hpp"
+#include "evaluator/worker/detail/range_profiler.hpp"
+#include "evaluator/worker/detail/stage_runner.hpp"
+#include "evaluator/worker/selection_cache.hpp"
+
+namespace ptxbench::worker::detail {
+namespace {
+
+std::vector<std::string> catalog_names() {
+  std::vector<std::string> names;
+  for (const auto &m : profile_metric_catalog()) names.emplace_back(m.name);
+  return names;
+}
+
+int device_attribute(CUdevice dev, CUdevice_attribute a) {
+  int v = 0;
+  PTXB_CU(cuDeviceGetAttribute(&v, a, dev));
+  return v;
+}
+
+}  // namespace
+
+protocol::Occupancy Worker::occupancy(const JobWorkload &w) const {
+  const LaunchPlan &l = w.launch;
+  protocol::Occupancy o;
+  o.block_threads = static_cast<int>(l.block[0] * l.block[1] * l.block[2]);
+  o.cluster_size = static_cast<int>(l.cluster[0] * l.cluster[1] * l.cluster[2]);
+  o.grid_blocks = static_cast<int>(l.grid[0] * l.grid[1] * l.grid[2]);
+  o.sm_count = device_.facts.sm_count;
+  const CUfunction f = kernel_.function();
+  int regs = 0, static_smem = 0;
+  PTXB_CU(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
+  PTXB_CU(cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f));
+  o.registers_per_thread = regs;
+  o.shared_bytes = static_smem + l.shared_bytes;
+  const CUdevice dev = device_.dev;
+  const int max_threads = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+  const int max_blocks = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+  const int regs_per_sm = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+  const int smem_per_sm = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+  const int smem_reserved = device_attribute(dev, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK);
+  o.max_warps_per_sm = max_threads / 32;
+  const int warps_per_block = std::max(1, (o.block_threads + 31) / 32);
+  int blocks = 0;
+  PTXB_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, o.block_threads,
+                                                      static_cast<std::size_t>(l.shared_bytes)));
+  o.blocks_per_sm = blocks;
+  o.warps_per_sm = blocks * warps_per_block;
+  o.theoretical_pct = o.max_warps_per_sm ? 100.0 * o.warps_per_sm / o.max_warps_per_sm : 0;
+  // Which resource allows the fewest blocks (registers are allocated per warp in 256-register units).
+  const int regs_per_warp = ((std::max(regs, 1) * 32 + 255) / 256) * 256;
+  const std::pair<int, const char *> limits[] = {
+      {o.max_warps_per_sm / warps_per_block, "warps"},
+      {regs_per_sm / (regs_per_warp * warps_per_block), "registers"},
+      {o.shared_bytes > 0 ? smem_per_sm / static_cast<int>(o.shared_bytes + smem_reserved) : max_blocks,
+       "shared memory"},
+      {max_blocks, "block slots"}};
+  const auto *least = &limits[0];
+  for (const auto &lim : limits)
+    if (lim.first < least->first) least = &lim;
+  o.limiter = least->second;
+  if (o.cluster_size > 1) {
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = static_cast<unsigned>(l.cluster[0]);
+    attr.value.clusterDim.y = static_cast<unsigned>(l.cluster[1]);
+    attr.value.clusterDim.z = static_cast<unsigned>(l.cluster[2]);
+    CUlaunchConfig cfg{};
+    cfg.gridDimX = static_cast<unsigned>(l.grid[0]);
+    cfg.gridDimY = static_cast<unsigned>(l.grid[1]);
+    cfg.gridDimZ = static_cast<unsigned>(l.grid[2]);
+    cfg.blockDimX = static_cast<unsigned>(l.block[0]);
+    cfg.blockDimY = static_cast<unsigned>(l.block[1]);
+    cfg.blockDimZ = static_cast<unsigned>(l.block[2]);
+    cfg.sharedMemBytes = static_cast<unsigned>(l.shared_bytes);
+    cfg.hStream = device_.stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    if (cuOccupancyMaxActiveClusters(&clusters, f, &cfg) == CUDA_SUCCESS) {
+      o.active_clusters = clusters;
+      // Fewer co-resident CTAs than the per-SM figure allows: cluster placement is the limit.
+      if (static_cast<std::int64_t>(clusters) * o.cluster_size <
+          static_cast<std::int64_t>(blocks) * o.sm_count)
+        o.limiter = "cluster";
+    }
+  }
+  return o;
+}
+
+void Worker::profile_stage(bool correct) {
+  const auto start = Clock::now();
+  if (!correct) {
+    set_stage("profile", stage_json(Status::skipped, "not profiled: the outputs were not correct"));
+    return;
+  }
+  // The largest shown workload: the one whose time dominates the speedup.
+  std::size_t pick = 0;
+  for (std::size_t i = 1; i < job_.workloads.size(); ++i)
+    if (job_.workloads[i].spec.flops > job_.workloads[pick].spec.flops) pick = i;
+  const JobWorkload &w = job_.workloads[pick];
+  const double launch_ms = std::max({slowest_launch_ms_, correctness_launch_ms_, 0.001});
+  // Each pass replays the launch once, plus about a millisecond of CUPTI work around it.
+  const double budget_ms = static_cast<double>(job_.profile.budget.count());
+  const int max_passes = static_cast<int>(std::floor(budget_ms / (launch_ms + 1.0)));
+  if (max_passes < 1) {
+    set_stage("profile",
+              stage_json(Status::skipped,
+                         "not profiled: one " + fmt_num(launch_ms) + " ms launch per pass does not fit the " +
+                             fmt_num(budget_ms / 1000.0) + " s profile budget",
+                         json::array(), json::object(), seconds_since(start)));
+    return;
+  }
+  prepare("profile", w);
+  BufferPool pool(256, device_.stream);
+  TensorSet tensors;
+  for (const auto &t : w.spec.tensors) tensors[t.name] = pool.tensor(t);
+  const auto kept = kept_.find(pick);
+  if (kept != kept_.end() && !kept->second.empty()) {
+    for (const auto &t : w.spec.tensors)
+      if (!t.is_output)
+        PTXB_CUDA(cudaMemcpyAsync(tensors.at(t.name).data, kept->second.front().inputs.at(t.name).data,
+                                  t.bytes(), cudaMemcpyDeviceToDevice, device_.stream));
+  } else {
+    fill_inputs(w.spec, tensors, mix(job_.correctness.base_seed ^ 0x9F0ull));
+  }
+  add_workspace(w, pool, tensors);
+  detail::PackedParams params;
+  pack("profile", w, tensors, params);
+  PTXB_CUDA(cudaStreamSynchronize(device_.stream));
+  const std::vector<std::string> names = catalog_names();
+  const double deadline = std::clamp(20.0 * launch_ms, kernel_hang_ms(), 60'000.0);
+  const RangeMetrics cand = profile_range(
+      device_.ctx, device_.facts.ordinal, names,
+      [&] {
+        poison_outputs(w.spec, tensors);
+        reset_workspace(tensors);
+        PTXB_CUDA(cudaStreamSynchronize(device_.stream));
+      },
+      [&] { launch_and_wait("profile", w, params, "profiled launch", deadline, /*instrumented=*/true); },
+      max_passes);
+  if (!cand.available) {
+    set_stage("profile",
+              stage_json(Status::skipped, "not profiled: " + cand.reason,
+                         json::array({diag(cand.reason, "warning")}), json::object(), seconds_since(start)));
+    return;
+  }
+  protocol::KernelProfile kp;
+  kp.workload = w.spec.name;
+  kp.unavailable = cand.unavailable;
+  kp.passes = cand.passes;
+  kp.occupancy = occupancy(w);
+  std::map<std::string, double> library;
+  bool have_library = false;
+  if (job_.profile.library) {
+    json shape =
+        w;  // the workload without the candidate's launch plan: the library's figures depend on the shape
+    shape.erase("launch");
+    std::string key = "library-profile|" + job_.family + "|" + job_.reference + "|" + shape.dump();
+    for (const auto &n : names) key += "|" + n;
+    if (auto cached = selection_cache_get(key); cached && cached->is_object()) {
+      library = cached->get<std::map<std::string, double>>();
+      have_library = true;
+      kp.library_source = "cached";
+    } else {
+      kp.library_source = profile_library(w, tensors, names, library);
+      have_library = kp.library_source == "measured";
+      if (have_library) selection_cache_put(key, json(library));
+    }
+  }
+  kp.metrics = profile_metrics(cand.values, have_library ? &library : nullptr);
+  std::string summary = "profiled workload " + w.spec.name + " (" + std::to_string(kp.passes) + " passes)";
+  if (const protocol::ProfileMetric *b = kp.bound_unit()) {
+    summary += "; closest to its peak: " + b->label + " at " + fmt_num(b->value) + "%";
+    if (b->library) summary += " (library: " + fmt_num(*b->library) + "%)";
+  }
+  set_stage("profile", stage_json(Status::ok, summary, json::array(), json{{"kernel_profile", kp}},
+                                  seconds_since(start)));
+}
+
+std::string Worker::profile_library(const JobWorkload &w, const TensorSet &inputs,
+                                    const std::vector<std::string> &names,
+                                    std::map<std::string, double> &out) {
+  BufferPool pool(256, device_.stream);
+  TensorSet lib_out, lib_in;
+  for (const auto &t : w.spec.tensors) {
+    if (t.is_output)
+      lib_out[t.name] = pool.tensor(t);
+    else
+      lib_in[t.name] = inputs.at(t.name);
+  }
+  try {
+    family_->prepare_library(w.spec, lib_in, lib_out, device_.stream);
+  } catch (const WorkerError &e) {
+    if (e.kind() == "runtime_error") throw;
+    return std::string("not measured: the library could not run: ") + e.what();
+  }
+  const RangeMetrics lib = profile_range(
+      device_.ctx, device_.facts.ordinal, names, [&] { PTXB_CUDA(cudaStreamSynchronize(device_.stream)); },
+      [&] {
+        family_->run_library(lib_in, lib_out, device_.stream);
+        PTXB_CUDA(cudaStreamSynchronize(device_.stream));
+      });
+  family_->release_library();
+  if (!lib.available) return "not measured: " + lib.reason;
+  out = lib.values;
+  return "measured";
+}
+
+}  // namespace ptxbench::worker::detail
