@@ -19,6 +19,7 @@
 #include "evaluator/protocol/job.hpp"
 #include "tasks/arch.hpp"
 #include "tasks/task.hpp"
+#include "tests/support/support.hpp"
 
 namespace fs = std::filesystem;
 using namespace ptxbench;
@@ -394,6 +395,40 @@ TEST_CASE("feedback: speed, slow and fast, with times, TFLOP/s, registers and sp
   std::string fast = builder().feedback(task, with_gpu_results(1.25, 320000));
   CHECK_HAS(fast, "faster than cuBLASLt");
   CHECK_HAS(fast, "speedup 1.250x");
+}
+
+TEST_CASE("feedback: the hardware profile replaces fixed tips; absent, skipped and measured read apart") {
+  auto task = load_task("gemm_n7168_k5120");
+  Verdict v = with_gpu_results(0.85, 320000);
+  // No profile stage (GPU stages off, or a verdict from before the stage): no section at all.
+  CHECK_FALSE(has(builder().feedback(task, v), "Hardware profile"));
+  v.profiling.status = Status::skipped;
+  v.profiling.summary = "not profiled: one 4000 ms launch per pass does not fit the 3 s profile budget";
+  CHECK_HAS(
+      builder().feedback(task, v),
+      "Hardware profile: not profiled: one 4000 ms launch per pass does not fit the 3 s profile budget");
+  // The stage as the worker wrote it on an H200 for the wgmma+TMA reference GEMM.
+  v.profiling = nlohmann::json::parse(test::test_data("profile/gemm_wgmma_tma_stage.json"))
+                    .get<evaluator::StageResult>();
+  const std::string f = builder().feedback(task, v);
+  CHECK_HAS(f, "Hardware profile of one launch of workload M=8192, beside cuBLASLt on the same workload");
+  CHECK_HAS(f,
+            "- closest to its peak: tensor pipe at 87.2% (library 99.3%) "
+            "[sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active]");
+  CHECK_HAS(f,
+            "- duration under the profiler 1.03 ms (library 887 us); SM clock 1.68 GHz (library 1.63 GHz)");
+  CHECK_HAS(f,
+            "DRAM throughput 19.4% (library 22.1%); DRAM bytes 962 MB (library 944 MB); L2 hit rate 76.2% "
+            "(library 66.3%)");
+  CHECK_HAS(
+      f,
+      "occupancy: 1 block of 384 threads per SM = 12 warps, 18.8% of the SM's 64 warp slots, limited by "
+      "registers (168 per thread); achieved 13.9% (library 14.8%); clusters of 2: at most 66 resident at "
+      "once on 132 SMs; grid of 1792 blocks = 13.58 waves");
+  CHECK_FALSE(has(f, "deeper TMA pipelines"));  // the fixed tips are gone
+  // A malformed record reads as not measured rather than failing the feedback.
+  v.profiling.figures["kernel_profile"]["passes"] = "nine";
+  CHECK_HAS(builder().feedback(task, v), "Hardware profile: profiled workload M=8192 (9 passes)");
 }
 
 TEST_CASE("feedback: suspicious timing, GPU skipped, unusable response") {

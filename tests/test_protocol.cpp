@@ -15,6 +15,7 @@
 #include "evaluator/protocol/error.hpp"
 #include "evaluator/protocol/job.hpp"
 #include "evaluator/protocol/policies.hpp"
+#include "evaluator/protocol/profile.hpp"
 #include "evaluator/protocol/result.hpp"
 #include "evaluator/protocol/worker_output.hpp"
 
@@ -430,4 +431,45 @@ TEST_CASE("worker output: the worker's end of the channel comes from the environ
   CHECK_FALSE(WorkerChannel::from_environment(error).open());
   CHECK(error.find("no open file descriptor") != std::string::npos);
   ::unsetenv(kChannelFdEnv);
+}
+
+TEST_CASE(
+    "protocol: the kernel profile survives a round trip; the bound unit is the throughput closest to peak") {
+  using ptxbench::protocol::KernelProfile;
+  KernelProfile p;
+  p.workload = "M=8192";
+  p.passes = 9;
+  p.library_source = "measured";
+  p.unavailable = {"sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active"};
+  p.metrics = {{"gpu__time_duration.sum", "duration under the profiler", "ns", 1.0e6, 8.9e5, false},
+               {"sm__throughput.avg.pct_of_peak_sustained_elapsed", "SM throughput", "%", 64.4, 77.4, true},
+               {"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", "tensor pipe", "%", 87.2,
+                std::nullopt, true},
+               {"lts__t_sector_hit_rate.pct", "L2 hit rate", "%", 99.0, 66.3, false}};
+  p.occupancy.block_threads = 384;
+  p.occupancy.limiter = "registers";
+  p.occupancy.cluster_size = 2;
+  p.occupancy.active_clusters = 66;
+  const nlohmann::json j = p;
+  CHECK(j["metrics"][2]["library"].is_null());
+  const auto back = j.get<KernelProfile>();
+  CHECK(back == p);
+  // The L2 hit rate is higher but is not a share of a unit's peak throughput.
+  REQUIRE(back.bound_unit() != nullptr);
+  CHECK(back.bound_unit()->label == "tensor pipe");
+  const auto from_stage = ptxbench::protocol::kernel_profile_from_figures({{"kernel_profile", j}});
+  REQUIRE(from_stage.has_value());
+  CHECK(*from_stage == p);
+  CHECK_FALSE(ptxbench::protocol::kernel_profile_from_figures(nlohmann::json::object()).has_value());
+  nlohmann::json bad = j;
+  bad["occupancy"]["theoretical_pct"] = 150;
+  try {
+    (void)ptxbench::protocol::kernel_profile_from_figures({{"kernel_profile", bad}});
+    FAIL("an occupancy over 100% must be refused");
+  } catch (const ptxbench::protocol::ProtocolError &e) {
+    CHECK(e.field() == "kernel_profile.occupancy.theoretical_pct");
+  }
+  bad = j;
+  bad["metrics"][0]["colour"] = "red";
+  CHECK_THROWS_AS((void)bad.get<KernelProfile>(), ptxbench::protocol::ProtocolError);
 }
