@@ -118,6 +118,7 @@ void Worker::profile_stage(bool correct) {
                          json::array(), json::object(), seconds_since(start)));
     return;
   }
+  PhaseSeconds phases{device_.stream};
   prepare("profile", w);
   BufferPool pool(256, device_.stream);
   TensorSet tensors;
@@ -134,9 +135,8 @@ void Worker::profile_stage(bool correct) {
   add_workspace(w, pool, tensors);
   detail::PackedParams params;
   pack("profile", w, tensors, params);
-  PTXB_CUDA(cudaStreamSynchronize(device_.stream));
+  phases.mark("inputs");
   const std::vector<std::string> names = catalog_names();
-  const double deadline = std::clamp(20.0 * launch_ms, kernel_hang_ms(), 60'000.0);
   const RangeMetrics cand = profile_range(
       device_.ctx, device_.facts.ordinal, names,
       [&] {
@@ -144,8 +144,23 @@ void Worker::profile_stage(bool correct) {
         reset_workspace(tensors);
         PTXB_CUDA(cudaStreamSynchronize(device_.stream));
       },
-      [&] { launch_and_wait("profile", w, params, "profiled launch", deadline, /*instrumented=*/true); },
+      [&] {
+        const CUresult r = kernel_.launch(w.launch, params, device_.stream);
+        if (r != CUDA_SUCCESS)
+          fatal("profile", detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
+                "the profiled launch failed: " + detail::describe(r) + " (" +
+                    launch_context(w, "profiled launch") + ")");
+        // A blocking wait, not the hang watch's polling: the range ends when this returns, so a polling
+        // pause would count as elapsed time in every *_elapsed metric. The kernel ran to completion in every
+        // earlier stage; the worker's wall limit still bounds it.
+        if (const CUresult s = cuStreamSynchronize(device_.stream); s != CUDA_SUCCESS)
+          fatal("profile", Status::runtime_error,
+                "the kernel faulted under the profiler: " + detail::describe(s));
+      },
       max_passes);
+  phases.mark("candidate");
+  phases.seconds["candidate_cupti_setup"] = cand.setup_seconds;
+  phases.seconds["candidate_passes"] = cand.passes_seconds;
   if (!cand.available) {
     set_stage("profile",
               stage_json(Status::skipped, "not profiled: " + cand.reason,
@@ -157,6 +172,7 @@ void Worker::profile_stage(bool correct) {
   kp.unavailable = cand.unavailable;
   kp.passes = cand.passes;
   kp.occupancy = occupancy(w);
+  phases.mark("occupancy");
   std::map<std::string, double> library;
   bool have_library = false;
   if (job_.profile.library) {
@@ -175,13 +191,15 @@ void Worker::profile_stage(bool correct) {
       if (have_library) selection_cache_put(key, json(library));
     }
   }
+  phases.mark("library");
   kp.metrics = profile_metrics(cand.values, have_library ? &library : nullptr);
   std::string summary = "profiled workload " + w.spec.name + " (" + std::to_string(kp.passes) + " passes)";
   if (const protocol::ProfileMetric *b = kp.bound_unit()) {
     summary += "; closest to its peak: " + b->label + " at " + fmt_num(b->value) + "%";
     if (b->library) summary += " (library: " + fmt_num(*b->library) + "%)";
   }
-  set_stage("profile", stage_json(Status::ok, summary, json::array(), json{{"kernel_profile", kp}},
+  set_stage("profile", stage_json(Status::ok, summary, json::array(),
+                                  json{{"kernel_profile", kp}, {"phase_seconds", phases.seconds}},
                                   seconds_since(start)));
 }
 

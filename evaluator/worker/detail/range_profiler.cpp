@@ -67,6 +67,10 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
                            const std::function<void()> &prepare, const std::function<void()> &work,
                            int max_passes) {
   RangeMetrics out;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto seconds = [](auto from) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
+  };
   const auto refuse = [&](const char *call, CUptiResult r) {
     out.reason = cupti_error(call, r);
     return out;
@@ -183,6 +187,8 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
   if (CUptiResult r = cuptiRangeProfilerSetConfig(&set); r != CUPTI_SUCCESS)
     return refuse("cuptiRangeProfilerSetConfig", r);
 
+  out.setup_seconds = seconds(t0);
+  const auto t1 = std::chrono::steady_clock::now();
   // One pass per iteration until CUPTI says every pass was submitted.
   for (int pass = 0;; ++pass) {
     if (pass > out.passes + 1) {
@@ -231,6 +237,7 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
   if (CUptiResult r = cuptiProfilerHostEvaluateToGpuValues(&eval); r != CUPTI_SUCCESS)
     return refuse("cuptiProfilerHostEvaluateToGpuValues", r);
   for (std::size_t i = 0; i < accepted.size(); ++i) out.values[accepted[i]] = values[i];
+  out.passes_seconds = seconds(t1);
   out.available = true;
   return out;
 }

@@ -3,6 +3,7 @@
 // CUPTI's profiler host API. Metric names are Nsight Compute's, so `ncu --metrics` reads the same.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <map>
@@ -19,6 +20,8 @@ struct RangeMetrics {
   std::map<std::string, double> values;  ///< metric name -> value
   std::vector<std::string> unavailable;  ///< names CUPTI did not accept on this GPU
   int passes = 0;                        ///< passes the metrics took
+  double setup_seconds = 0;              ///< s: CUPTI set-up before the first pass (config image, enable)
+  double passes_seconds = 0;             ///< s: the passes, decoding and evaluation
 };
 
 /// Collects `metrics` over `work`, run once per pass the metrics need (at most `max_passes`). `prepare`
