@@ -140,6 +140,31 @@ TEST_CASE("a correct naive kernel is correct, timed against cuBLASLt, and its FF
   CHECK(v.environment.contains("gpu_name"));
 }
 
+TEST_CASE(
+    "profile: an FFMA kernel keeps the FMA pipe busy and the tensor pipe idle; cuBLASLt's uses tensor "
+    "cores") {
+  const auto v = ev::evaluate(small_gemm_task(), fixture("naive_ok"), fast_settings());
+  INFO(v.profiling.summary);
+  REQUIRE(v.profiling.status == ev::Status::ok);
+  const auto p = v.kernel_profile();
+  REQUIRE(p.has_value());
+  CHECK(p->workload == "M=256");  // the largest shown workload
+  CHECK(p->passes > 0);
+  const auto *tensor = p->find("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active");
+  const auto *fma = p->find("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active");
+  REQUIRE(tensor != nullptr);
+  REQUIRE(fma != nullptr);
+  CHECK(tensor->value < 0.5);  // no MMA instruction in this kernel
+  CHECK(fma->value > 0.5);
+  REQUIRE(tensor->library.has_value());
+  CHECK(*tensor->library > 1.0);
+  // What the SMs held cannot exceed what the launch allows.
+  const auto *achieved = p->find("sm__warps_active.avg.pct_of_peak_sustained_active");
+  REQUIRE(achieved != nullptr);
+  CHECK(achieved->value <= p->occupancy.theoretical_pct + 1.0);
+  CHECK(p->occupancy.blocks_per_sm > 0);
+}
+
 TEST_CASE("a wrong column is incorrect with the first mismatch in that column") {
   const auto v = ev::evaluate(small_gemm_task(), fixture("wrong_column"), fast_settings());
   INFO(v.to_json().dump(1));
