@@ -94,19 +94,7 @@ void Worker::execution_stage(bool correct) {
   const JobWorkload &w = job_.workloads[pick];
   prepare("execution", w);
   BufferPool pool(256, device_.stream);
-  TensorSet tensors;
-  for (const auto &t : w.spec.tensors) tensors[t.name] = pool.tensor(t);
-  // A correctness trial's inputs, kept for timing, serve here too: no second fill (nor, for derived
-  // inputs such as attention's O and LSE, a second reference forward).
-  const auto kept = kept_.find(pick);
-  if (kept != kept_.end() && !kept->second.empty()) {
-    for (const auto &t : w.spec.tensors)
-      if (!t.is_output)
-        PTXB_CUDA(cudaMemcpyAsync(tensors.at(t.name).data, kept->second.front().inputs.at(t.name).data,
-                                  t.bytes(), cudaMemcpyDeviceToDevice, device_.stream));
-  } else {
-    fill_inputs(w.spec, tensors, mix(job_.correctness.base_seed ^ 0xE3ull));
-  }
+  TensorSet tensors = workload_tensors(pick, pool, 0xE3ull);
   poison_outputs(w.spec, tensors);
   add_workspace(w, pool, tensors);  // zero-filled as allocated, before the instrumented launch
   detail::PackedParams params;

@@ -121,17 +121,7 @@ void Worker::profile_stage(bool correct) {
   PhaseSeconds phases{device_.stream};
   prepare("profile", w);
   BufferPool pool(256, device_.stream);
-  TensorSet tensors;
-  for (const auto &t : w.spec.tensors) tensors[t.name] = pool.tensor(t);
-  const auto kept = kept_.find(pick);
-  if (kept != kept_.end() && !kept->second.empty()) {
-    for (const auto &t : w.spec.tensors)
-      if (!t.is_output)
-        PTXB_CUDA(cudaMemcpyAsync(tensors.at(t.name).data, kept->second.front().inputs.at(t.name).data,
-                                  t.bytes(), cudaMemcpyDeviceToDevice, device_.stream));
-  } else {
-    fill_inputs(w.spec, tensors, mix(job_.correctness.base_seed ^ 0x9F0ull));
-  }
+  TensorSet tensors = workload_tensors(pick, pool, 0x9F0ull);
   add_workspace(w, pool, tensors);
   detail::PackedParams params;
   pack("profile", w, tensors, params);

@@ -173,6 +173,24 @@ void Worker::add_workspace(const JobWorkload &w, BufferPool &pool, TensorSet &te
   tensors[protocol::kWorkspaceName] = pool.workspace(static_cast<std::size_t>(w.launch.workspace_bytes));
 }
 
+TensorSet Worker::workload_tensors(std::size_t wi, BufferPool &pool, std::uint64_t seed_salt) {
+  const WorkloadSpec &spec = job_.workloads[wi].spec;
+  TensorSet tensors;
+  for (const auto &t : spec.tensors) tensors[t.name] = pool.tensor(t);
+  // A correctness trial's inputs, kept for timing, serve here too: no second fill (nor, for derived
+  // inputs such as attention's O and LSE, a second reference forward).
+  const auto kept = kept_.find(wi);
+  if (kept != kept_.end() && !kept->second.empty()) {
+    for (const auto &t : spec.tensors)
+      if (!t.is_output)
+        PTXB_CUDA(cudaMemcpyAsync(tensors.at(t.name).data, kept->second.front().inputs.at(t.name).data,
+                                  t.bytes(), cudaMemcpyDeviceToDevice, device_.stream));
+  } else {
+    fill_inputs(spec, tensors, mix(job_.correctness.base_seed ^ seed_salt));
+  }
+  return tensors;
+}
+
 void Worker::reset_workspace(const TensorSet &tensors) {
   const auto it = tensors.find(protocol::kWorkspaceName);
   if (it != tensors.end()) PTXB_CUDA(cudaMemsetAsync(it->second.data, 0, it->second.bytes, device_.stream));

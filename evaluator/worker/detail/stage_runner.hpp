@@ -63,6 +63,10 @@ class Worker {
   /// launch, and in the timing stage before the L2 flush and the start event, so it is never timed.
   void reset_workspace(const TensorSet &tensors);
 
+  /// Shown workload `wi`'s tensors from `pool`: its inputs copied from the first correctness trial kept for
+  /// timing, or freshly filled (seed: the base seed ^ `seed_salt`) when none was kept; outputs not poisoned.
+  TensorSet workload_tensors(std::size_t wi, BufferPool &pool, std::uint64_t seed_salt);
+
   std::uint64_t input_checksum(const WorkloadSpec &spec, const TensorSet &tensors);
 
   // Seconds per phase of a stage, for finding where evaluation time goes. Each mark waits for the
