@@ -104,6 +104,12 @@ void parse_variant(const nlohmann::json &j, const std::string &path, const fs::p
     }
   }
   r.read("turns", v.turns, 1);
+  if (const auto *p = r.get("profile")) {
+    if (p->is_boolean())
+      v.profile = p->get<bool>();
+    else
+      r.error("profile", "expected true or false, got " + detail::describe_json_value(*p));
+  }
   if (const auto *s = r.get("sampling")) {
     FieldReader sr(*s, path + ".sampling", errors);
     parse_sampling(sr, v.sampling);
@@ -450,6 +456,7 @@ nlohmann::json Variant::to_json() const {
                       {"sampling", sampling_to_json(sampling)}};
   if (history) j["history"] = agent::to_string(*history);
   if (turns) j["turns"] = *turns;
+  if (profile) j["profile"] = *profile;
   return j;
 }
 

@@ -68,6 +68,9 @@ struct Variant {
   std::vector<std::string> packs;        ///< knowledge packs (prompts/packs/<name>) appended in this order
   std::optional<HistoryPolicy> history;  ///< empty = the run's history policy
   std::optional<int> turns;              ///< attempts per trajectory; empty = the run's turns
+  /// the profile stage on or off for this arm (its feedback with or without the hardware profile);
+  /// empty = the run's evaluator.profile.enabled
+  std::optional<bool> profile;
   llm::SamplingParams sampling;          ///< fields set here replace the run's (unset = the run's value)
 
   nlohmann::json to_json() const;

@@ -168,6 +168,7 @@ TEST_CASE("variants: config parsing, errors naming the path, --variant selection
                                  {"target_notes", false},
                                  {"history", "none"},
                                  {"turns", 2},
+                                 {"profile", false},
                                  {"sampling", {{"temperature", 0.2}}}}})}};
   auto c = agent::parse_run_config(j, "cfg", ".");
   REQUIRE_MESSAGE(c, (c ? "" : c.error()));
@@ -183,6 +184,8 @@ TEST_CASE("variants: config parsing, errors naming the path, --variant selection
   CHECK(c->sampling_of(plain).temperature == doctest::Approx(0.7));
   CHECK_FALSE(packs.target_notes);
   CHECK(packs.packs == std::vector<std::string>{"ptx-hopper", "patterns"});
+  CHECK(packs.profile == false);  // this arm's feedback goes without the hardware profile
+  CHECK_FALSE(plain.profile.has_value());
   // Round trip through run.json's config.
   auto again = agent::parse_run_config(c->to_json(), "run.json", ".");
   REQUIRE_MESSAGE(again, (again ? "" : again.error()));
@@ -199,11 +202,13 @@ TEST_CASE("variants: config parsing, errors naming the path, --variant selection
   Json broken = j;
   broken["variants"][1]["history"] = "sometimes";
   broken["variants"][0]["colour"] = "red";
+  broken["variants"][0]["profile"] = "yes";
   auto e = agent::parse_run_config(broken, "cfg", ".");
   REQUIRE_FALSE(e);
   CHECK(e.error().find("variants[1].history") != std::string::npos);
   CHECK(e.error().find("variants[0]") != std::string::npos);
   CHECK(e.error().find("colour") != std::string::npos);
+  CHECK(e.error().find("variants[0].profile: expected true or false") != std::string::npos);
   Json twice = j;
   twice["variants"][1]["name"] = "plain";
   auto t = agent::parse_run_config(twice, "cfg", ".");

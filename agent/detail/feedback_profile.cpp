@@ -105,6 +105,10 @@ std::string profile_section(const evaluator::Verdict &v, const std::string &libr
               figure(*p, "lts__t_sector_hit_rate.pct"),
               figure(*p, "l1tex__throughput.avg.pct_of_peak_sustained_active")});
   out += "- " + occupancy_line(*p) + "\n";
+  out +=
+      "The unit closest to its peak bounds the kernel: compare it and the occupancy limiter with the "
+      "library's "
+      "figures.\n";
   return out;
 }
 

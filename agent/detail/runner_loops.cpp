@@ -179,7 +179,7 @@ void Runner::Impl::cpu_loop() {
       const auto t0 = std::chrono::steady_clock::now();
       const std::int64_t c0 = thread_cpu_ns();
       if (reuse_verdict(job)) return;
-      job->compiled.emplace(services.cpu_stages(task, job->response->content, config.evaluator));
+      job->compiled.emplace(services.cpu_stages(task, job->response->content, settings_for(*job)));
       const std::int64_t c1 = thread_cpu_ns();
       job->evaluator_ns = c1 - c0;
       job->cpu_stages_s = detail::seconds_since(t0);
@@ -203,10 +203,16 @@ void Runner::Impl::cpu_loop() {
   }
 }
 
+evaluator::EvaluatorSettings Runner::Impl::settings_for(const TurnJob &job) const {
+  evaluator::EvaluatorSettings s = config.evaluator;
+  if (const auto &arm = arms.at(job.trajectory->arm); arm.profile) s.profile.enabled = *arm.profile;
+  return s;
+}
+
 bool Runner::Impl::reuse_verdict(JobPtr &job) {
   if (!verdict_cache || !config.reuse_verdicts) return false;
   const tasks::Task &task = *job->trajectory->task;
-  job->verdict_key = verdict_cache->key(task, job->response->content, config.evaluator).value_or("");
+  job->verdict_key = verdict_cache->key(task, job->response->content, settings_for(*job)).value_or("");
   if (job->verdict_key.empty()) return false;
   auto hit = verdict_cache->get(job->verdict_key);
   if (!hit) return false;
@@ -241,7 +247,9 @@ void Runner::Impl::gpu_loop(int ordinal) {
         return;
       }
       const auto t0 = std::chrono::steady_clock::now();
-      services.gpu_stages(*job->compiled, *job->trajectory->task, settings);
+      evaluator::EvaluatorSettings job_settings = settings_for(*job);
+      job_settings.device = settings.device;
+      services.gpu_stages(*job->compiled, *job->trajectory->task, job_settings);
       job->gpu_stage_s = detail::seconds_since(t0);
       job->gpu = ordinal;
       {

@@ -178,6 +178,8 @@ struct Runner::Impl {
   /// A resent identical kernel: its earlier verdict is recorded (reused_from names the turn) and the
   /// turn finalized, with no compile and no GPU time. False: evaluate it (its key is kept for later).
   bool reuse_verdict(JobPtr &job);
+  /// The run's evaluator settings with the trajectory's arm's overrides (the profile stage on or off).
+  evaluator::EvaluatorSettings settings_for(const TurnJob &job) const;
   void remember_verdict(const TurnJob &job);
   /// Finalizes the turn, or first asks for an explanation of a verified repair without reasoning.
   void finish_turn(JobPtr job);
