@@ -149,7 +149,8 @@ std::vector<std::string> key_figures(const Json *verdict) {
 
 std::vector<std::string> stage_lines(const Json *verdict) {
   std::vector<std::string> out;
-  for (const char *name : {"parse", "static", "compile", "correctness", "execution", "timing", "sanitizer"}) {
+  for (const char *name : {"parse", "static", "compile", "correctness", "execution", "timing", "sanitizer",
+                           "generalization", "profile"}) {
     const Json *s = stage_of(verdict, name);
     if (!s) continue;
     std::string line = fmt::format("{}: {}", name, detail::string_field(*s, "status").value_or("?"));
