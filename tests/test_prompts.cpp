@@ -403,10 +403,13 @@ TEST_CASE("feedback: the hardware profile replaces fixed tips; absent, skipped a
   // No profile stage (GPU stages off, or a verdict from before the stage): no section at all.
   CHECK_FALSE(has(builder().feedback(task, v), "Hardware profile"));
   v.profiling.status = Status::skipped;
-  v.profiling.summary = "not profiled: one 4000 ms launch per pass does not fit the 3 s profile budget";
-  CHECK_HAS(
-      builder().feedback(task, v),
-      "Hardware profile: not profiled: one 4000 ms launch per pass does not fit the 3 s profile budget");
+  v.profiling.summary =
+      "not profiled: its 178 ms launch, replayed once per profiler pass (9 passes), does not fit the 1 s "
+      "profile budget";
+  CHECK_HAS(builder().feedback(task, v),
+            "Hardware profile: not profiled: its 178 ms launch, replayed once per profiler pass (9 passes), "
+            "does not fit "
+            "the 1 s profile budget");
   // The stage as the worker wrote it on an H200 for the wgmma+TMA reference GEMM.
   v.profiling = nlohmann::json::parse(test::test_data("profile/gemm_wgmma_tma_stage.json"))
                     .get<evaluator::StageResult>();
