@@ -124,6 +124,16 @@ void Worker::profile_stage(bool correct) {
     too_slow("at least one");
     return;
   }
+  // The pass count depends only on the metrics and the GPU: known from an earlier worker, a kernel too slow
+  // for the budget is skipped before CUPTI's set-up.
+  std::string passes_key = "profile-passes";
+  for (const auto &m : profile_metric_catalog()) passes_key += std::string("|") + m.name;
+  if (const auto known = selection_cache_get(passes_key); known && known->is_number_integer()) {
+    if (const int passes = known->get<int>(); passes > max_passes) {
+      too_slow(std::to_string(passes) + " passes");
+      return;
+    }
+  }
   PhaseSeconds phases{device_.stream};
   prepare("profile", w);
   BufferPool pool(256, device_.stream);
@@ -155,6 +165,7 @@ void Worker::profile_stage(bool correct) {
       },
       max_passes);
   phases.mark("candidate");
+  if (cand.passes > 0) selection_cache_put(passes_key, cand.passes);
   phases.seconds["candidate_cupti_setup"] = cand.setup_seconds;
   phases.seconds["candidate_passes"] = cand.passes_seconds;
   if (!cand.available && cand.passes > max_passes) {
