@@ -60,10 +60,10 @@ const std::set<std::string> kSystemKeys = {
 const std::set<std::string> kTaskKeys = {
     "id",      "title",     "arch",    "arch_name",  "description",       "tensors", "scalars",
     "symbols", "workloads", "targets", "tolerances", "reference_library", "speed"};
-const std::set<std::string> kFeedbackKeys = {
-    "message",   "details", "symbols",   "summary",       "diagnostics",       "resources", "sanitizer",
-    "workloads", "timing",  "execution", "targets_state", "reference_library", "verified",  "reason",
-    "profile"};
+const std::set<std::string> kFeedbackKeys = {"message",     "details",   "symbols",       "summary",
+                                             "diagnostics", "resources", "sanitizer",     "workloads",
+                                             "timing",      "execution", "targets_state", "reference_library",
+                                             "verified",    "reason",    "profile"};
 const char *const kFeedbackTemplates[] = {
     "no_kernel",       "bad_manifest", "static_error", "compile_error",    "launch_error",
     "runtime_error",   "timeout",      "incorrect",    "nondeterministic", "suspicious",
@@ -113,10 +113,12 @@ std::string target_shares(const tasks::Task &task) {
                       "task counts them: a matmul left on other instructions beside them fails)",
                       t.ptx_mnemonic, 100 * settings.min_target_work_share));
     else if (t.sass_families == std::vector<std::string>{"UTMALDG"})
-      rules.push_back(
-          fmt::format("the TMA loads must deliver at least {:g}% of the bytes the kernel reads from "
-                      "global memory (plain ld.global and cp.async loads are the rest)",
-                      100 * settings.min_tma_byte_share));
+      rules.push_back(fmt::format(
+          "the TMA loads must deliver at least {:g}% of the bytes the kernel reads from "
+          "global memory (plain ld.global and cp.async loads are the rest), counted as requested: each "
+          "executed TMA load counts its whole box, edges included, and each plain load its width "
+          "times the threads that ran it",
+          100 * settings.min_tma_byte_share));
   }
   return rules.empty() ? "" : ". Running is not enough on its own: " + join(rules, ", and ");
 }
@@ -275,7 +277,7 @@ std::string PromptBuilder::task_prompt(const tasks::Task &task) const {
     if (headline) {
       std::vector<std::string> values;
       for (auto d : task.shape_of(t, *headline)) values.push_back(std::to_string(d));
-      dims += " = [" + join(values, ", ") + "] at the headline";
+      dims += " = [" + join(values, ", ") + "] in the first workload";
     }
     bool input = t.role == tasks::TensorRole::input;
     tensors +=
@@ -316,8 +318,8 @@ std::string PromptBuilder::task_prompt(const tasks::Task &task) const {
   if (!task.ranges.empty())
     workloads += fmt::format(
         "The kernel must be correct for every shape in these ranges, not only the ones above: {}. Other "
-        "shapes in them are checked too (their values are not given); the result is reported as "
-        "\"generalizes\", beside the three axes, which are judged on the shapes above.\n",
+        "shapes in them are checked too (their values are not given); whether the kernel is correct on them "
+        "is reported beside the three axes, which are judged on the shapes above.\n",
         detail::ranges_text(task));
   speed = fmt::format(
       "The floors above assume about {:.0f} TFLOP/s of dense {} tensor-core throughput and {:g} TB/s "

@@ -25,6 +25,8 @@ struct PromptOptions {
   std::string variant;        ///< empty = the config's first arm
   std::string turn_feedback;  ///< a status name: also print the feedback a verdict of that status gets
   std::string prompt_dir;     ///< packs: templates folder (default: the installed/source prompts/)
+  bool messages_only =
+      false;  ///< print the messages' text only, no sizes or settings (what a reader model sees)
 };
 
 /// A verdict whose first non-ok stage has `status`, with placeholder texts where a real verdict's
@@ -141,6 +143,14 @@ int show(const PromptOptions &o) {
   std::string packs;
   for (const auto &p : arm->packs)
     packs += fmt::format("{}{} v{}", packs.empty() ? "" : ", ", p, builder->packs().at(p).version);
+  if (o.messages_only) {
+    // Exactly the texts, separated by one marker line a reader cannot mistake for prompt content.
+    fmt::print("{}\n\n---- next message ----\n\n{}\n", system, user);
+    if (feedback_status)
+      fmt::print("\n---- next message ----\n\n{}\n",
+                 builder->feedback(*task, illustrative_verdict(*task, *feedback_status)));
+    return kExitOk;
+  }
   fmt::print("== system message: {}\n   variant: {}; history: {}; target notes: {}; packs: {}\n{}\n",
              size_line(system), arm->name.empty() ? "(none)" : arm->name,
              agent::to_string(config->history_of(*arm)), arm->target_notes ? "yes" : "no",
@@ -193,6 +203,9 @@ void register_prompt_commands(CLI::App &app, Action &action) {
   show_cmd->add_option(
       "--turn-feedback", o->turn_feedback,
       "also print the feedback after a verdict of this status (e.g. incorrect, compile_error)");
+  show_cmd->add_flag("--messages-only", o->messages_only,
+                     "print only the messages' text, without sizes or settings (e.g. to hand a reader "
+                     "model exactly what a model is sent)");
   show_cmd->callback([o, &action] { action.run = [o] { return show(*o); }; });
   CLI::App *packs_cmd =
       prompt->add_subcommand("packs", "List the knowledge packs: name, version, size, what each covers");

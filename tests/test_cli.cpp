@@ -206,6 +206,20 @@ TEST_CASE("prompt show and packs; slurm status on a folder that is not a Slurm r
   const Outcome show = run_cli({"prompt", "show", "--task", "gemm_n7168_k5120"});
   CHECK(show.code == cli::kExitOk);
   CHECK(has(show.out, "gemm_n7168_k5120"));
+  CHECK(has(show.out, "== first request:"));
+  // --messages-only: the messages' text with one separator between them, none of the framing.
+  const Outcome bare = run_cli(
+      {"prompt", "show", "--task", "gemm_n7168_k5120", "--messages-only", "--turn-feedback", "incorrect"});
+  CHECK(bare.code == cli::kExitOk);
+  CHECK(has(bare.out, "You are an expert GPU kernel engineer"));
+  CHECK(has(bare.out, "# Task gemm_n7168_k5120"));
+  CHECK_FALSE(has(bare.out, "== "));
+  CHECK_FALSE(has(bare.out, "variant:"));
+  std::size_t separators = 0;
+  for (auto at = bare.out.find("---- next message ----"); at != std::string::npos;
+       at = bare.out.find("---- next message ----", at + 1))
+    ++separators;
+  CHECK(separators == 2);
   const Outcome unknown = run_cli({"prompt", "show", "--task", "no_such_task"});
   CHECK(unknown.code == cli::kExitEnvironment);
   CHECK(has(unknown.err, "unknown task 'no_such_task'"));

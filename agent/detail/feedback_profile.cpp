@@ -90,11 +90,17 @@ std::string profile_section(const evaluator::Verdict &v, const std::string &libr
   std::string out = "Hardware profile of one launch of workload " + p->workload + beside +
                     " (Nsight Compute metric names, so `ncu --metrics` shows the same):\n";
   if (const ProfileMetric *b = p->bound_unit()) {
-    out += "- closest to its peak: " + b->label + " at " + quantity(b->value, b->unit);
+    out += "- busiest unit (the highest share of its own peak): " + b->label + " at " +
+           quantity(b->value, b->unit);
     if (b->library) out += " (library " + quantity(*b->library, b->unit) + ")";
     out += " [" + b->name + "]\n";
   }
-  out += bullet({figure(*p, "gpu__time_duration.sum"), figure(*p, "sm__cycles_elapsed.avg.per_second")});
+  // The profiler replays the launch at whatever clock the GPU then runs: its duration is not the timed one.
+  if (std::string d =
+          bullet({figure(*p, "gpu__time_duration.sum"), figure(*p, "sm__cycles_elapsed.avg.per_second")});
+      !d.empty())
+    out += d.substr(0, d.size() - 1) +
+           " (the profiler's replay at its own clock; for speed use the timed medians)\n";
   out += bullet({figure(*p, "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
                  figure(*p, "sm__inst_issued.avg.pct_of_peak_sustained_active"),
                  figure(*p, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
@@ -106,9 +112,10 @@ std::string profile_section(const evaluator::Verdict &v, const std::string &libr
               figure(*p, "l1tex__throughput.avg.pct_of_peak_sustained_active")});
   out += "- " + occupancy_line(*p) + "\n";
   out +=
-      "The unit closest to its peak bounds the kernel: compare it and the occupancy limiter with the "
-      "library's "
-      "figures.\n";
+      "The busiest unit bounds the kernel: compare it with the library's figure for that unit. Occupancy and "
+      "its limiter matter when too few warps hide latency; a design with one block per SM (warp "
+      "specialization, setmaxnreg) is register-limited by choice, so read its tensor-pipe and issue-slot "
+      "figures instead.\n";
   return out;
 }
 

@@ -259,7 +259,14 @@ std::string timing_section(const Verdict &v, const std::string &library) {
     std::string row = str(w, "name", "?") + ": ";
     auto cand = num(w, "candidate_ms"), lib = num(w, "library_ms");
     row += cand ? fmt::format("yours {} ms", number(*cand)) : "yours ? ms";
-    if (auto tf = num(w, "candidate_tflops")) row += fmt::format(" ({} TFLOP/s)", number(*tf));
+    const auto peak = num(w, "peak_tflops");
+    if (auto tf = num(w, "candidate_tflops")) {
+      row += fmt::format(" ({} TFLOP/s", number(*tf));
+      if (peak && *peak > 0)
+        row += fmt::format(", {:.0f}% of the {} TFLOP/s dense tensor-core peak", 100 * *tf / *peak,
+                           number(*peak));
+      row += ")";
+    }
     row += lib ? fmt::format(", {} {} ms", library, number(*lib)) : "";
     if (auto tf = num(w, "library_tflops")) row += fmt::format(" ({} TFLOP/s)", number(*tf));
     if (auto s = num(w, "speedup")) row += fmt::format(", speedup {:.3f}x", *s);
@@ -279,6 +286,8 @@ std::string timing_section(const Verdict &v, const std::string &library) {
   if (geo) out += fmt::format("Geomean speedup {:.3f}x", *geo);
   if (mn) out += fmt::format("{}min {:.3f}x", geo ? ", " : "", *mn);
   if (geo || mn) out += ".\n";
+  if (auto mhz = num(t.figures, "sm_clock_mhz"); mhz && *mhz > 0)
+    out += fmt::format("SM clock right after the timed launches: {} MHz.\n", number(*mhz));
   return out;
 }
 
