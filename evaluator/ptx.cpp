@@ -1,4 +1,5 @@
 #include "evaluator/ptx.hpp"
+#include "evaluator/detail/module_state.hpp"
 
 #include <cctype>
 #include <charconv>
@@ -326,6 +327,7 @@ class Parser {
 
   void module_variable() {
     PtxVariable v;
+    v.declaration.first = i_;
     v.state_space = next().text;
     v.line = t_[i_ - 1].line;
     while (!done() && peek().kind == PtxTokenKind::directive) {
@@ -347,6 +349,7 @@ class Parser {
       }
     }
     skip_statement();
+    v.declaration.last = i_ - 1;
     if (!v.name.empty()) module_.module_variables.push_back(std::move(v));
   }
 
@@ -494,6 +497,7 @@ class Parser {
         throw PtxSyntaxError{inst.line, std::nullopt, fmt::format("missing ';' after '{}'", inst.mnemonic)};
       ++i_;
     }
+    inst.last_token = i_;
     expect(";", "after the instruction '" + inst.mnemonic + "'");
     module_.instructions.push_back(std::move(inst));
   }
@@ -508,7 +512,9 @@ util::Expected<PtxModule, PtxSyntaxError> parse_ptx(std::string_view source) {
 }
 
 util::Expected<PtxModule, PtxSyntaxError> parse_ptx_tokens(const std::vector<PtxToken> &tokens) {
-  return Parser(tokens).run();
+  auto module = Parser(tokens).run();
+  if (module) detail::mark_written_variables(*module, tokens);
+  return module;
 }
 
 const PtxFunction *PtxModule::find_function(std::string_view name) const {

@@ -81,6 +81,7 @@ struct PtxInstruction {
   std::string function;   ///< the enclosing .entry/.func
   int line = 0;           ///< 1-based line in the PTX source
   std::size_t first_token = 0;  ///< token index (lex_ptx) of its first token: the '@' or the mnemonic
+  std::size_t last_token = 0;   ///< token index of its closing ';'
   /// Opcode up to the first '.', e.g. "wgmma".
   std::string base() const;
 };
@@ -91,6 +92,12 @@ struct PtxVariable {
   std::string type;             ///< ".b8", ".u32", ...
   std::int64_t array_size = 0;  ///< 0 = scalar; -1 = unsized []
   int line = 0;
+  PtxTokenRange declaration;  ///< the statement, through its ';' (initializer included)
+  /// Whether a kernel can write it (detail/module_state.hpp): an instruction that writes memory (st, atom,
+  /// red, cp, ...) has its address as destination, or its address escapes where the check cannot follow it
+  /// (stored to memory, passed to a function other than vprintf/__assertfail, named in another variable's
+  /// initializer). false: only ever read, as NVRTC's constant tables and printf format strings are.
+  bool may_be_written = false;
 };
 
 struct PtxModule {

@@ -225,10 +225,14 @@ void record_figures(StageResult &s, const PtxModule &module, const Manifest &man
   s.figures["instruction_count"] = module.instructions.size();
   s.figures["entries"] = module.entry_names();
   s.figures["targets_in_ptx"] = targets_in_ptx(module, task.targets);
-  nlohmann::json globals = nlohmann::json::array();
-  for (const auto &v : module.module_variables)
-    if (v.state_space == ".global") globals.push_back(v.name);
+  nlohmann::json globals = nlohmann::json::array(), written = nlohmann::json::array();
+  for (const auto &v : module.module_variables) {
+    if (v.state_space != ".global") continue;
+    globals.push_back(v.name);
+    if (v.may_be_written) written.push_back(v.name);
+  }
   s.figures["module_globals"] = globals;
+  s.figures["module_globals_written"] = written;
 }
 
 // The manifest's entry when the module defines it as a kernel; else an error naming the entries there are.
@@ -255,13 +259,15 @@ void warn_absent_targets_and_state(StageResult &s, const PtxModule &module, cons
               fmt::format(
                   "target {} absent: no `{}` instruction in the PTX; the target-executed axis will be false",
                   t.name, t.ptx_mnemonic));
+  // Only what the kernel can write keeps state between launches: read-only tables and printf format
+  // strings (NVRTC's namespace-scope constexpr data) are .global too.
   for (const auto &v : module.module_variables)
-    if (v.state_space == ".global")
+    if (v.state_space == ".global" && v.may_be_written)
       warning(
           s,
-          fmt::format("module-scope .global variable '{}' keeps state across launches; results cached across "
-                      "launches are detected at run time (inputs are rotated and a timed launch's output is "
-                      "re-verified)",
+          fmt::format("module-scope .global variable '{}' is written by the kernel and keeps state across "
+                      "launches; results cached across launches are detected at run time (inputs are "
+                      "rotated and a timed launch's output is re-verified)",
                       v.name),
           v.line);
 }

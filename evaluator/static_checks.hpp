@@ -25,7 +25,8 @@ struct StaticCheckResult {
 /// Checks .target/.version, the entry, its parameters against the manifest (count, kinds, types),
 /// launch bounds (.reqntid/.maxntid/.reqnctapercluster) against each plan, target mnemonics,
 /// module-scope state and the instruction count. The stage's figures (ARCHITECTURE.md): entry,
-/// ptx_version, ptx_target, targets_in_ptx, instruction_count, module_globals.
+/// ptx_version, ptx_target, targets_in_ptx, instruction_count, module_globals (every module-scope .global
+/// variable), module_globals_written (those a kernel can write: the only ones warned about).
 StaticCheckResult run_static_checks(const PtxModule &module, const Manifest &manifest,
                                     const tasks::Task &task, const std::vector<LaunchPlan> &plans,
                                     std::size_t max_instructions);

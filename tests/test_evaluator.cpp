@@ -410,9 +410,126 @@ TEST_CASE("static: failures explain themselves") {
   CHECK(has_diagnostic(too_many_threads, "error", "allows at most 128 threads (.maxntid 128, 1, 1)"));
 }
 
+namespace {
+/// name -> may_be_written for the module's variables.
+std::map<std::string, bool> written_by_name(const std::string &ptx) {
+  auto module = parse_ptx(ptx);
+  REQUIRE_MESSAGE(module.has_value(), module.error().text());
+  std::map<std::string, bool> out;
+  for (const auto &v : module->module_variables) out[v.name] = v.may_be_written;
+  return out;
+}
+}  // namespace
+
+TEST_CASE("static: module state the kernel writes, against tables and strings it only reads") {
+  // NVRTC's front end on namespace-scope data (the source is the fixture's comment): constexpr and const
+  // tables, printf and assert strings are .global but only read; a counter, a scratch array, a pointer
+  // variable and a variable bumped through a .func are written.
+  const auto nvrtc = written_by_name(data_file("module_state_nvrtc.ptx"));
+  const std::string scale =
+      "_ZN38_INTERNAL_87c0d51c_8_state_cu_b44ef68e40_GLOBAL__N__87c0d51c_8_state_cu_b44ef68e6kScaleE";
+  for (const std::string read_only :
+       {"kOrder", scale.c_str(), "$str", "$str$1", "$str$2", "__unnamed_1", "cscale"}) {
+    REQUIRE_MESSAGE(nvrtc.count(read_only), read_only);
+    CHECK_MESSAGE(nvrtc.at(read_only) == false, read_only);
+  }
+  for (const std::string written : {"launches", "partial", "handle", "via_call"}) {
+    REQUIRE_MESSAGE(nvrtc.count(written), written);
+    CHECK_MESSAGE(nvrtc.at(written) == true, written);
+  }
+
+  // Each way an address reaches a write, and the reads next to them.
+  const std::string ptx = R"(.version 9.0
+.target sm_90a
+.address_size 64
+.global .align 4 .b8 table[16] = {1, 0, 0, 0};
+.global .align 4 .b8 direct_store[16];
+.global .align 4 .b8 generic_store[16];
+.global .align 4 .b8 pointed[16];
+.global .align 8 .u64 pointers[1] = {generic(pointed)};
+.global .align 4 .b8 handed[16];
+.global .align 4 .b8 printed[8] = {37, 100, 10};
+.global .align 4 .b8 bulk_dst[256];
+.global .align 4 .b8 prefetched[256];
+.global .align 4 .b8 looped[64];
+.global .align 4 .u32 unused;
+.func keep(.param .b64 keep_p)
+{
+  ret;
+}
+.visible .entry k(.param .u64 k_out)
+{
+  .reg .pred %p<2>;
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<12>;
+  ld.global.u32 %r1, [table+4];
+  mov.u64 %rd1, table;
+  add.s64 %rd2, %rd1, 8;
+  ld.global.nc.u32 %r2, [%rd2];
+  st.global.u32 [direct_store+4], %r1;
+  mov.u64 %rd3, generic_store;
+  cvta.global.u64 %rd4, %rd3;
+  st.u32 [%rd4+8], %r2;
+  mov.u64 %rd5, handed;
+  {
+  .param .b64 param0;
+  st.param.b64 [param0+0], %rd5;
+  call.uni keep, (param0);
+  }
+  mov.u64 %rd10, printed;
+  {
+  .param .b64 param0;
+  st.param.b64 [param0+0], %rd10;
+  .param .b64 param1;
+  st.param.b64 [param1+0], 0;
+  .param .b32 retval0;
+  call.uni (retval0), vprintf, (param0, param1);
+  }
+  mov.u64 %rd6, prefetched;
+  cp.async.bulk.prefetch.L2.global [%rd6], 256;
+  mov.u64 %rd7, bulk_dst;
+  cp.async.bulk.global.shared::cta.bulk_group [%rd7], [%r3], 256;
+$L_loop:
+  add.s64 %rd9, %rd8, 4;
+  st.global.u32 [%rd9], %r1;
+  mov.u64 %rd8, looped;
+  setp.ne.s32 %p1, %r1, 0;
+  @%p1 bra $L_loop;
+  ret;
+}
+)";
+  const auto w = written_by_name(ptx);
+  CHECK(w.at("table") == false);         // read directly and through a computed address
+  CHECK(w.at("direct_store") == true);   // st to [sym+4]
+  CHECK(w.at("generic_store") == true);  // st through a generic address (cvta)
+  CHECK(w.at("pointed") == true);        // another variable's initializer holds its address
+  CHECK(w.at("pointers") == false);      // a table of addresses nothing writes
+  CHECK(w.at("handed") == true);         // passed to a .func the check does not follow
+  CHECK(w.at("printed") == false);       // passed to vprintf, which only reads its format
+  CHECK(w.at("prefetched") == false);    // cp.async.bulk.prefetch reads
+  CHECK(w.at("bulk_dst") == true);       // a bulk copy's destination
+  CHECK(w.at("looped") == true);         // the address reaches the store around a loop
+  CHECK(w.at("unused") == false);
+
+  // The static stage warns about the written ones only; the figures list both.
+  std::string gemm = data_file("gemm_tma_wgmma.ptx");
+  gemm =
+      replaced(gemm, ".visible .entry",
+               ".global .align 4 .b8 lut[16] = {1, 0, 0, 0};\n.global .align 1 .b8 $str[4] = {37, 100, 10};\n"
+               ".visible .entry");
+  gemm = replaced(gemm, "$L__BB0_4:", "$L__BB0_4:\n\tld.global.u32 %r1, [lut+4];");
+  StageResult s = static_stage(gemm);
+  CHECK(s.status == Status::ok);
+  CHECK(s.figures["module_globals"] == nlohmann::json::array({"lut", "$str"}));
+  CHECK(s.figures["module_globals_written"].empty());
+  CHECK_FALSE(has_diagnostic(s, "warning", "module-scope"));
+}
+
 TEST_CASE("static: warnings for missing targets and module state; instruction limit") {
   std::string ptx = data_file("gemm_tma_wgmma.ptx");
-  ptx = replaced(ptx, ".visible .entry", ".global .align 4 .u32 launches;\n.visible .entry");
+  ptx = replaced(ptx, ".visible .entry",
+                 ".global .align 4 .u32 launches;\n.global .align 4 .u32 unused;\n.visible .entry");
+  ptx = replaced(ptx, "$L__BB0_4:", "$L__BB0_4:\n\tred.global.add.u32 [launches], 1;");
   ptx = replaced(ptx,
                  "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%r6], [%rd3, "
                  "{%r7, %r8}], [%r3];",
@@ -420,11 +537,13 @@ TEST_CASE("static: warnings for missing targets and module state; instruction li
   StageResult s = static_stage(ptx);
   CHECK(s.status == Status::ok);  // warnings only
   CHECK(s.figures["targets_in_ptx"]["tma_load"] == false);
-  CHECK(s.figures["module_globals"] == nlohmann::json::array({"launches"}));
+  CHECK(s.figures["module_globals"] == nlohmann::json::array({"launches", "unused"}));
+  CHECK(s.figures["module_globals_written"] == nlohmann::json::array({"launches"}));
   CHECK(has_diagnostic(s, "warning", "target tma_load absent: no `cp.async.bulk.tensor` instruction"));
   CHECK(has_diagnostic(s, "warning",
-                       "module-scope .global variable 'launches' keeps state across launches; results "
-                       "cached across launches are detected at run time"));
+                       "module-scope .global variable 'launches' is written by the kernel and keeps state "
+                       "across launches; results cached across launches are detected at run time"));
+  CHECK_FALSE(has_diagnostic(s, "warning", "'unused'"));  // declared, never written
 
   auto module = parse_ptx(data_file("gemm_tma_wgmma.ptx"));
   auto m = parse_manifest(kGoodManifest, gemm_task());

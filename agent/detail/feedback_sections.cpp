@@ -443,7 +443,9 @@ std::string static_details(const tasks::Task &task, const Verdict &v) {
     for (const auto &t : task.targets)
       if (boolean(f["targets_in_ptx"], t.name.c_str()) == false)
         lines.push_back(fmt::format("target {} ({}) is not in your PTX", t.name, t.ptx_mnemonic));
-  for (const auto &g : array_at(f, "module_globals"))
+  // The written ones (older verdicts list every .global variable only).
+  const bool has_written = f.is_object() && f.contains("module_globals_written");
+  for (const auto &g : array_at(f, has_written ? "module_globals_written" : "module_globals"))
     if (g.is_string())
       lines.push_back(fmt::format("module-scope .global variable '{}'", g.get<std::string>()));
   if (lines.empty()) return "";
