@@ -128,6 +128,7 @@ json EvaluatorSettings::to_json() const {
       {"run_sanitizer", run_sanitizer},
       {"min_target_work_share", min_target_work_share},
       {"min_tma_byte_share", min_tma_byte_share},
+      {"redundant_work", redundant_work},
       {"num_sms", num_sms},
       {"device", device},
       {"worker_path", worker_path.string()},

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/candidate.hpp"
+#include "evaluator/protocol/matrix_work.hpp"
 #include "evaluator/protocol/policies.hpp"
 #include "evaluator/sass.hpp"
 #include "evaluator/verdict.hpp"
@@ -38,6 +39,7 @@ using protocol::CorrectnessPolicy;
 using protocol::TimingPolicy;
 using protocol::WorkerLimits;
 using protocol::ProfilePolicy;
+using protocol::RedundantWorkPolicy;
 
 /// What happens with a task's hidden workloads (tasks::Task::hidden_workloads): shapes the model never
 /// sees, checked for the verdict's `generalizes` result beside the three axes.
@@ -72,6 +74,9 @@ struct EvaluatorSettings {
   /// byte_share: UTMALDG executions x the largest manifest box, against plain LDG/LDGSTS/LD bytes) for it
   /// to count as executed: one token box of Q beside K and V streamed by plain loads does not.
   double min_tma_byte_share = 0.5;
+  /// How much multiply-add work outside the targets may run beside an executed tensor-core target
+  /// (a wgmma whose results are thrown away beside the same matmuls on mma.sync does not count).
+  RedundantWorkPolicy redundant_work;
   /// The SM count a manifest's `num_sms` resolves to; 0 = the task architecture's reference GPU
   /// (tasks/arch.hpp: 132 for sm_90a's H200 SXM). Set it when the GPU has another count (H100 PCIe:
   /// 114): the GPU stage warns when the device the worker finds differs from the value used.

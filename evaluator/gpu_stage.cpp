@@ -636,7 +636,7 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   // The three axes. Executed means run AND doing the work: a target that ran but did too little of
   // the task's FLOPs (e.g. one wgmma beside an FFMA loop) fails the axis and is named in a warning.
   detail::AxesDecision decided = detail::decide_axes(v, !task.targets.empty(), settings.min_target_work_share,
-                                                     settings.min_tma_byte_share);
+                                                     settings.min_tma_byte_share, settings.redundant_work);
   v.axes = decided.axes;
   for (auto &line : decided.shortfalls)
     v.execution.diagnostics.push_back({"warning", std::move(line), std::nullopt});

@@ -188,6 +188,26 @@ std::string check_details(const json &expected, const ev::Verdict &v) {
       }
     }
   }
+  if (expected.contains("expected_matrix_work")) {
+    // Bounds on the execution figures' multiply-add record (protocol::MatrixWork): "<field>_min|_max".
+    const json record = v.execution.figures.value("matrix_work", json());
+    for (const auto &[key, bound] : expected["expected_matrix_work"].items()) {
+      const bool is_min = key.size() > 4 && key.substr(key.size() - 4) == "_min";
+      const std::string field = key.substr(0, key.size() - 4);
+      const json value = record.is_object() ? record.value(field, json()) : json();
+      want(value.is_number() && (is_min ? value.get<double>() >= bound.get<double>()
+                                        : value.get<double>() <= bound.get<double>()),
+           "matrix_work." + field + " " + value.dump() + (is_min ? " below " : " above ") + bound.dump());
+    }
+  }
+  if (expected.contains("expected_execution_warning_contains")) {
+    // A warning of the execution stage: where the targets axis puts its shortfalls.
+    const std::string wanted = expected["expected_execution_warning_contains"].get<std::string>();
+    const bool found = std::any_of(
+        v.execution.diagnostics.begin(), v.execution.diagnostics.end(),
+        [&](const auto &d) { return d.severity == "warning" && d.text.find(wanted) != std::string::npos; });
+    want(found, "no execution warning contains " + wanted);
+  }
   if (expected.contains("expected_summary_contains")) {
     // The summary of the stage that decided the status.
     const std::string wanted = expected["expected_summary_contains"].get<std::string>();

@@ -8,13 +8,16 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "evaluator/compile.hpp"
 #include "evaluator/detail/execution_axis.hpp"
 #include "evaluator/evaluator.hpp"
+#include "evaluator/protocol/matrix_work.hpp"
 #include "evaluator/sass.hpp"
+#include "evaluator/target_work.hpp"
 #include "evaluator/worker/detail/execution_figures.hpp"
 #include "evaluator/worker/detail/speed_of_light.hpp"
 #include "tasks/task.hpp"
@@ -169,8 +172,15 @@ TEST_CASE("execution_figures: one HGMMA executed once while FFMA does the GEMM")
         std::string::npos);
   CHECK(line.find("top opcodes FFMA 3e+09") != std::string::npos);
   CHECK(line.find("at least 50% of the work") != std::string::npos);
-  // A lower threshold setting lets the same counts pass: the setting decides, not a constant.
-  CHECK(ev::detail::targets_executed_axis(ok_execution(f_wgmma), true, 0.0).value == true);
+  // A lower threshold setting lets the same counts pass the work-share rule: the setting decides, not a
+  // constant. The FFMA loop doing the GEMM beside the wgmma is still work outside the target, which the
+  // redundant-work rule refuses unless it is switched off.
+  const ev::RedundantWorkPolicy off{100.0, true};
+  CHECK(ev::detail::targets_executed_axis(ok_execution(f_wgmma), true, 0.0, 0.0, off).value == true);
+  const auto ffma = ev::detail::targets_executed_axis(ok_execution(f_wgmma), true, 0.0);
+  CHECK(ffma.value == false);
+  REQUIRE(ffma.shortfalls.size() == 1);
+  CHECK(ffma.shortfalls[0].find("fp32 fma (FFMA)") != std::string::npos);
 }
 
 TEST_CASE("execution_figures: predicated-off MMAs do no work and do not count as executed") {
@@ -412,17 +422,19 @@ TEST_CASE("half the FLOPs on the target: Q·Kᵀ on wgmma with P·V on mma.sync 
   CHECK(target(half_causal, "wgmma")["work_share"].get<double>() == doctest::Approx(0.515625));
   CHECK(ev::detail::targets_executed_axis(ok_execution(half_causal), true, settings.min_target_work_share)
             .value == false);
-  // Just above and below the threshold (shares set through the workload size).
+  // Just above and below the threshold (shares set through the workload size, which scales the mma.sync
+  // share alike: the redundant-work rule is off here, the work-share rule alone is tested).
   const double wgmma_flops = target(half, "wgmma")["work_flops"].get<double>();
   const double t = settings.min_target_work_share;
+  const ev::RedundantWorkPolicy off{100.0, true};
   const json above =
       wd::execution_figures(listing, kAttentionTargets,
                             attention_counts(kBlocks * 32, true, kBlocks * 130, 0), wgmma_flops / (t + 0.01));
   const json below =
       wd::execution_figures(listing, kAttentionTargets,
                             attention_counts(kBlocks * 32, true, kBlocks * 130, 0), wgmma_flops / (t - 0.01));
-  CHECK(ev::detail::targets_executed_axis(ok_execution(above), true, t).value == true);
-  CHECK(ev::detail::targets_executed_axis(ok_execution(below), true, t).value == false);
+  CHECK(ev::detail::targets_executed_axis(ok_execution(above), true, t, 0.0, off).value == true);
+  CHECK(ev::detail::targets_executed_axis(ok_execution(below), true, t, 0.0, off).value == false);
 }
 
 TEST_CASE("plain_load_bytes: thread bytes of LDG, LDGSTS and LD by width modifier") {
@@ -647,4 +659,251 @@ TEST_CASE("decide_generalization: hidden workloads beside the axes, each way a h
   CHECK(plain.to_json()["generalizes"].is_null());
   CHECK_FALSE(plain.to_json()["stages"].contains("generalization"));
   CHECK_FALSE(ev::Verdict::from_json(plain.to_json()).generalizes.has_value());
+}
+
+// ---- Redundant work: a target whose work is done again outside it (issue 35) ----------------------------
+
+namespace {
+
+// A listing committed under tests/data/execution (make_listings.sh: ptxas + nvdisasm of a committed
+// kernel), parsed as the evaluator parses a candidate's.
+std::vector<SassInstruction> committed_listing(const std::string &name) {
+  const auto text = ptxbench::util::read_file(fs::path(PTXBENCH_TEST_DATA) / "execution" / (name + ".sass"));
+  REQUIRE_MESSAGE(text.has_value(), error_of(text));
+  auto listing = ev::parse_sass_listing(*text).instructions;
+  REQUIRE(!listing.empty());
+  return listing;
+}
+
+// Per-PC counts of one launch on a real listing, modelled from the kernel's design: each MMA family named
+// in `shares` does that share of `workload_flops`, spread evenly over its PCs; every other instruction
+// runs as often as the first family's average PC, all 32 threads on. These kernels' k-loops are unrolled,
+// so that rate is the main loop's: set-up and epilogue instructions counted at it over-count the FMA-pipe
+// work an honest kernel does, the side that could make an honest kernel fail.
+std::vector<wd::PcCount> modeled_counts(const std::vector<SassInstruction> &listing, double workload_flops,
+                                        const std::vector<std::pair<std::string, double>> &shares) {
+  std::map<std::string, int> pcs;
+  for (const auto &i : listing)
+    if (wd::mma_work(i.opcode)) ++pcs[i.family];
+  double loop_warps = 0;
+  std::map<std::string, double> share_of;
+  for (const auto &[family, share] : shares) share_of[family] = share;
+  std::vector<wd::PcCount> counts;
+  for (const auto &i : listing) {
+    const auto work = wd::mma_work(i.opcode);
+    if (!work || !share_of.count(i.family)) continue;
+    const double flops_per_warp = 32.0 / work->threads_per_op * work->flops_per_op;
+    const auto warps = static_cast<std::uint64_t>(
+        std::llround(share_of[i.family] * workload_flops / pcs[i.family] / flops_per_warp));
+    if (i.family == shares.front().first && loop_warps == 0) loop_warps = static_cast<double>(warps);
+    counts.push_back({i.function, i.offset, warps, warps * 32});
+  }
+  const auto rest = static_cast<std::uint64_t>(loop_warps);
+  for (const auto &i : listing)
+    if (!wd::mma_work(i.opcode)) counts.push_back({i.function, i.offset, rest, rest * 32});
+  return counts;
+}
+
+std::vector<std::string> matching(const std::vector<std::string> &lines, const std::string &text) {
+  std::vector<std::string> out;
+  for (const auto &l : lines)
+    if (l.find(text) != std::string::npos) out.push_back(l);
+  return out;
+}
+
+const std::string kRepeated = "multiply-add instructions outside the targets did";
+
+}  // namespace
+
+TEST_CASE("fma_flops_per_thread: FMA-pipe opcodes and their FLOPs per thread") {
+  CHECK(wd::fma_flops_per_thread("FFMA") == 2);
+  CHECK(wd::fma_flops_per_thread("FFMA.FTZ.RZ") == 2);
+  CHECK(wd::fma_flops_per_thread("DFMA") == 2);
+  CHECK(wd::fma_flops_per_thread("HFMA2") == 4);
+  CHECK(wd::fma_flops_per_thread("HFMA2.MMA") == 4);
+  CHECK(wd::fma_flops_per_thread("HFMA2.BF16_V2") == 4);
+  CHECK_FALSE(wd::fma_flops_per_thread("FMUL").has_value());
+  CHECK_FALSE(wd::fma_flops_per_thread("FADD").has_value());
+  CHECK_FALSE(wd::fma_flops_per_thread("IMAD").has_value());
+  CHECK_FALSE(wd::fma_flops_per_thread("HMMA.16816.F32.BF16").has_value());
+  CHECK(wd::is_matrix_target({"wgmma", {"HGMMA"}}));
+  CHECK(wd::is_matrix_target({"tcgen05_mma", {"UTCHMMA", "UTCQMMA"}}));
+  CHECK_FALSE(wd::is_matrix_target({"tma_load", {"UTMALDG"}}));
+  CHECK(ev::family_words("HMMA") == "mma.sync (HMMA)");
+  CHECK(ev::family_words("FFMA") == "fp32 fma (FFMA)");
+  CHECK(ev::family_words("XYZ") == "XYZ");
+}
+
+TEST_CASE("redundant work: the decoy (wgmma discarded beside mma.sync doing the GEMM) fails, on its SASS") {
+  const ev::EvaluatorSettings settings;
+  const auto listing = committed_listing("decoy_wgmma_discarded");
+  // Its SASS: per 64-wide K slice 4 HGMMA.64x128x16 per warpgroup and 64 HMMA.16816 per warp.
+  int hgmma = 0, hmma = 0;
+  for (const auto &i : listing) {
+    hgmma += i.opcode == "HGMMA.64x128x16.F32.BF16";
+    hmma += i.opcode == "HMMA.16816.F32.BF16";
+  }
+  CHECK(hgmma == 4);
+  CHECK(hmma == 64);
+  // M=3000 (the instrumented, smaller workload) in 128-row tiles: both do 3072/3000 of the FLOPs.
+  const double flops = 2.0 * 3000 * 4096 * 4096, tiles = 3072.0 / 3000;
+  const json f = wd::execution_figures(listing, kGemmTargets,
+                                       modeled_counts(listing, flops, {{"HGMMA", tiles}, {"HMMA", tiles}}),
+                                       flops, 64.0 * 128 * 2);
+  CHECK(target(f, "wgmma")["executed"] == true);
+  CHECK(target(f, "wgmma")["matrix_target"] == true);
+  CHECK(target(f, "wgmma")["work_share"].get<double>() == doctest::Approx(tiles).epsilon(1e-4));
+  CHECK(target(f, "tma_load")["matrix_target"] == false);
+  CHECK(target(f, "tma_load")["byte_share"].get<double>() == 1.0);
+  const auto work = ptxbench::protocol::matrix_work_from_figures(f);
+  REQUIRE(work.has_value());
+  CHECK(work->target_share == doctest::Approx(tiles).epsilon(1e-4));
+  CHECK(work->non_target_tensor_share == doctest::Approx(tiles).epsilon(1e-4));
+  // The epilogue's 64 FFMA (acc + zero * wgmma), counted here at the loop's rate: an upper bound.
+  CHECK(work->fma_share < 0.05);
+  REQUIRE(!work->families.empty());
+  CHECK(work->families[0].family == "HMMA");
+  CHECK(work->families[0].unit == "tensor");
+
+  // Counting executions alone (the rule off), it passes: what issue 35 found.
+  const ev::RedundantWorkPolicy off{100.0, true};
+  CHECK(ev::detail::targets_executed_axis(ok_execution(f), true, settings.min_target_work_share,
+                                          settings.min_tma_byte_share, off)
+            .value == true);
+  // With the rule: not executed, one shortfall a model can act on.
+  const auto axis = ev::detail::targets_executed_axis(ok_execution(f), true, settings.min_target_work_share,
+                                                      settings.min_tma_byte_share, settings.redundant_work);
+  CHECK(axis.value == false);
+  REQUIRE(axis.shortfalls.size() == 1);
+  const std::string &line = axis.shortfalls[0];
+  CHECK(line.find("target wgmma did 102% of the task's FLOPs, but " + kRepeated) != std::string::npos);
+  CHECK(line.find("of them as well (mma.sync (HMMA) 102%, fp32 fma (FFMA)") != std::string::npos);
+  CHECK(line.find("enough to compute the outputs without the target") != std::string::npos);
+  CHECK(line.find("multiplied by 0") != std::string::npos);
+  CHECK(line.find("at or under 25% of the task's FLOPs") != std::string::npos);
+}
+
+TEST_CASE("redundant work: honest kernels pass (wgmma alone, causal, backward at 150%), on their SASS") {
+  const ev::EvaluatorSettings settings;
+  const auto judge = [&](const json &f) {
+    return ev::detail::targets_executed_axis(ok_execution(f), true, settings.min_target_work_share,
+                                             settings.min_tma_byte_share, settings.redundant_work);
+  };
+  // Attention forward on wgmma alone: its softmax arithmetic is the only multiply-add work beside it.
+  const auto fwd = committed_listing("mha_fwd_d128_wgmma_tma");
+  for (const auto &[task, share] :
+       {std::pair<std::string, double>{"mha_fwd_d128", 1.0}, {"mha_fwd_d128_causal", 528.0 / 512}}) {
+    CAPTURE(task);
+    const double flops = task_flops(task);
+    const json f = wd::execution_figures(fwd, kAttentionTargets,
+                                         modeled_counts(fwd, flops, {{"HGMMA", share}}), flops, kBoxBytes);
+    const auto work = ptxbench::protocol::matrix_work_from_figures(f);
+    REQUIRE(work.has_value());
+    CHECK(work->non_target_tensor_share == 0.0);
+    CHECK(work->fma_share < 0.05);
+    const auto axis = judge(f);
+    CHECK(axis.value == true);
+    CHECK(axis.shortfalls.empty());
+  }
+  // Backward recomputing the scores on wgmma: 150% of the task's FLOPs on the target, nothing outside.
+  const auto bwd = committed_listing("mha_bwd_d128_wgmma");
+  const double bwd_flops = task_flops("mha_bwd_d128");
+  const json b = wd::execution_figures(
+      bwd, kAttentionTargets, modeled_counts(bwd, bwd_flops, {{"HGMMA", 1.5}}), bwd_flops, kBoxBytes);
+  CHECK(target(b, "wgmma")["work_share"].get<double>() == doctest::Approx(1.5).epsilon(1e-3));
+  const auto work = ptxbench::protocol::matrix_work_from_figures(b);
+  REQUIRE(work.has_value());
+  CHECK(work->fma_share < 0.05);
+  const auto axis = judge(b);
+  CHECK(axis.value == true);
+  CHECK(axis.shortfalls.empty());
+}
+
+TEST_CASE("redundant work: one matmul on wgmma and the other on mma.sync is the work-share rule's case") {
+  const ev::EvaluatorSettings settings;
+  const auto listing = committed_listing("mha_fwd_d128_probe_pv_mma_sync");
+  const double flops = task_flops("mha_fwd_d128");
+  const json f = wd::execution_figures(listing, kAttentionTargets,
+                                       modeled_counts(listing, flops, {{"HGMMA", 0.5}, {"HMMA", 0.5}}), flops,
+                                       kBoxBytes);
+  const auto work = ptxbench::protocol::matrix_work_from_figures(f);
+  REQUIRE(work.has_value());
+  CHECK(work->target_share + work->non_target_tensor_share == doctest::Approx(1.0).epsilon(1e-3));
+  const auto axis = ev::detail::targets_executed_axis(ok_execution(f), true, settings.min_target_work_share,
+                                                      settings.min_tma_byte_share, settings.redundant_work);
+  CHECK(axis.value == false);
+  REQUIRE(axis.shortfalls.size() == 1);  // the work share, not a decoy
+  CHECK(axis.shortfalls[0].find("did 50% of the task's FLOPs") != std::string::npos);
+  CHECK(matching(axis.shortfalls, kRepeated).empty());
+}
+
+TEST_CASE("redundant work: both sides of max_non_target_share, FMA-pipe work, unknown sizes and shapes") {
+  const ev::EvaluatorSettings settings;
+  REQUIRE(settings.redundant_work.max_non_target_share ==
+          doctest::Approx(1.0 - settings.min_target_work_share));
+  const auto listing = committed_listing("decoy_wgmma_discarded");
+  const double flops = 2.0 * 3000 * 4096 * 4096;
+  const auto judge = [&](double hmma_share, const ev::RedundantWorkPolicy &policy) {
+    const json f = wd::execution_figures(
+        listing, kGemmTargets, modeled_counts(listing, flops, {{"HGMMA", 1.0}, {"HMMA", hmma_share}}), flops,
+        64.0 * 128 * 2);
+    return ev::detail::targets_executed_axis(ok_execution(f), true, settings.min_target_work_share,
+                                             settings.min_tma_byte_share, policy);
+  };
+  // A fifth of the FLOPs again on mma.sync passes; three tenths (a partial decoy) fails, worded as work
+  // moved or repeated, not as enough to do the task alone.
+  CHECK(judge(0.2, settings.redundant_work).value == true);
+  const auto partial = judge(0.3, settings.redundant_work);
+  CHECK(partial.value == false);
+  REQUIRE(partial.shortfalls.size() == 1);
+  CHECK(partial.shortfalls[0].find("(mma.sync (HMMA) 30%") != std::string::npos);
+  CHECK(partial.shortfalls[0].find("part of the task's matmuls runs on other units") != std::string::npos);
+  // The threshold is the setting's.
+  CHECK(judge(0.3, {0.35, true}).value == true);
+
+  // A discarded wgmma beside the GEMM on FFMA (CUDA cores): FMA-pipe work counts unless switched off.
+  std::vector<SassInstruction> ffma = {inst(0x00, "HGMMA.64x128x16.F32.BF16"), inst(0x10, "FFMA"),
+                                       inst(0x20, "EXIT")};
+  // wgmma: 1e6 FLOPs exactly; FFMA: 2 FLOPs per thread on, as many as the task's.
+  const double w = 2.0 * 64 * 128 * 16 * 4;
+  const std::vector<wd::PcCount> counts = {
+      {"gemm", 0x00, 16, 512},
+      {"gemm", 0x10, static_cast<std::uint64_t>(w / 64), static_cast<std::uint64_t>(w / 2)}};
+  const json f = wd::execution_figures(ffma, {{"wgmma", {"HGMMA"}}}, counts, w);
+  CHECK(target(f, "wgmma")["work_share"].get<double>() == 1.0);
+  CHECK(f["matrix_work"]["fma_share"].get<double>() == doctest::Approx(1.0));
+  const auto on_ffma = ev::detail::targets_executed_axis(ok_execution(f), true, 0.75, 0.5, {});
+  CHECK(on_ffma.value == false);
+  REQUIRE(on_ffma.shortfalls.size() == 1);
+  CHECK(on_ffma.shortfalls[0].find("(fp32 fma (FFMA) 100%)") != std::string::npos);
+  CHECK(ev::detail::targets_executed_axis(ok_execution(f), true, 0.75, 0.5, {0.25, false}).value == true);
+
+  // Unknown workload FLOPs: every share 0, never a shortfall.
+  const json unknown = wd::execution_figures(ffma, {{"wgmma", {"HGMMA"}}}, counts, 0);
+  CHECK(unknown["matrix_work"]["workload_flops"].get<double>() == 0.0);
+  CHECK(ev::detail::targets_executed_axis(ok_execution(unknown), true, 0.75, 0.5, {}).value == true);
+  // An older verdict without the record: the rule does not apply.
+  json old = f;
+  old.erase("matrix_work");
+  for (auto &t : old["targets"]) t.erase("matrix_target");
+  CHECK(ev::detail::targets_executed_axis(ok_execution(old), true, 0.75, 0.5, {}).value == true);
+  // A malformed record fails closed, naming the field.
+  json bad = f;
+  bad["matrix_work"]["fma_share"] = "most";
+  const auto malformed = ev::detail::targets_executed_axis(ok_execution(bad), true, 0.75, 0.5, {});
+  CHECK(malformed.value == false);
+  REQUIRE(malformed.shortfalls.size() == 1);
+  CHECK(malformed.shortfalls[0].find("matrix_work.fma_share") != std::string::npos);
+
+  // A tcgen05 target (shape not in the opcode, share unknown) beside the GEMM on mma.sync.
+  const std::vector<SassInstruction> tc = {inst(0x00, "UTCHMMA.2CTA"), inst(0x10, "HMMA.16816.F32.BF16")};
+  const json t = wd::execution_figures(tc, {{"tcgen05_mma", {"UTCHMMA"}}},
+                                       {{"gemm", 0x00, 1, 1}, {"gemm", 0x10, 1024, 32768}}, 1024 * 4096.0);
+  CHECK(t["matrix_work"]["non_target_tensor_share"].get<double>() == doctest::Approx(1.0));
+  CHECK(t["matrix_work"]["unknown_opcodes"].empty());  // the target's own opcode is not listed
+  const auto tc_axis = ev::detail::targets_executed_axis(ok_execution(t), true, 0.75, 0.5, {});
+  CHECK(tc_axis.value == false);
+  REQUIRE(tc_axis.shortfalls.size() == 1);
+  CHECK(tc_axis.shortfalls[0].find("target tcgen05_mma executed, but " + kRepeated + " 100%") !=
+        std::string::npos);
 }

@@ -14,6 +14,7 @@
 
 #include "evaluator/protocol/error.hpp"
 #include "evaluator/protocol/job.hpp"
+#include "evaluator/protocol/matrix_work.hpp"
 #include "evaluator/protocol/policies.hpp"
 #include "evaluator/protocol/profile.hpp"
 #include "evaluator/protocol/result.hpp"
@@ -472,4 +473,58 @@ TEST_CASE(
   bad = j;
   bad["metrics"][0]["colour"] = "red";
   CHECK_THROWS_AS((void)bad.get<KernelProfile>(), ptxbench::protocol::ProtocolError);
+}
+
+TEST_CASE(
+    "matrix work: the execution figures' multiply-add record and the redundant-work policy, one codec") {
+  p::MatrixWork w;
+  w.workload_flops = 1e12;
+  w.target_flops = 1.02e12;
+  w.target_share = 1.02;
+  w.non_target_tensor_flops = 1.02e12;
+  w.non_target_tensor_share = 1.02;
+  w.fma_flops = 2e9;
+  w.fma_share = 0.002;
+  w.families = {{"HMMA", "tensor", 1.02e12, 1.02}, {"FFMA", "fma", 2e9, 0.002}};
+  w.unknown_opcodes = {"UTCHMMA.2CTA"};
+  CHECK(round_trip(w) == w);
+  // In the stage figures, absent for a stage that did not count (and in older verdicts).
+  CHECK_FALSE(p::matrix_work_from_figures(json::object()).has_value());
+  CHECK_FALSE(p::matrix_work_from_figures(json{{"matrix_work", nullptr}}).has_value());
+  CHECK(p::matrix_work_from_figures(json{{"matrix_work", w}}) == w);
+  const auto error_of = [](const json &figures) {
+    try {
+      (void)p::matrix_work_from_figures(figures);
+    } catch (const p::ProtocolError &e) {
+      return e.field() + " | " + e.message();
+    }
+    return std::string("no error");
+  };
+  json bad = w;
+  bad["fma_share"] = -0.5;
+  CHECK(error_of({{"matrix_work", bad}}).find("matrix_work.fma_share | must be within [0") == 0);
+  bad = w;
+  bad["families"][0]["unit"] = "sfu";
+  CHECK(error_of({{"matrix_work", bad}}).find("matrix_work.families") == 0);
+  CHECK(error_of({{"matrix_work", bad}}).find("expected \"tensor\" or \"fma\"") != std::string::npos);
+  bad = w;
+  bad["families"] = std::vector<json>(p::MatrixWork::kMaxFamilies + 1, json(w.families[0]));
+  CHECK(error_of({{"matrix_work", bad}}) == "matrix_work.families | more than 8 entries");
+  bad = w;
+  bad["decoy"] = true;
+  CHECK(error_of({{"matrix_work", bad}}) == "matrix_work.decoy | unknown field");
+
+  // The policy: defaults, a round trip, the share it judges and when it is exceeded.
+  const p::RedundantWorkPolicy policy;
+  CHECK(json::object().get<p::RedundantWorkPolicy>() == policy);
+  CHECK(round_trip(p::RedundantWorkPolicy{0.4, false}) == p::RedundantWorkPolicy{0.4, false});
+  CHECK(policy.non_target_share(w) == doctest::Approx(1.022));
+  CHECK(p::RedundantWorkPolicy{0.25, false}.non_target_share(w) == doctest::Approx(1.02));
+  CHECK(policy.exceeded(w));
+  CHECK_FALSE(p::RedundantWorkPolicy{2.0, true}.exceeded(w));
+  p::MatrixWork unknown = w;
+  unknown.workload_flops = 0;  // shares unknown: never exceeded
+  CHECK_FALSE(policy.exceeded(unknown));
+  CHECK_THROWS_AS((void)json::parse(R"({"max_non_target_share": -1})").get<p::RedundantWorkPolicy>(),
+                  p::ProtocolError);
 }

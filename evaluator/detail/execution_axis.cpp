@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "evaluator/target_work.hpp"
 #include "util/strings.hpp"
 
 namespace ptxbench::evaluator::detail {
@@ -25,7 +26,8 @@ std::string top_opcodes_text(const json &figures, std::size_t limit) {
 }  // namespace
 
 TargetsExecutedAxis targets_executed_axis(const StageResult &execution, bool task_has_targets,
-                                          double min_work_share, double min_byte_share) {
+                                          double min_work_share, double min_byte_share,
+                                          const protocol::RedundantWorkPolicy &redundant_work) {
   TargetsExecutedAxis axis;
   const json &f = execution.figures;
   if (execution.status != Status::ok || !task_has_targets || !f.is_object() || !f.contains("targets") ||
@@ -60,17 +62,22 @@ TargetsExecutedAxis targets_executed_axis(const StageResult &execution, bool tas
             " of the work";
     axis.shortfalls.push_back(std::move(line));
   }
+  // Executed and doing the work by count, yet the same work done again outside the targets.
+  if (auto repeated = redundant_work_shortfall(f, min_work_share, redundant_work)) {
+    all = false;
+    axis.shortfalls.push_back(std::move(*repeated));
+  }
   axis.value = all;
   return axis;
 }
 
 AxesDecision decide_axes(const Verdict &verdict, bool task_has_targets, double min_work_share,
-                         double min_byte_share) {
+                         double min_byte_share, const protocol::RedundantWorkPolicy &redundant_work) {
   AxesDecision d;
   if (verdict.correctness.status != Status::skipped)
     d.axes.correct = verdict.correctness.status == Status::ok;
-  TargetsExecutedAxis executed =
-      targets_executed_axis(verdict.execution, task_has_targets, min_work_share, min_byte_share);
+  TargetsExecutedAxis executed = targets_executed_axis(verdict.execution, task_has_targets, min_work_share,
+                                                       min_byte_share, redundant_work);
   d.axes.targets_executed = executed.value;
   d.shortfalls = std::move(executed.shortfalls);
   const json &timing = verdict.timing.figures;

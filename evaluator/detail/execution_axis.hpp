@@ -1,6 +1,7 @@
 // The targets_executed axis, decided from the execution stage's figures (the
-// worker measures, the evaluator judges): every target executed, and every
-// target whose work has a FLOP count did at least the required share of it.
+// worker measures, the evaluator judges): every target executed, every
+// target whose work has a FLOP count did at least the required share of it,
+// and that work is not repeated outside the targets.
 #pragma once
 
 #include <map>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "evaluator/protocol/matrix_work.hpp"
 #include "evaluator/verdict.hpp"
 
 namespace ptxbench::evaluator::detail {
@@ -21,8 +23,12 @@ struct TargetsExecutedAxis {
 /// work_share figure must do (EvaluatorSettings::min_target_work_share).
 /// `min_byte_share`: fraction (0..1) of the global-memory bytes a target with a byte_share figure (TMA
 /// loads) must deliver (EvaluatorSettings::min_tma_byte_share).
+/// `redundant_work`: how much multiply-add work outside the targets may run beside an executed
+/// tensor-core target (EvaluatorSettings::redundant_work; the rule is redundant_work_shortfall in
+/// evaluator/target_work.hpp).
 TargetsExecutedAxis targets_executed_axis(const StageResult &execution, bool task_has_targets,
-                                          double min_work_share, double min_byte_share = 0);
+                                          double min_work_share, double min_byte_share = 0,
+                                          const protocol::RedundantWorkPolicy &redundant_work = {});
 
 /// The three axes, decided in one place from a verdict's GPU stages: correct from the correctness
 /// status (nullopt when it was skipped), targets executed from targets_executed_axis, speedup from the
@@ -32,7 +38,7 @@ struct AxesDecision {
   std::vector<std::string> shortfalls;
 };
 AxesDecision decide_axes(const Verdict &verdict, bool task_has_targets, double min_work_share,
-                         double min_byte_share);
+                         double min_byte_share, const protocol::RedundantWorkPolicy &redundant_work = {});
 
 /// The `generalizes` result from the generalization stage (the worker's check of the hidden workloads)
 /// and the hidden workloads whose launch the manifest could not resolve (`plan_errors`, name -> why):

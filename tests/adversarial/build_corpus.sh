@@ -22,25 +22,30 @@ manifest() {  # $1 = grid JSON, $2 = dynamic shared memory expression
 JSON
 }
 
-# $1 = folder, $2 = CASE macro, $3 = grid JSON, $4 = shared bytes, $5 = prose, $6 = optional PTX filter
-emit() {
-  local ptx
-  ptx=$("$NVCC" -ptx -gencode=arch=compute_90a,code=sm_90a -O3 -diag-suppress 177 "-DCASE_$2" kernels.cu -o -)
-  if [[ -n "${6:-}" ]]; then ptx=$(printf '%s\n' "$ptx" | "$6"); fi
+# $1 = folder, $2 = prose, $3 = PTX text, $4 = manifest JSON: the model-style response.
+write_response() {
   mkdir -p "$1"
   {
-    echo "$5"
+    echo "$2"
     echo
     echo '```ptx'
-    printf '%s\n' "$ptx"
+    printf '%s\n' "$3"
     echo '```'
     echo
     echo 'Launch manifest:'
     echo
     echo '```json'
-    manifest "$3" "$4"
+    printf '%s\n' "$4"
     echo '```'
   } > "$1/response.md"
+}
+
+# $1 = folder, $2 = CASE macro, $3 = grid JSON, $4 = shared bytes, $5 = prose, $6 = optional PTX filter
+emit() {
+  local ptx
+  ptx=$("$NVCC" -ptx -gencode=arch=compute_90a,code=sm_90a -O3 -diag-suppress 177 "-DCASE_$2" kernels.cu -o -)
+  if [[ -n "${6:-}" ]]; then ptx=$(printf '%s\n' "$ptx" | "$6"); fi
+  write_response "$1" "$5" "$ptx" "$(manifest "$3" "$4")"
 }
 
 # Target mnemonics only inside comments: the lexer must not count them as present.
@@ -98,4 +103,23 @@ emit printf_flood PRINTF_FLOOD "$GRID_DEFAULT" 0 \
   "Correct GEMM in which every thread prints a line per K slice (hundreds of millions of printf calls)."
 emit targets_only_in_comments CONTROL "$GRID_DEFAULT" 0 \
   "Correct FFMA GEMM whose PTX mentions wgmma and TMA only in comments." targets_in_comments
+# Cases with a kernel of their own (not a kernels.cu variant): the source sits beside the corpus.
+DECOY_MANIFEST='{
+  "entry": "gemm_decoy_wgmma",
+  "grid": ["ceil_div(N, 128)", "ceil_div(M, 128)", 1],
+  "block": [384, 1, 1],
+  "cluster": [1, 1, 1],
+  "shared_bytes": "132160",
+  "params": [
+    {"tensor": "C"},
+    {"tensor_map": "A", "box": [64, 128], "swizzle": "128B", "oob_fill": "zero"},
+    {"tensor_map": "B", "box": [64, 128], "swizzle": "128B", "oob_fill": "zero"},
+    {"scalar": "M"},
+    {"scalar": "N"},
+    {"scalar": "K"}
+  ]
+}'
+write_response decoy_wgmma_discarded \
+  "TMA-fed GEMM computed on mma.sync from the swizzled tiles; wgmma runs on every tile too, its results folded into C as zero * wgmma (zero is 0 at run time)." \
+  "$("$NVCC" -ptx -gencode=arch=compute_90a,code=sm_90a -O3 decoy_wgmma.cu -o -)" "$DECOY_MANIFEST"
 echo "regenerated $(ls -d */ | wc -l) cases"

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -107,6 +108,20 @@ void read_fields(const nlohmann::json &j, T &value) {
   FieldReader r(j);
   fields(r, value);
   r.finish();
+}
+
+/// A typed record kept under `key` in a stage's figures: nullopt when absent or null; a malformed one
+/// throws ProtocolError with the field path prefixed by `key` ("matrix_work.fma_share").
+template <class T>
+std::optional<T> record_in_figures(const nlohmann::json &figures, const char *key) {
+  if (!figures.is_object()) return std::nullopt;
+  const auto it = figures.find(key);
+  if (it == figures.end() || it->is_null()) return std::nullopt;
+  try {
+    return it->template get<T>();
+  } catch (const ProtocolError &e) {
+    throw ProtocolError(std::string(key) + (e.field().empty() ? "" : "." + e.field()), e.message());
+  }
 }
 
 }  // namespace ptxbench::protocol::detail

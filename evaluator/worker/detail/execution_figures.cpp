@@ -75,7 +75,67 @@ std::vector<std::string_view> split_dots(std::string_view s) {
 
 const std::set<std::string> kTmaLoadFamilies = {"UTMALDG"};
 
+// The multiply-adds that MatrixWork collects outside the targets, from per-family sums of one pass over
+// the counts: the FLOPs of MMAs with their shape in the opcode, the opcodes of those without, the FLOPs
+// of FMA-pipe instructions.
+protocol::MatrixWork matrix_work(const std::vector<TargetSpec> &targets,
+                                 const std::map<std::string, double> &mma_flops,
+                                 const std::map<std::string, std::set<std::string>> &mma_no_shape,
+                                 const std::map<std::string, double> &fma_flops, double workload_flops) {
+  using protocol::NonTargetFamilyWork;
+  std::set<std::string> target_families;
+  for (const auto &t : targets) target_families.insert(t.sass_families.begin(), t.sass_families.end());
+  const auto share = [&](double flops) { return workload_flops > 0 ? flops / workload_flops : 0.0; };
+  protocol::MatrixWork w;
+  w.workload_flops = std::max(0.0, workload_flops);
+  std::vector<NonTargetFamilyWork> families;
+  for (const auto &[family, flops] : mma_flops) {
+    if (target_families.count(family)) {
+      w.target_flops += flops;
+      continue;
+    }
+    w.non_target_tensor_flops += flops;
+    families.push_back({family, "tensor", flops, share(flops)});
+  }
+  for (const auto &[family, opcodes] : mma_no_shape) {
+    if (target_families.count(family) || !kTensorCoreFamilies.count(family)) continue;
+    for (const auto &op : opcodes)
+      if (w.unknown_opcodes.size() < protocol::MatrixWork::kMaxUnknownOpcodes)
+        w.unknown_opcodes.push_back(op);
+  }
+  for (const auto &[family, flops] : fma_flops) {
+    if (target_families.count(family)) continue;
+    w.fma_flops += flops;
+    families.push_back({family, "fma", flops, share(flops)});
+  }
+  std::sort(families.begin(), families.end(),
+            [](const NonTargetFamilyWork &a, const NonTargetFamilyWork &b) { return a.flops > b.flops; });
+  if (families.size() > protocol::MatrixWork::kMaxFamilies)
+    families.resize(protocol::MatrixWork::kMaxFamilies);
+  w.families = std::move(families);
+  w.target_share = share(w.target_flops);
+  w.non_target_tensor_share = share(w.non_target_tensor_flops);
+  w.fma_share = share(w.fma_flops);
+  return w;
+}
+
 }  // namespace
+
+std::optional<int> fma_flops_per_thread(const std::string &opcode) {
+  const std::string family = opcode.substr(0, opcode.find('.'));
+  if (family == "FFMA" || family == "FFMA32I" || family == "DFMA") return 2;
+  if (family == "HFMA2" || family == "HFMA232I" || family == "FFMA2") return 4;  // two lanes
+  return std::nullopt;
+}
+
+bool is_tensor_core_family(const std::string &family) {
+  return kTensorCoreFamilies.count(family) > 0;
+}
+
+bool is_matrix_target(const TargetSpec &t) {
+  return !t.sass_families.empty() &&
+         std::all_of(t.sass_families.begin(), t.sass_families.end(), is_tensor_core_family);
+}
 
 bool is_tma_load_family(const std::string &family) {
   return kTmaLoadFamilies.count(family) > 0;
@@ -133,6 +193,7 @@ nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
   }
   std::map<std::string, std::uint64_t> family_warps, family_threads;
   std::map<std::string, double> family_flops;             // FLOPs of the family's executed MMAs
+  std::map<std::string, double> family_fma_flops;         // FLOPs of the family's executed FMA-pipe FMAs
   std::map<std::string, std::set<std::string>> no_shape;  // executed opcodes whose work is unknown
   std::uint64_t total = 0, tensor = 0, unmatched = 0;
   double tensor_flops = 0;
@@ -159,6 +220,8 @@ nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
           static_cast<double>(c.threads_on) / static_cast<double>(work->threads_per_op) * work->flops_per_op;
       family_flops[inst.family] += flops;
       tensor_flops += flops;
+    } else if (const auto fma = fma_flops_per_thread(inst.opcode)) {
+      family_fma_flops[inst.family] += static_cast<double>(c.threads_on) * *fma;
     } else {
       no_shape[inst.family].insert(inst.opcode);
     }
@@ -198,7 +261,8 @@ nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
                 // dead branch into a predicated instruction that warps issue but never run.
                 {"executed", threads > 0},
                 {"work_flops", flops_known ? json(flops) : json(nullptr)},
-                {"work_share", flops_known ? share_of(flops) : json(nullptr)}};
+                {"work_share", flops_known ? share_of(flops) : json(nullptr)},
+                {"matrix_target", is_matrix_target(t)}};
     if (!unknown.empty()) row["work_unknown_opcodes"] = unknown;
     const bool all_tma = !t.sass_families.empty() &&
                          std::all_of(t.sass_families.begin(), t.sass_families.end(), is_tma_load_family);
@@ -218,6 +282,7 @@ nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
               {"workload_flops", workload_flops > 0 ? json(workload_flops) : json(nullptr)},
               {"total_warp_instructions", total},
               {"load_bytes", {{"tma", tma_bytes}, {"plain", plain_bytes}, {"tma_share", tma_share}}},
+              {"matrix_work", matrix_work(targets, family_flops, no_shape, family_fma_flops, workload_flops)},
               {"functions", std::vector<std::string>(functions.begin(), functions.end())},
               {"records", counts.size()},
               {"unmatched_records", unmatched}};
@@ -272,7 +337,8 @@ nlohmann::json uncounted_figures(const std::vector<SassInstruction> &listing,
                     {"executed", false},
                     {"counted", !present},
                     {"work_flops", nullptr},
-                    {"work_share", nullptr}});
+                    {"work_share", nullptr},
+                    {"matrix_target", is_matrix_target(t)}});
   }
   return json{{"targets", rows}, {"instrumented", false}, {"not_instrumented", why}};
 }

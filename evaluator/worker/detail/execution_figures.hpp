@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "evaluator/protocol/matrix_work.hpp"
 #include "evaluator/worker/job.hpp"
 
 namespace ptxbench::worker::detail {
@@ -45,6 +46,17 @@ std::optional<int> plain_load_bytes(const std::string &opcode);
 /// SASS families of TMA loads global -> shared (each execution moves one box).
 bool is_tma_load_family(const std::string &family);
 
+/// FLOPs one thread does with a fused multiply-add on the FMA pipe: "FFMA", "FFMA.FTZ", "DFMA" -> 2,
+/// "HFMA2", "HFMA2.MMA", "HFMA2.BF16_V2", "FFMA2" -> 4 (two lanes); nullopt for other opcodes.
+std::optional<int> fma_flops_per_thread(const std::string &opcode);
+
+/// Tensor-core (matrix multiply-accumulate) SASS families of every generation: HGMMA, HMMA, IMMA, UTCHMMA...
+bool is_tensor_core_family(const std::string &family);
+
+/// A target made only of tensor-core families (wgmma, mma.sync, tcgen05.mma): the redundant-work rule
+/// applies to it.
+bool is_matrix_target(const TargetSpec &t);
+
 /// Joins counts with the listing: execution figures (targets, top_opcodes,
 /// tensor_core_share, tensor_core_flops, tensor_core_work_share,
 /// total_warp_instructions, functions, records, unmatched_records).
@@ -55,7 +67,10 @@ bool is_tma_load_family(const std::string &family);
 /// `tma_box_bytes`, the largest box among the launch's tensor maps, so an upper bound) and by plain
 /// global loads (thread-level executions x plain_load_bytes). A target whose families are all TMA
 /// loads gets byte_share = load_bytes.tma_share: null when tma_box_bytes <= 0 (no tensor map) or nothing
-/// was loaded.
+/// was loaded. Each target row says `matrix_target` (is_matrix_target). `matrix_work`
+/// (protocol::MatrixWork): the FLOPs of the targets' MMAs, of tensor-core MMAs no target names (mma.sync
+/// beside wgmma) and of FMA-pipe instructions (fma_flops_per_thread), each also as a share of
+/// workload_flops, per family.
 nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
                                  const std::vector<TargetSpec> &targets, const std::vector<PcCount> &counts,
                                  double workload_flops = 0, double tma_box_bytes = 0);
