@@ -103,10 +103,15 @@ std::string expression_symbols(const tasks::Task &task) {
 // Axis 2 beyond "executed": the share of the work each target must do, with the evaluator's own thresholds
 // (EvaluatorSettings, which run configs do not change). A matrix-multiply target whose SASS opcodes carry
 // their shape (wgmma, mma) is held to a share of the FLOPs; a TMA-load target to a share of the bytes read.
+// Beside any matrix target (tcgen05.mma too), the multiply-add work outside the targets is bounded
+// (EvaluatorSettings::redundant_work): a target whose work is done again elsewhere does not count.
 std::string target_shares(const tasks::Task &task) {
   const evaluator::EvaluatorSettings settings;
   std::vector<std::string> rules;
+  bool matrix_target = false;
   for (const auto &t : task.targets) {
+    matrix_target = matrix_target || t.ptx_mnemonic.rfind("wgmma", 0) == 0 ||
+                    t.ptx_mnemonic.rfind("mma", 0) == 0 || t.ptx_mnemonic.rfind("tcgen05.mma", 0) == 0;
     if (t.ptx_mnemonic.rfind("wgmma", 0) == 0 || t.ptx_mnemonic.rfind("mma", 0) == 0)
       rules.push_back(
           fmt::format("the {} instructions must do at least {:g}% of the workload's FLOPs (as the "
@@ -120,6 +125,13 @@ std::string target_shares(const tasks::Task &task) {
           "times the threads that ran it",
           100 * settings.min_tma_byte_share));
   }
+  if (matrix_target)
+    rules.push_back(fmt::format(
+        "beside them, multiply-add instructions outside the targets (other tensor-core instructions such as "
+        "mma.sync{}) may do at most {:g}% of the workload's FLOPs: a matmul computed on a target and again "
+        "elsewhere, the target's results thrown away or multiplied by 0, does not count",
+        settings.redundant_work.count_fma_pipe ? ", and fma on the CUDA cores: FFMA, HFMA2, DFMA" : "",
+        100 * settings.redundant_work.max_non_target_share));
   return rules.empty() ? "" : ". Running is not enough on its own: " + join(rules, ", and ");
 }
 

@@ -250,6 +250,19 @@ TEST_CASE("axis 2: the target rule states the evaluator's thresholds, once, for 
   const std::string blackwell = builder().system_prompt(test::repo_task("mha_fwd_d128_sm100"));
   CHECK_FALSE(has(blackwell, flops_rule));
   CHECK_HAS(blackwell, bytes_rule);
+  // Beside every matrix target, tcgen05.mma included: the bound on work outside the targets, with the
+  // evaluator's threshold and what it counts (evaluator/target_work.hpp).
+  const std::string repeated_rule = fmt::format(
+      "beside them, multiply-add instructions outside the targets (other tensor-core instructions "
+      "such as mma.sync, and fma on the CUDA cores: FFMA, HFMA2, DFMA) may do at most {:g}% of the "
+      "workload's FLOPs",
+      100 * settings.redundant_work.max_non_target_share);
+  for (const char *id : {"gemm_n7168_k5120", "mha_bwd_d128_causal", "mha_fwd_d128_sm100"}) {
+    CAPTURE(id);
+    const std::string system = builder().system_prompt(test::repo_task(id));
+    CHECK_HAS(system, repeated_rule);
+    CHECK_HAS(system, "the target's results thrown away or multiplied by 0, does not count");
+  }
 }
 
 TEST_CASE("one peak figure: the task prompt's floor, the arch table and the arch-figures pack agree") {

@@ -16,7 +16,9 @@
 #include "agent/detail/template.hpp"
 #include "agent/prompt_builder.hpp"
 #include "evaluator/candidate.hpp"
+#include "evaluator/evaluator.hpp"
 #include "evaluator/protocol/job.hpp"
+#include "evaluator/protocol/matrix_work.hpp"
 #include "tasks/arch.hpp"
 #include "tasks/task.hpp"
 #include "tests/support/support.hpp"
@@ -744,4 +746,55 @@ TEST_CASE("feedback: hidden-workload failures by kind, their values only with re
   g.value.reset();
   v.generalizes = g;
   CHECK_FALSE(has(builder().feedback(task, v), "other shape"));
+}
+
+TEST_CASE("feedback: a target whose work is done again outside it is named, with the work and the rule") {
+  auto task = load_task("gemm_n7168_k5120");
+  // The decoy as the evaluator records it: wgmma ran at 102% of the FLOPs and mma.sync did them again.
+  Verdict v = with_gpu_results(0.4, 1.2e6);
+  v.settings = evaluator::EvaluatorSettings{}.to_json();
+  json &targets = v.execution.figures["targets"];
+  targets[0]["matrix_target"] = true;
+  targets[0]["threads_on"] = 3.84e7;
+  targets[0]["work_share"] = 1.024;
+  targets[1]["matrix_target"] = false;
+  protocol::MatrixWork work;
+  work.workload_flops = 1e11;
+  work.target_flops = work.non_target_tensor_flops = 1.024e11;
+  work.target_share = work.non_target_tensor_share = 1.024;
+  work.fma_flops = 2e8;
+  work.fma_share = 0.002;
+  work.families = {{"HMMA", "tensor", 1.024e11, 1.024}, {"FFMA", "fma", 2e8, 0.002}};
+  v.execution.figures["matrix_work"] = work;
+  v.axes.targets_executed = false;
+  const std::string f = builder().feedback(task, v);
+  CHECK_HAS(f, "Correct on every workload, but the task's target instructions did not all run");
+  CHECK_HAS(f,
+            "The targets do not count: target wgmma did 102% of the task's FLOPs, but multiply-add "
+            "instructions outside the targets did 103% of them as well (mma.sync (HMMA) 102%, fp32 fma "
+            "(FFMA) 0.2%)");
+  CHECK_FALSE(has(f, "Multiply-add work outside the target instructions"));  // the reason names the work once
+  CHECK_HAS(f, "at or under 25% of the task's FLOPs");
+  CHECK_HAS(f, "make the target's work count as repeated");
+  CHECK_FALSE(has(f, "HMMA (HMMA)"));
+
+  // Honest: the softmax-sized FMA work beside wgmma is not worth a line, and nothing is refused.
+  Verdict honest = with_gpu_results(1.1, 1.2e6);
+  honest.settings = evaluator::EvaluatorSettings{}.to_json();
+  work.non_target_tensor_flops = work.non_target_tensor_share = 0;
+  work.families = {{"FFMA", "fma", 2e8, 0.002}};
+  honest.execution.figures["matrix_work"] = work;
+  const std::string ok = builder().feedback(task, honest);
+  CHECK_FALSE(has(ok, "Multiply-add work outside"));
+  CHECK_FALSE(has(ok, "The targets do not count"));
+  // Mixed: a tenth on mma.sync beside wgmma is shown, and within the rule nothing is refused.
+  work.non_target_tensor_flops = 1e10;
+  work.non_target_tensor_share = 0.1;
+  work.families = {{"HMMA", "tensor", 1e10, 0.1}, {"FFMA", "fma", 2e8, 0.002}};
+  honest.execution.figures["matrix_work"] = work;
+  const std::string mixed = builder().feedback(task, honest);
+  CHECK_HAS(mixed,
+            "Multiply-add work outside the target instructions: mma.sync (HMMA) 10%, fp32 fma (FFMA) "
+            "0.2% of the task's FLOPs.");
+  CHECK_FALSE(has(mixed, "The targets do not count"));
 }

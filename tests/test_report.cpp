@@ -615,3 +615,43 @@ TEST_CASE("report --compare: each model's generalization rate on the paired task
   CHECK(md.find(fmt::format("| {}/{} (100.0% [", all.gen_a, all.gen_checked_a)) != std::string::npos);
   CHECK(render_csv(*report).at("comparison.csv").find("gen_checked_a,gen_a_rate") != std::string::npos);
 }
+
+TEST_CASE("trajectory view: show gives the multiply-add work outside the targets, per family") {
+  LoadedRun run;
+  run.dir = "decoy-run";
+  run.run = {{"run_id", "r"}};
+  // A decoy (mma.sync doing the GEMM beside wgmma), an honest wgmma kernel, a verdict without the record.
+  const nlohmann::json decoy = {
+      {"workload_flops", 1e11},
+      {"target_flops", 1.024e11},
+      {"target_share", 1.024},
+      {"non_target_tensor_flops", 1.024e11},
+      {"non_target_tensor_share", 1.024},
+      {"fma_flops", 2e8},
+      {"fma_share", 0.002},
+      {"families",
+       nlohmann::json::array({{{"family", "HMMA"}, {"unit", "tensor"}, {"flops", 1.024e11}, {"share", 1.024}},
+                              {{"family", "FFMA"}, {"unit", "fma"}, {"flops", 2e8}, {"share", 0.002}}})},
+      {"unknown_opcodes", nlohmann::json::array()}};
+  nlohmann::json honest = decoy;
+  honest["non_target_tensor_flops"] = 0;
+  honest["non_target_tensor_share"] = 0;
+  honest["families"].erase(0);
+  for (int sample = 0; sample < 3; ++sample) {
+    nlohmann::json r = no_gpu_record("gemm_a", sample, false);
+    auto &e = r["verdict"]["stages"]["execution"];
+    e["status"] = "ok";
+    if (sample < 2)
+      e["figures"] = {{"targets", nlohmann::json::array()}, {"matrix_work", sample == 0 ? decoy : honest}};
+    run.turns.push_back(TurnRecord::from_json(r));
+  }
+  const auto pages = build_trajectory_pages({run}, {});
+  REQUIRE(pages.size() == 3);
+  std::map<int, std::string> text;
+  for (const auto &p : pages) text[p.sample] = render_trajectory_text(p, std::nullopt);
+  CHECK(text[0].find("multiply-adds outside the targets: 102.4% of the task's FLOPs on other tensor-core "
+                     "instructions, 0.2% on the FMA pipe (HMMA 102.4%, FFMA 0.2%)") != std::string::npos);
+  CHECK(text[1].find("multiply-adds outside the targets: 0.0% of the task's FLOPs on other tensor-core "
+                     "instructions, 0.2% on the FMA pipe (FFMA 0.2%)") != std::string::npos);
+  CHECK(text[2].find("multiply-adds outside the targets") == std::string::npos);
+}

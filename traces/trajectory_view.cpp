@@ -130,6 +130,23 @@ std::vector<std::string> key_figures(const Json *verdict) {
       line += *in_sass ? ", in SASS" : ", not in SASS";
     out.push_back(line);
   }
+  // Multiply-add work outside the targets (the execution figures' matrix_work), per SASS family.
+  const Json *execution = figures_of(stage_of(verdict, "execution"));
+  if (const Json *work = execution ? detail::object_field(*execution, "matrix_work") : nullptr;
+      work && detail::number_field(*work, "workload_flops").value_or(0) > 0) {
+    std::string line = fmt::format(
+        "multiply-adds outside the targets: {:.1f}% of the task's FLOPs on other tensor-core instructions, "
+        "{:.1f}% on the FMA pipe",
+        100 * detail::number_field(*work, "non_target_tensor_share").value_or(0),
+        100 * detail::number_field(*work, "fma_share").value_or(0));
+    std::string families;
+    for (const auto &f : array_of(work, "families"))
+      if (auto share = detail::number_field(f, "share"); share && *share >= 0.0005)
+        families += fmt::format("{}{} {:.1f}%", families.empty() ? "" : ", ",
+                                detail::string_field(f, "family").value_or("?"), 100 * *share);
+    if (!families.empty()) line += " (" + families + ")";
+    out.push_back(line);
+  }
   const Json *timing = figures_of(stage_of(verdict, "timing"));
   for (const auto &w : array_of(timing, "workloads")) {
     auto cand = detail::number_field(w, "candidate_ms"), lib = detail::number_field(w, "library_ms");

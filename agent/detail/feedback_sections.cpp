@@ -12,6 +12,9 @@
 
 #include "agent/detail/feedback_mismatch.hpp"
 #include "agent/detail/template.hpp"
+#include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/matrix_work.hpp"
+#include "evaluator/target_work.hpp"
 #include "util/strings.hpp"
 
 namespace ptxbench::agent::detail {
@@ -371,6 +374,28 @@ std::string generalization_section(const tasks::Task &task, const Verdict &v) {
   return out;
 }
 
+/// The multiply-add work outside the target instructions (the execution figures' matrix_work), when it is
+/// at least 1% of the task's FLOPs, and the evaluator's reason when the targets do not count because of it
+/// (evaluator/target_work.hpp, with the thresholds the verdict recorded).
+std::string non_target_work_lines(const Verdict &v) {
+  std::optional<protocol::MatrixWork> work;
+  protocol::RedundantWorkPolicy policy;
+  try {
+    work = protocol::matrix_work_from_figures(v.execution.figures);
+    if (v.settings.is_object() && v.settings.contains("redundant_work"))
+      policy = v.settings["redundant_work"].get<protocol::RedundantWorkPolicy>();
+  } catch (const protocol::ProtocolError &) {
+    return "";
+  }
+  if (!work || work->workload_flops <= 0 || policy.non_target_share(*work) < 0.01) return "";
+  const double min_share = num(v.settings, "min_target_work_share").value_or(0.75);
+  if (v.axes.targets_executed == false)
+    if (auto why = evaluator::redundant_work_shortfall(v.execution.figures, min_share, policy))
+      return "The targets do not count: " + *why + ".\n";  // names the families itself
+  return "Multiply-add work outside the target instructions: " +
+         evaluator::non_target_work_text(*work, policy) + " of the task's FLOPs.\n";
+}
+
 /// Per-target lines joining what the static, compile and execution stages saw.
 std::string execution_section(const tasks::Task &task, const Verdict &v) {
   const json &in_ptx =
@@ -424,6 +449,7 @@ std::string execution_section(const tasks::Task &task, const Verdict &v) {
     rows.push_back(line);
   }
   out += "Target instructions:\n" + bullet_list(rows, kMaxListedWorkloads, 400);
+  out += non_target_work_lines(v);
   std::vector<std::string> top;
   for (const auto &op : array_at(v.execution.figures, "top_opcodes")) {
     if (top.size() >= kMaxTopOpcodes) break;
