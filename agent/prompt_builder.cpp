@@ -417,7 +417,8 @@ std::string PromptBuilder::feedback(const tasks::Task &task, const Verdict &verd
   }
   std::string text = detail::render_template(templates_.at("feedback/" + name), values, "feedback/" + name);
   // Unseen shapes: only for a kernel correct on the shown ones (otherwise they were not checked).
-  if (verdict.status == Status::ok) text += detail::generalization_section(task, verdict);
+  if (verdict.status == Status::ok)
+    text += detail::near_tolerance_section(verdict) + detail::generalization_section(task, verdict);
   return detail::truncate_text(text, kMaxFeedbackChars);
 }
 

@@ -290,6 +290,7 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
     r.read("run_gpu", s.run_gpu);
     r.read("run_sanitizer", s.run_sanitizer);
     r.read("num_sms", s.num_sms, 0, 100000);  // 0 = the task's reference GPU (tasks/arch.hpp)
+    r.read("run_seed", s.run_seed);           // 0 = drawn when the run starts (recorded in run.json)
     if (const auto *h = r.get("hidden_workloads")) {
       FieldReader hr(*h, "evaluator.hidden_workloads", errors);
       hr.read("check", s.hidden.check);
@@ -432,6 +433,7 @@ nlohmann::json RunConfig::to_json() const {
   // Only a repairs run has the key, so ordinary runs keep their config hash; likewise num_sms.
   if (repairs) j["repairs"] = repairs->to_json();
   if (s.num_sms > 0) j["evaluator"]["num_sms"] = s.num_sms;
+  if (s.run_seed != 0) j["evaluator"]["run_seed"] = s.run_seed;
   // Likewise the hidden-workload settings, when not the defaults.
   if (s.hidden != evaluator::HiddenWorkloadSettings{})
     j["evaluator"]["hidden_workloads"] = {

@@ -152,6 +152,12 @@ std::optional<ShardSpec> shard_spec_from_run_json(const nlohmann::json &run_json
   return spec;
 }
 
+std::uint64_t shard_run_seed(const std::string &run_id) {
+  const std::uint64_t seed =
+      std::stoull(util::fnv1a64_hex("run seed " + run_id), nullptr, 16) & ((std::uint64_t{1} << 53) - 1);
+  return seed != 0 ? seed : 1;
+}
+
 std::string default_shard_run_id(const RunConfig &config) {
   return "cfg-" + config_hash(config);
 }

@@ -71,6 +71,11 @@ nlohmann::json shard_json(const ShardSpec &spec, const std::string &config_hash,
 /// Reads run.json's "shard" object back (nullopt when the run is not a shard or the object is malformed).
 std::optional<ShardSpec> shard_spec_from_run_json(const nlohmann::json &run_json);
 
+/// The run seed (evaluator::EvaluatorSettings::run_seed) of a shard whose config gives none: a hash of the
+/// run id, so every shard of the run fills the same inputs. (`slurm submit` writes a drawn seed into the
+/// shards' config instead.) 53 bits, like a drawn seed; never 0.
+std::uint64_t shard_run_seed(const std::string &run_id);
+
 /// The default run id of shards started without --run-id: the same in every process with this config.
 std::string default_shard_run_id(const RunConfig &config);
 

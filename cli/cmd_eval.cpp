@@ -2,6 +2,7 @@
 // response through every evaluation stage; prints the verdict.
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/core.h>
@@ -29,8 +30,9 @@ struct EvalOptions {
   double cooldown_ratio =
       evaluator::TimingPolicy{}.cooldown_ratio;  ///< GPU idle after each timed launch, x its time
   bool no_hidden = false, time_hidden = false, reveal_hidden = false;  ///< EvaluatorSettings::hidden
-  bool feedback = false;  ///< also print (to stderr) the feedback the run loop would send
-  int num_sms = 0;        ///< the manifest's num_sms; 0 = the task's GPU's
+  bool feedback = false;              ///< also print (to stderr) the feedback the run loop would send
+  int num_sms = 0;                    ///< the manifest's num_sms; 0 = the task's GPU's
+  std::optional<std::uint64_t> seed;  ///< the run seed for the inputs; none = drawn (and printed)
 };
 
 std::string axis_text(const std::optional<bool> &b) {
@@ -75,6 +77,7 @@ int run_eval(const EvalOptions &options) {
   settings.hidden.check = !options.no_hidden;
   settings.hidden.time = options.time_hidden;
   settings.hidden.reveal = options.reveal_hidden;
+  settings.run_seed = options.seed && *options.seed != 0 ? *options.seed : evaluator::draw_run_seed();
   // An oversized response is a value: the evaluator's parse stage says so in the verdict.
   auto response = evaluator::read_response(options.response_path, settings.parse);
   if (!response) {
@@ -96,6 +99,9 @@ int run_eval(const EvalOptions &options) {
   } else {
     fmt::print("{}: {}   (kernel {}, {:.2f} s)\n", task->id, evaluator::to_string(v.status),
                v.kernel_hash.empty() ? "-" : v.kernel_hash, v.wall_seconds);
+    if (settings.run_gpu)
+      fmt::print("  run seed {} (--seed {} gives the same inputs again)\n", settings.run_seed,
+                 settings.run_seed);
     print_stage("parse", v.parse);
     print_stage("static", v.static_checks);
     print_stage("compile", v.compile);
@@ -147,6 +153,10 @@ void register_eval_command(CLI::App &app, Action &action) {
       "Also print, on stderr, the feedback message the run loop would send the model for this verdict");
   cmd->add_flag("--no-hidden", options->no_hidden,
                 "Do not check the task's hidden workloads (the verdict's generalizes stays unchecked)");
+  cmd->add_option(
+      "--seed", options->seed,
+      "Run seed for the GPU stages' random inputs (the same seed, task and kernel give the same "
+      "inputs and verdict); default: drawn, printed and recorded in the verdict's settings.run_seed");
   cmd->add_flag("--time-hidden", options->time_hidden,
                 "Also time each hidden workload the kernel gets right (figures in stages.generalization)");
   cmd->add_flag("--reveal-hidden", options->reveal_hidden,

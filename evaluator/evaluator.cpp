@@ -4,12 +4,15 @@
 #include "evaluator/evaluator.hpp"
 
 #include <chrono>
+#include <random>
+#include <string>
 #include <utility>
 
 #include <fmt/core.h>
 
 #include "evaluator/detail/pipeline.hpp"
 #include "evaluator/static_checks.hpp"
+#include "util/files.hpp"
 
 namespace ptxbench::evaluator {
 namespace fs = std::filesystem;
@@ -123,6 +126,7 @@ json EvaluatorSettings::to_json() const {
       {"timing", timing},
       {"worker", worker},
       {"profile", profile},
+      {"run_seed", run_seed},
       {"hidden_workloads", {{"check", hidden.check}, {"time", hidden.time}, {"reveal", hidden.reveal}}},
       {"run_gpu", run_gpu},
       {"run_sanitizer", run_sanitizer},
@@ -136,6 +140,21 @@ json EvaluatorSettings::to_json() const {
       {"disassembler_path", disassembler_path.string()},
       {"nvrtc_child_path", nvrtc_child_path.string()},
       {"lock_dir", lock_dir.string()}};
+}
+
+std::uint64_t task_input_seed(std::uint64_t run_seed, std::string_view task_id) {
+  const std::string key = std::to_string(run_seed) + "/" + std::string(task_id);
+  const std::uint64_t seed = std::stoull(util::fnv1a64_hex(key), nullptr, 16);
+  return seed != 0 ? seed : 1;
+}
+
+std::uint64_t draw_run_seed() {
+  // 53 bits: every JSON reader (jq and JavaScript read numbers as doubles) keeps the recorded value exact.
+  std::random_device source;
+  for (;;) {
+    const std::uint64_t seed = ((std::uint64_t{source()} << 32) ^ source()) & ((std::uint64_t{1} << 53) - 1);
+    if (seed != 0) return seed;
+  }
 }
 
 bool CompiledCandidate::ready_for_gpu() const {

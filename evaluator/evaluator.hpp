@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -61,6 +62,12 @@ struct EvaluatorSettings {
   WorkerLimits worker;
   HiddenWorkloadSettings hidden;
   ProfilePolicy profile;
+  /// The run's seed for every input the GPU stages fill: a job's base seed is task_input_seed(run_seed,
+  /// task id) (the worker mixes in workload, trial and stage), so within a run a resent kernel sees the same
+  /// inputs and gets the same verdict, and the model cannot predict them. `ptxbench run` and `eval` draw
+  /// one (draw_run_seed) unless given; 0 = none: each GPU stage draws its own from the clock. A non-zero
+  /// correctness.base_seed takes precedence (tests).
+  std::uint64_t run_seed = 0;
   bool run_gpu = true;        ///< false = GPU stages skipped ("disabled by --no-gpu")
   bool run_sanitizer = true;  ///< compute-sanitizer on runtime_error / timeout / nondeterministic
   /// Fraction (0..1) of the instrumented workload's FLOPs that a tensor-core target's executed
@@ -136,6 +143,12 @@ Verdict evaluate(const tasks::Task &task, std::string_view response, const Evalu
 /// Both, in order, for a response read by read_response: one over the size limit gets the parse stage's
 /// verdict (no_kernel, with its size) without its text.
 Verdict evaluate(const tasks::Task &task, const ResponseInput &response, const EvaluatorSettings &settings);
+
+/// A job's base seed: a hash of the run seed and the task id (never 0, which would mean "from the clock").
+std::uint64_t task_input_seed(std::uint64_t run_seed, std::string_view task_id);
+
+/// A fresh run seed from the operating system's random source (std::random_device; never 0).
+std::uint64_t draw_run_seed();
 
 /// The ptxbench-worker executable: settings.worker_path, $PTXBENCH_WORKER, next to
 /// this executable, or the build tree's evaluator/worker/ (nullopt = not found).

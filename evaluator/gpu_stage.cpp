@@ -189,6 +189,9 @@ protocol::Job build_job(const CompiledCandidate &c, const tasks::Task &task,
   job.correctness = settings.correctness;
   job.timing = settings.timing;
   job.limits = settings.worker;
+  // Within a run the same task gets the same inputs (a resent kernel, the same verdict).
+  if (job.correctness.base_seed == 0 && settings.run_seed != 0)
+    job.correctness.base_seed = task_input_seed(settings.run_seed, task.id);
   job.profile = settings.profile;
   if (settings.profile.enabled) job.stages.push_back("profile");
   job.cache_dir = selection_cache_dir(settings).string();

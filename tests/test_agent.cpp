@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/shard.hpp"
 #include "agent_fixture.hpp"
 
 using namespace ptxbench;
@@ -447,6 +448,80 @@ TEST_CASE("loop: with reuse_verdicts false every resent kernel is evaluated afre
   for (const auto &t : turns) CHECK(t.verdict["reused_from"].is_null());
   const Json saved = Json::parse(slurp(tmp.dir / "run" / "run.json"));
   CHECK(saved["config"]["reuse_verdicts"] == false);
+}
+
+TEST_CASE("loop: one run seed per run: drawn, recorded, in every evaluation's settings, kept on resume") {
+  ScratchDir tmp;
+  auto script = std::make_shared<Script>();
+  std::atomic<int> interrupts{0};
+  script->delay = std::chrono::milliseconds(5);
+  script->answer = [&](const llm::ChatRequest &) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+    if (script->calls >= 4) interrupts = 1;  // stopped part-way, then resumed
+    return text("BROKEN");
+  };
+  std::mutex mutex;
+  std::set<std::uint64_t> seen;  // the run seeds the evaluations were given
+  const auto services = [&] {
+    auto s = fake_services(script);
+    s.cpu_stages = [&](const tasks::Task &t, std::string_view r, const evaluator::EvaluatorSettings &st) {
+      {
+        std::lock_guard lock(mutex);
+        seen.insert(st.run_seed);
+      }
+      return fake_cpu_stages(t, r, st);
+    };
+    return s;
+  };
+  agent::RunOptions o = quiet();
+  o.interrupts = &interrupts;
+  auto runner = agent::Runner::start(base_config(tmp.dir / "run", 1, 2, 3), services(), o);
+  REQUIRE(runner);
+  const auto first = (*runner)->run();
+  CHECK(first.end == agent::RunEnd::interrupted);
+  REQUIRE(first.turns_recorded >= 1);
+  const Json run = Json::parse(slurp(tmp.dir / "run" / "run.json"));
+  REQUIRE(run["run_seed"].is_number_unsigned());
+  const auto seed = run["run_seed"].get<std::uint64_t>();
+  CHECK(seed != 0);
+  CHECK(run["evaluator_settings"]["run_seed"] == seed);
+  CHECK_FALSE(run["config"]["evaluator"].contains("run_seed"));  // drawn, not configured: same config hash
+  CHECK(seen == std::set<std::uint64_t>{seed});
+
+  std::atomic<int> none{0};
+  agent::RunOptions o2 = quiet();
+  o2.interrupts = &none;
+  auto resumed = agent::Runner::resume(tmp.dir / "run", services(), o2);
+  REQUIRE(resumed);
+  CHECK((*resumed)->run().end == agent::RunEnd::completed);
+  CHECK(seen == std::set<std::uint64_t>{seed});  // the turns after the resume had the same inputs' seed
+  CHECK(Json::parse(slurp(tmp.dir / "run" / "run.json"))["run_seed"] == seed);
+
+  // Another run draws another; a configured seed is used as given and kept in the config.
+  seen.clear();
+  interrupts = 0;
+  script->answer = [&](const llm::ChatRequest &) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+    return text("BROKEN");
+  };
+  auto other = agent::Runner::start(base_config(tmp.dir / "run2", 1, 1, 1), services(), quiet());
+  REQUIRE(other);
+  (*other)->run();
+  REQUIRE(seen.size() == 1);
+  CHECK(*seen.begin() != seed);
+  seen.clear();
+  auto configured = base_config(tmp.dir / "run3", 1, 1, 1);
+  configured.evaluator.run_seed = 424242;
+  auto given = agent::Runner::start(configured, services(), quiet());
+  REQUIRE(given);
+  (*given)->run();
+  CHECK(seen == std::set<std::uint64_t>{424242});
+  const Json run3 = Json::parse(slurp(tmp.dir / "run3" / "run.json"));
+  CHECK(run3["run_seed"] == 424242);
+  CHECK(run3["config"]["evaluator"]["run_seed"] == 424242);
+
+  // Shards without a configured seed derive it from the shared run id: the same in every shard.
+  CHECK(agent::shard_run_seed("cfg-0123") == agent::shard_run_seed("cfg-0123"));
+  CHECK(agent::shard_run_seed("cfg-0123") != agent::shard_run_seed("cfg-0124"));
+  CHECK(agent::shard_run_seed("cfg-0123") < (std::uint64_t{1} << 53));
 }
 
 TEST_CASE("loop: the sampling seed is seed + sample index, and each record says which it sent") {

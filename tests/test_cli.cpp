@@ -111,6 +111,12 @@ TEST_CASE("eval: ok, not ok, a missing file and an unknown task, in text and JSO
   CHECK(v["status"] == "ok");
   CHECK(v["stages"]["compile"]["status"] == "ok");
   CHECK(v["stages"]["timing"]["status"] == "skipped");
+  // A run seed is drawn and recorded when none is given; --seed gives the same inputs again.
+  CHECK(v["settings"]["run_seed"].get<std::uint64_t>() != 0);
+  const Outcome seeded = run_cli({"eval", "--task", "gemm_n7168_k5120", "--no-gpu", "--json", "--seed",
+                                  "987654321", "--response", solution("gemm_n7168_k5120", "wgmma_tma")});
+  CHECK(seeded.code == cli::kExitOk);
+  CHECK(nlohmann::json::parse(seeded.out)["settings"]["run_seed"] == 987654321);
 
   util::TempDir tmp("ptxbench-test-cli");
   const fs::path prose = tmp.path() / "prose.md";

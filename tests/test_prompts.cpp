@@ -377,6 +377,61 @@ TEST_CASE("feedback: incorrect and nondeterministic report coordinates and count
   CHECK_HAS(g, "M=4096: 3 of 3 trials passed; a second identical launch gave different bits");
 }
 
+TEST_CASE("feedback: a kernel near the tolerance is told so, correct or not; others are not") {
+  auto task = load_task("gemm_n7168_k5120");
+  const json near = {{"tensors", json::array({{{"tensor", "C"}, {"max_error_ratio", 0.93}, {"trial", 5}}})},
+                     {"max_error_ratio", 0.93},
+                     {"borderline", true},
+                     {"trials_run", 11},
+                     {"trials_failed", 0},
+                     {"extra_trials", 8},
+                     {"failure_rate", 0.0},
+                     {"extra_stopped_by", "count"}};
+  Verdict ok = with_gpu_results(0.85, 320000);
+  ok.correctness.figures["workloads"][0]["margin"] = near;
+  ok.correctness.figures["workloads"][0]["trials"] = 11;
+  ok.correctness.figures["workloads"][0]["passed"] = 11;
+  ok.correctness.figures["borderline"] = true;
+  const std::string f = builder().feedback(task, ok);
+  CHECK_HAS(f,
+            "Near the tolerance on M=8192: the largest error is 0.93x the tolerance (1 = the limit); 0 of 11 "
+            "trials on fresh inputs failed.\nA kernel this close to the limit can fail on other inputs");
+
+  // Not borderline (an honest rounding at 0.45x): nothing said.
+  Verdict clear = with_gpu_results(0.85, 320000);
+  json margin = near;
+  margin["borderline"] = false;
+  margin["max_error_ratio"] = 0.45;
+  margin["extra_trials"] = 0;
+  margin["trials_run"] = 3;
+  clear.correctness.figures["workloads"][0]["margin"] = margin;
+  CHECK_FALSE(has(builder().feedback(task, clear), "Near the tolerance"));
+
+  // Incorrect near the edge: the row says how near and how often, and where to look.
+  Verdict bad = compiled_verdict();
+  bad.correctness.status = Status::incorrect;
+  bad.correctness.summary = "workload M=8192: 8 of 11 trials passed";
+  json failing = near;
+  failing["max_error_ratio"] = 1.04;
+  failing["trials_failed"] = 3;
+  failing["failure_rate"] = 3.0 / 11;
+  bad.correctness.figures = {{"workloads", json::array({{{"name", "M=8192"},
+                                                         {"trials", 11},
+                                                         {"passed", 8},
+                                                         {"mismatches", 2},
+                                                         {"deterministic", true},
+                                                         {"margin", failing}}})},
+                             {"borderline", true}};
+  bad.finalize_status();
+  REQUIRE(bad.status == Status::incorrect);
+  const std::string g = builder().feedback(task, bad);
+  CHECK_HAS(g, "M=8192: 8 of 11 trials passed");
+  CHECK_HAS(g,
+            "near the tolerance: the largest error is 1.04x the tolerance (1 = the limit); 3 of 11 trials on "
+            "fresh inputs failed");
+  CHECK_HAS(g, "The errors are just past the tolerance: they come from precision");
+}
+
 TEST_CASE("feedback: the execution axis names the target that ran 0 times") {
   auto task = load_task("gemm_n7168_k5120");
   Verdict v = with_gpu_results(0.93, 0);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 
 #include "evaluator/protocol/error.hpp"
 #include "evaluator/protocol/job.hpp"
+#include "evaluator/protocol/margin.hpp"
 #include "evaluator/protocol/matrix_work.hpp"
 #include "evaluator/protocol/policies.hpp"
 #include "evaluator/protocol/profile.hpp"
@@ -473,6 +475,86 @@ TEST_CASE(
   bad = j;
   bad["metrics"][0]["colour"] = "red";
   CHECK_THROWS_AS((void)bad.get<KernelProfile>(), ptxbench::protocol::ProtocolError);
+}
+
+TEST_CASE("borderline: the policy's band and budget, the margin record and its codec") {
+  namespace p = ptxbench::protocol;
+  const p::BorderlinePolicy policy;  // [0.5, 2], 8 extra trials, 2 s
+  p::CorrectnessPolicy c;
+  c.borderline.low = 0.7;
+  c.borderline.extra_trials = 3;
+  c.borderline.budget = std::chrono::milliseconds(500);
+  CHECK(round_trip(c) == c);
+  CHECK(nlohmann::json(c)["borderline"]["budget_seconds"] == 0.5);
+  // Older configs and verdict settings without the key read as the defaults.
+  CHECK(nlohmann::json::parse(R"({"trials": 3})").get<p::CorrectnessPolicy>().borderline == policy);
+  try {
+    (void)nlohmann::json::parse(R"({"borderline": {"low": 3, "high": 2}})").get<p::CorrectnessPolicy>();
+    FAIL("a band whose low end lies above its high end must be refused");
+  } catch (const p::ProtocolError &e) {
+    CHECK(e.field() == "borderline.low");
+  }
+  CHECK_THROWS_AS(
+      (void)nlohmann::json::parse(R"({"borderline": {"extra_trials": -1}})").get<p::CorrectnessPolicy>(),
+      p::ProtocolError);
+
+  // The largest ratio per tensor over the trials, and the trial it came from.
+  p::WorkloadMargin m;
+  p::note_ratio(m, "C", 0.31, 1);
+  p::note_ratio(m, "LSE", 0.02, 1);
+  p::note_ratio(m, "C", 0.93, 2);
+  p::note_ratio(m, "C", 0.40, 3);
+  REQUIRE(m.tensors.size() == 2);
+  CHECK(m.tensors[0].tensor == "C");
+  CHECK(m.tensors[0].max_error_ratio == doctest::Approx(0.93));
+  CHECK(m.tensors[0].trial == 2);
+  CHECK(m.tensors[1].max_error_ratio == doctest::Approx(0.02));
+  CHECK(m.max_error_ratio == doctest::Approx(0.93));
+
+  // Both sides of the band, and another kind of failure.
+  CHECK(p::is_borderline(m, false, policy));
+  CHECK_FALSE(p::is_borderline(m, true, policy));  // a NaN or a guard hit is not near the edge
+  p::WorkloadMargin below, above, at_low, at_high, none;
+  p::note_ratio(below, "C", 0.49, 1);
+  p::note_ratio(above, "C", 2.01, 1);
+  p::note_ratio(at_low, "C", 0.5, 1);
+  p::note_ratio(at_high, "C", 2.0, 1);
+  CHECK_FALSE(p::is_borderline(below, false, policy));  // an honest bf16 rounding stays under 0.5
+  CHECK_FALSE(p::is_borderline(above, false, policy));  // plainly wrong
+  CHECK(p::is_borderline(at_low, false, policy));
+  CHECK(p::is_borderline(at_high, false, policy));
+  CHECK_FALSE(p::is_borderline(none, false, policy));  // nothing compared
+
+  // Extra trials: up to the count, and not past the budget (spent + the next trial's expected time).
+  p::WorkloadMargin e = m;
+  CHECK(p::extra_trial_stop(e, 0.0, 0.1, policy) == "");
+  CHECK(p::extra_trial_stop(e, 1.85, 0.1, policy) == "");
+  CHECK(p::extra_trial_stop(e, 1.95, 0.1, policy) == "budget");
+  CHECK(p::extra_trial_stop(e, 0.0, 2.5, policy) == "budget");  // one slow trial does not fit at all
+  e.extra_trials = 8;
+  CHECK(p::extra_trial_stop(e, 0.0, 0.1, policy) == "count");
+  p::BorderlinePolicy flag_only = policy;
+  flag_only.extra_trials = 0;
+  CHECK(p::extra_trial_stop(m, 0.0, 0.1, flag_only) == "count");
+
+  p::count_trials(e, 11, 9);
+  CHECK(e.trials_failed == 2);
+  CHECK(e.failure_rate == doctest::Approx(2.0 / 11));
+  e.borderline = true;
+  e.extra_stopped_by = "budget";
+  CHECK(round_trip(e) == e);
+  const nlohmann::json j = e;
+  CHECK(j["tensors"][0]["tensor"] == "C");
+  CHECK(j["failure_rate"].get<double>() == doctest::Approx(2.0 / 11));
+  nlohmann::json bad = j;
+  bad["extra_stopped_by"] = "tired";
+  CHECK_THROWS_AS((void)bad.get<p::WorkloadMargin>(), p::ProtocolError);
+  bad = j;
+  bad["trials_failed"] = 12;
+  CHECK_THROWS_AS((void)bad.get<p::WorkloadMargin>(), p::ProtocolError);
+  bad = j;
+  bad["failure_rate"] = 1.5;
+  CHECK_THROWS_AS((void)bad.get<p::WorkloadMargin>(), p::ProtocolError);
 }
 
 TEST_CASE(

@@ -593,6 +593,84 @@ TEST_CASE("report: the generalization column counts trajectories checked on hidd
   CHECK(text[2].find("generalizes") == std::string::npos);
 }
 
+TEST_CASE("report: borderline attempts counted per model; show gives every workload's margin") {
+  LoadedRun run;
+  run.dir = "edge-run";
+  run.run = {{"run_id", "r"}};
+  // Four trajectories: correct near the edge, incorrect near the edge, correct with room, no margin recorded.
+  const nlohmann::json margin_near = {
+      {"tensors", nlohmann::json::array({{{"tensor", "C"}, {"max_error_ratio", 0.93}, {"trial", 2}}})},
+      {"max_error_ratio", 0.93},
+      {"borderline", true},
+      {"trials_run", 11},
+      {"trials_failed", 0},
+      {"extra_trials", 8},
+      {"failure_rate", 0.0},
+      {"extra_stopped_by", "count"}};
+  for (int sample = 0; sample < 4; ++sample) {
+    nlohmann::json r = no_gpu_record("gemm_a", sample, false);
+    const bool incorrect = sample == 1;
+    r["verdict"]["status"] = incorrect ? "incorrect" : "ok";
+    r["verdict"]["axes"] = {{"correct", !incorrect}, {"targets_executed", true}, {"speedup", 0.5}};
+    auto &c = r["verdict"]["stages"]["correctness"];
+    c["status"] = incorrect ? "incorrect" : "ok";
+    nlohmann::json margin = margin_near;
+    if (incorrect) {
+      margin["max_error_ratio"] = 1.04;
+      margin["tensors"][0]["max_error_ratio"] = 1.04;
+      margin["trials_failed"] = 2;
+      margin["extra_stopped_by"] = "budget";
+    }
+    if (sample == 2) {
+      margin["borderline"] = false;
+      margin["max_error_ratio"] = 0.31;
+      margin["tensors"][0]["max_error_ratio"] = 0.31;
+    }
+    if (sample < 3) {
+      c["figures"] = {{"workloads", nlohmann::json::array({{{"name", "M=8192"}, {"margin", margin}}})},
+                      {"borderline", sample < 2}};
+    }
+    run.turns.push_back(TurnRecord::from_json(r));
+  }
+  auto report = build_report({run});
+  REQUIRE(report);
+  const GroupReport &g = group(*report, "m", "gemm_a");
+  CHECK(g.attempts == 4);
+  CHECK(g.borderline_attempts == 2);
+  CHECK(g.borderline_incorrect == 1);
+  const std::string md = render_markdown(*report);
+  CHECK(md.find("## Near the tolerance (borderline attempts)") != std::string::npos);
+  CHECK(md.find("| m | gemm_a | 4 | 2 | 1 |") != std::string::npos);
+  const auto files = render_csv(*report);
+  const std::string &summary = files.at("summary.csv");
+  CHECK(summary.find("generalizes_hi,borderline_attempts,borderline_incorrect\n") != std::string::npos);
+  CHECK(summary.find("m,gemm_a,") != std::string::npos);
+  CHECK(summary.find(",2,1\n") != std::string::npos);
+
+  // `ptxbench show`: the margin of every workload, the extra trials where it was borderline.
+  const auto pages = build_trajectory_pages({run}, {});
+  REQUIRE(pages.size() == 4);
+  std::map<int, std::string> text;
+  for (const auto &p : pages) text[p.sample] = render_trajectory_text(p, std::nullopt);
+  CHECK(
+      text[0].find("margin M=8192: largest |error| / tolerance C 0.93 — borderline: 0 of 11 trials failed (8 "
+                   "extra)") != std::string::npos);
+  CHECK(text[1].find("C 1.04 — borderline: 2 of 11 trials failed (8 extra, stopped by the time budget)") !=
+        std::string::npos);
+  CHECK(text[2].find("margin M=8192: largest |error| / tolerance C 0.31") != std::string::npos);
+  CHECK(text[2].find("borderline") == std::string::npos);
+  CHECK(text[3].find("margin") == std::string::npos);
+
+  // A run without any borderline attempt has no such section.
+  LoadedRun plain;
+  plain.dir = "plain-run";
+  plain.run = {{"run_id", "r"}};
+  plain.turns.push_back(TurnRecord::from_json(no_gpu_record("gemm_a", 0, false)));
+  auto plain_report = build_report({plain});
+  REQUIRE(plain_report);
+  CHECK(render_markdown(*plain_report).find("Near the tolerance") == std::string::npos);
+}
+
 TEST_CASE("report --compare: each model's generalization rate on the paired tasks") {
   auto loaded = load_run(kRuns / "two_models");
   REQUIRE(loaded.has_value());

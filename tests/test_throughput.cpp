@@ -354,6 +354,25 @@ TEST_CASE("verdict cache: the workspace size and the SM count are part of the ke
   CHECK(*cache.key(*task, with_workspace("num_sms * 4096"), explicit_132) != *per_sm);
 }
 
+TEST_CASE("run seed: a job's input seed is a hash of the run seed and the task") {
+  const std::uint64_t a = ev::task_input_seed(20260101, "gemm_n7168_k5120");
+  CHECK(a == ev::task_input_seed(20260101, "gemm_n7168_k5120"));  // fixed within a run
+  CHECK(a != ev::task_input_seed(20260102, "gemm_n7168_k5120"));  // another run, other inputs
+  CHECK(a != ev::task_input_seed(20260101, "mha_fwd_d128"));      // another task, other inputs
+  CHECK(a != 0);
+  CHECK(ev::task_input_seed(0, "") != 0);  // 0 would tell the worker to draw from the clock
+  // Drawn seeds: never 0, within 53 bits (exact in every JSON reader), not the same twice.
+  const std::uint64_t d1 = ev::draw_run_seed(), d2 = ev::draw_run_seed();
+  CHECK(d1 != 0);
+  CHECK(d1 < (std::uint64_t{1} << 53));
+  CHECK(d1 != d2);
+  // Recorded in the settings every verdict carries.
+  ev::EvaluatorSettings s;
+  s.run_seed = d1;
+  CHECK(s.to_json()["run_seed"] == d1);
+  CHECK(s.to_json()["correctness"]["borderline"]["low"] == 0.5);
+}
+
 TEST_CASE("verdict cache: a resent identical kernel reuses its verdict; any change misses") {
   const auto [task_value, response_value] = gemm_and_wgmma_response();
   const auto *task = &task_value;
@@ -395,6 +414,18 @@ TEST_CASE("verdict cache: a resent identical kernel reuses its verdict; any chan
   ev::EvaluatorSettings more_trials = settings;
   more_trials.correctness.trials = 5;
   CHECK(cache.key(*task, *response, more_trials) != key);
+  // Another run seed fills other inputs: a verdict is reused only under the seed that made it.
+  ev::EvaluatorSettings seeded = settings;
+  seeded.run_seed = 1234567;
+  const auto seeded_key = cache.key(*task, *response, seeded);
+  CHECK(seeded_key != key);
+  ev::EvaluatorSettings reseeded = settings;
+  reseeded.run_seed = 7654321;
+  CHECK(cache.key(*task, *response, reseeded) != seeded_key);
+  CHECK(cache.key(*task, *response, seeded) == seeded_key);
+  ev::EvaluatorSettings narrower = settings;
+  narrower.correctness.borderline.high = 1.5;
+  CHECK(cache.key(*task, *response, narrower) != key);
   ev::EvaluatorSettings other_paths = settings;
   other_paths.worker.prestart = false;
   other_paths.lock_dir = "/elsewhere";

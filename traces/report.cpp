@@ -272,6 +272,19 @@ void markdown_failures(const Report &r, std::string &md) {
   }
 }
 
+/// Attempts near the tolerance per group; nothing when no attempt was.
+void markdown_borderline(const Report &r, std::string &md) {
+  if (r.groups.empty() || r.overall().borderline_attempts == 0) return;
+  md +=
+      "\n## Near the tolerance (borderline attempts)\n\nAttempts whose largest error over the tolerance lay "
+      "in the borderline band, so extra trials on fresh inputs estimated how often the kernel fails "
+      "(`stages.correctness.figures.workloads[].margin`); incorrect: some trial failed.\n\n| model | task | "
+      "attempts | borderline | borderline and incorrect |\n|---|---|---:|---:|---:|\n";
+  for (const auto &g : r.groups)
+    md += fmt::format("| {} | {} | {} | {} | {} |\n", g.model, g.task, g.attempts, g.borderline_attempts,
+                      g.borderline_incorrect);
+}
+
 /// Tokens, cost and time per group.
 void markdown_cost(const Report &r, std::string &md) {
   md += "\n## Cost and time\n\n";
@@ -322,6 +335,7 @@ std::string render_markdown(const Report &r) {
   markdown_pass_at_k(r, md);
   markdown_by_turn(r, md);
   markdown_failures(r, md);
+  markdown_borderline(r, md);
   markdown_cost(r, md);
   markdown_tail(r, md);
   return md;
@@ -343,7 +357,8 @@ void csv_summary(const Report &r, std::map<std::string, std::string> &files) {
        "geomean_speedup,geomean_speedup_lo,geomean_speedup_hi,best_speedup,speedup_samples,successes,"
        "prompt_tokens,completion_tokens,reasoning_tokens,wall_seconds,tokens_per_success,wall_seconds_per_"
        "success,cost_usd,cost_per_attempt_usd,cost_per_trajectory_usd,cost_per_success_usd,mean_request_"
-       "seconds,mean_ttft_seconds,generalization_checked,generalizes_rate,generalizes_lo,generalizes_hi\n";
+       "seconds,mean_ttft_seconds,generalization_checked,generalizes_rate,generalizes_lo,generalizes_hi,"
+       "borderline_attempts,borderline_incorrect\n";
   auto pass1 = [](const std::map<int, double> &m, const std::map<int, Interval> &cis) {
     auto it = m.find(1);
     auto c = cis.find(1);
@@ -364,8 +379,9 @@ void csv_summary(const Report &r, std::map<std::string, std::string> &files) {
                      csv_num(g.cost_per_success), csv_num(g.mean_request_seconds),
                      csv_num(g.mean_ttft_seconds));
     s.pop_back();  // the row's newline: the generalization columns follow
-    s += fmt::format(",{},{}\n", g.generalization_checked,
-                     rate_lo_hi(g.generalizing, g.generalization_checked));
+    s += fmt::format(",{},{},{},{}\n", g.generalization_checked,
+                     rate_lo_hi(g.generalizing, g.generalization_checked), g.borderline_attempts,
+                     g.borderline_incorrect);
   }
   files["summary.csv"] = s;
 }

@@ -73,6 +73,10 @@ struct GroupReport {
   /// Trajectories with an attempt whose hidden workloads were checked (correct on the shown ones, on a
   /// task with hidden workloads), and those whose last such attempt was right on every hidden one.
   int generalization_checked = 0, generalizing = 0;
+  /// Attempts whose correctness stage flagged a workload borderline (largest error near the tolerance:
+  /// extra trials ran), and of them those whose verdict is incorrect (some trial failed). Counted per
+  /// attempt, reused verdicts included, so two models can be compared on how often they sit at the edge.
+  int borderline_attempts = 0, borderline_incorrect = 0;
   std::optional<double> tokens_per_success;        ///< (prompt + completion) / successes
   std::optional<double> wall_seconds_per_success;  ///< wall_seconds / successes
   // Intervals (95% unless ReportOptions::bootstrap.level says otherwise). Rates take Wilson intervals

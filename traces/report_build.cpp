@@ -159,6 +159,7 @@ struct AttemptCosts {
   long long prompt = 0, completion = 0, reasoning = 0;
   double wall = 0;
   bool gpu_measured = false;
+  bool borderline = false;  ///< the correctness stage flagged a workload near the tolerance
   std::optional<double> request_s, ttft_s;
 };
 
@@ -175,6 +176,7 @@ AttemptCosts costs_of(const TurnRecord &record) {
     if (const Json *stages = detail::object_field(*v, "stages"))
       if (const Json *s = detail::object_field(*stages, "correctness"))
         c.gpu_measured = detail::string_field(*s, "status").value_or("skipped") != "skipped";
+  c.borderline = detail::borderline_of(record) == true;
   if (const auto &tm = record.timings) {
     c.request_s = tm->request_s;
     c.ttft_s = tm->ttft_s;
@@ -335,6 +337,8 @@ class ReportBuilder {
       GroupReport &g = a->g;
       ++g.attempts;
       g.gpu_measured_attempts += c.gpu_measured;
+      g.borderline_attempts += c.borderline;
+      g.borderline_incorrect += c.borderline && c.status == "incorrect";
       ++g.by_turn[turn].attempts;
       add(g.by_turn[turn].per_attempt, f, options_.fast_thresholds);
       ++g.failures_by_turn[turn][c.status];

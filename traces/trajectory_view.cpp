@@ -120,6 +120,28 @@ std::vector<std::string> key_figures(const Json *verdict) {
     if (detail::bool_field(w, "deterministic") == false) line += ", nondeterministic";
     out.push_back(line);
   }
+  // Every workload's margin: each output's largest |error| / tolerance, and the borderline extra trials.
+  for (const auto &w : array_of(figures_of(stage_of(verdict, "correctness")), "workloads")) {
+    const Json *m = detail::object_field(w, "margin");
+    if (!m) continue;
+    std::string line =
+        fmt::format("margin {}: largest |error| / tolerance", detail::string_field(w, "name").value_or("?"));
+    const char *sep = " ";
+    for (const auto &t : array_of(m, "tensors")) {
+      line += fmt::format("{}{} {}", sep, detail::string_field(t, "tensor").value_or("?"),
+                          num(detail::number_field(t, "max_error_ratio").value_or(0)));
+      sep = ", ";
+    }
+    if (detail::bool_field(*m, "borderline") == true) {
+      line += fmt::format(" — borderline: {} of {} trials failed ({} extra",
+                          num(detail::number_field(*m, "trials_failed").value_or(0)),
+                          num(detail::number_field(*m, "trials_run").value_or(0)),
+                          num(detail::number_field(*m, "extra_trials").value_or(0)));
+      const std::string stop = detail::string_field(*m, "extra_stopped_by").value_or("");
+      line += (stop == "budget" ? ", stopped by the time budget)" : ")");
+    }
+    out.push_back(line);
+  }
   for (const auto &t : array_of(figures_of(stage_of(verdict, "execution")), "targets")) {
     std::string line = fmt::format("target {}: ", detail::string_field(t, "name").value_or("?"));
     auto runs = detail::number_field(t, "warp_executions");

@@ -13,6 +13,7 @@
 #include "agent/detail/feedback_mismatch.hpp"
 #include "agent/detail/template.hpp"
 #include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/margin.hpp"
 #include "evaluator/protocol/matrix_work.hpp"
 #include "evaluator/target_work.hpp"
 #include "util/strings.hpp"
@@ -215,6 +216,23 @@ std::string value_text(const json &j, const char *key) {
   return v.dump();
 }
 
+/// A workload row's margin record (figures.workloads[i].margin); none in verdicts made before it existed.
+std::optional<protocol::WorkloadMargin> margin_of(const json &workload) {
+  if (!workload.is_object() || !workload.contains("margin")) return std::nullopt;
+  try {
+    return workload["margin"].get<protocol::WorkloadMargin>();
+  } catch (const std::exception &) {
+    return std::nullopt;
+  }
+}
+
+/// "the largest error is 1.04x the tolerance (1 = the limit); 3 of 11 trials on fresh inputs failed"
+std::string margin_words(const protocol::WorkloadMargin &m) {
+  return fmt::format(
+      "the largest error is {}x the tolerance (1 = the limit); {} of {} trials on fresh inputs failed",
+      number(m.max_error_ratio), m.trials_failed, m.trials_run);
+}
+
 std::string correctness_workloads_section(const tasks::Task &task, const Verdict &v, bool only_failed) {
   std::vector<std::string> rows;
   for (const auto &w : array_at(v.correctness.figures, "workloads")) {
@@ -248,6 +266,7 @@ std::string correctness_workloads_section(const tasks::Task &task, const Verdict
       row += "; wrote outside a tensor: " + g.get<std::string>();
     if (boolean(w, "inputs_mutated") == true) row += "; modified an input tensor";
     if (boolean(w, "deterministic") == false) row += "; a second identical launch gave different bits";
+    if (auto m = margin_of(w); m && m->borderline) row += "; near the tolerance: " + margin_words(*m);
     rows.push_back(row);
   }
   return bullet_list(rows, kMaxListedWorkloads, kMaxDiagnosticChars);
@@ -549,12 +568,26 @@ std::string correctness_feedback(const tasks::Task &task, const Verdict &verdict
     values["summary"] =
         fmt::format("{} of {} workload{} failed", listed.size(), total, total == 1 ? "" : "s");
   if (verdict.status == Status::incorrect) {
-    values["workloads"] = rows + mismatch_pattern_section(task, verdict);
+    values["workloads"] = rows + mismatch_pattern_section(task, verdict) + near_tolerance_section(verdict);
     values["diagnostics"] = diagnostics_section(shown);
     return "incorrect";
   }
   values["diagnostics"] = rows + diagnostics_section(shown);
   return "nondeterministic";
+}
+
+std::string near_tolerance_section(const Verdict &v) {
+  std::vector<std::string> notes;
+  for (const auto &w : array_at(v.correctness.figures, "workloads"))
+    if (auto m = margin_of(w); m && m->borderline)
+      notes.push_back(str(w, "name", "?") + ": " + margin_words(*m));
+  if (notes.empty()) return "";
+  if (v.status == Status::ok)
+    return "Near the tolerance on " + join(notes, "; on ") +
+           ".\nA kernel this close to the limit can fail on other inputs; rounding to nearest and keeping "
+           "intermediates in fp32 give it margin.\n";
+  return "The errors are just past the tolerance: they come from precision (rounding, low-precision "
+         "intermediates or accumulation) rather than from wrong indexing.\n";
 }
 
 /// Status ok (or skipped GPU stages): what ran, how fast, and which of the ok templates applies.

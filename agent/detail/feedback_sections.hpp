@@ -40,6 +40,10 @@ std::string generalization_section(const tasks::Task &task, const evaluator::Ver
 /// "M is any multiple of 1 from 1 to 16384; S is a multiple of 64 from 64 to 8192": the task's ranges.
 std::string ranges_text(const tasks::Task &task);
 std::string static_details(const tasks::Task &task, const evaluator::Verdict &v);
+/// Workloads whose largest error lies near the tolerance (the correctness figures' margin): for an ok
+/// verdict, how near and how often it failed on fresh inputs, and that it can fail on others; for an
+/// incorrect one, that errors just past the tolerance point at precision. "" when none is borderline.
+std::string near_tolerance_section(const evaluator::Verdict &v);
 
 /// Compile and static errors: the whole list, each error with its source line quoted, and a count as
 /// summary when the summary would repeat one of them.

@@ -204,7 +204,7 @@ void Runner::Impl::cpu_loop() {
 }
 
 evaluator::EvaluatorSettings Runner::Impl::settings_for(const TurnJob &job) const {
-  evaluator::EvaluatorSettings s = config.evaluator;
+  evaluator::EvaluatorSettings s = settings_with_seed(config.evaluator);
   if (const auto &arm = arms.at(job.trajectory->arm); arm.profile) s.profile.enabled = *arm.profile;
   return s;
 }

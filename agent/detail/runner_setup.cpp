@@ -11,6 +11,7 @@
 #include "agent/detail/clocks.hpp"
 #include "agent/detail/runner_state.hpp"
 #include "agent/shard.hpp"
+#include "evaluator/evaluator.hpp"
 #include "util/files.hpp"
 
 namespace ptxbench::agent {
@@ -172,6 +173,7 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
   } else if (auto ok = create_run_dir(); !ok) {
     return ok;
   }
+  choose_run_seed(resuming);
   if (auto ok = write_run_json(resuming, environment, cells_total); !ok) return ok;
   verdict_cache = std::make_unique<evaluator::VerdictCache>(
       Json{{"gpu_stages", run_json.value("gpu_stages", Json())}, {"environment", environment}});
@@ -367,6 +369,18 @@ util::Expected<void> Runner::Impl::create_run_dir() {
   return {};
 }
 
+void Runner::Impl::choose_run_seed(bool resuming) {
+  // Kept apart from the config, so a drawn seed changes neither the config's JSON nor its hash.
+  const auto recorded = run_json.find("run_seed");
+  if (config.evaluator.run_seed != 0)
+    run_seed = config.evaluator.run_seed;
+  else if (resuming && recorded != run_json.end() && recorded->is_number_unsigned() &&
+           recorded->get<std::uint64_t>() != 0)
+    run_seed = recorded->get<std::uint64_t>();
+  else
+    run_seed = config.shard ? shard_run_seed(run_id) : evaluator::draw_run_seed();
+}
+
 util::Expected<void> Runner::Impl::write_run_json(bool resuming, const Json &environment,
                                                   std::size_t cells_total) {
   if (!resuming) {
@@ -381,14 +395,17 @@ util::Expected<void> Runner::Impl::write_run_json(bool resuming, const Json &env
                   {"git_revision", detail::build_git_revision()}}},
                 {"config", config.to_json()},
                 {"tasks", task_ids},
-                {"evaluator_settings", config.evaluator.to_json()},
+                {"evaluator_settings", settings_with_seed(config.evaluator).to_json()},
                 {"gpu_stages", gpu_stages_json(gpu_enabled, gpus, gpu_skip_reason)},
                 {"environment", environment},
                 {"resumes", Json::array()}};
     run_json["config_hash"] = config_hash(config);
+    run_json["run_seed"] = run_seed;
     if (config.shard)
       run_json["shard"] = shard_json(*config.shard, config_hash(config), trajectories.size(), cells_total);
   } else {
+    // A run made before run seeds were recorded gets the one drawn now for the turns still to come.
+    if (!run_json.contains("run_seed")) run_json["run_seed"] = run_seed;
     run_json["resumes"].push_back({{"at", detail::iso8601_utc_now()},
                                    {"program_version", PTXBENCH_VERSION},
                                    {"git_revision", detail::build_git_revision()},

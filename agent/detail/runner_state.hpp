@@ -123,6 +123,10 @@ struct Runner::Impl {
   bool gpu_enabled = false;
   std::string gpu_skip_reason;  ///< why GPU stages are skipped ("" when enabled)
   std::vector<int> gpus;
+  /// The run's seed for the GPU stages' inputs (EvaluatorSettings::run_seed; run.json "run_seed"). Every
+  /// evaluation's settings carry it, so the verdict cache's key (which holds the settings) never reuses a
+  /// verdict made with other inputs.
+  std::uint64_t run_seed = 0;
   std::unique_ptr<evaluator::VerdictCache> verdict_cache;  ///< resent identical kernels reuse their verdict
   std::mutex busy_mutex;
   std::map<int, double> gpu_busy_s;  ///< GPU ordinal -> seconds its GPU stage ran (guarded by busy_mutex)
@@ -162,6 +166,13 @@ struct Runner::Impl {
   /// Resume: rebuilds each trajectory from its records (turns 0..k-1 exactly once).
   util::Expected<void> replay_previous(const traces::LoadedRun &previous, detail::PreviousCounts &counts);
   util::Expected<void> create_run_dir();
+  /// Sets run_seed: the config's, the one a resumed run recorded, or a fresh one (a shard's from its run id).
+  void choose_run_seed(bool resuming);
+  /// `s` with the run seed (every evaluation of the run uses it).
+  evaluator::EvaluatorSettings settings_with_seed(evaluator::EvaluatorSettings s) const {
+    s.run_seed = run_seed;
+    return s;
+  }
   util::Expected<void> write_run_json(bool resuming, const nlohmann::json &environment,
                                       std::size_t cells_total);
   void make_progress(const detail::PreviousCounts &counts);

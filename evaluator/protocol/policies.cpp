@@ -8,12 +8,21 @@ using detail::Bounds;
 
 // The field lists: a name, the member, and what the reader accepts.
 template <class IO>
+void fields(IO &io, BorderlinePolicy &p) {
+  io("low", p.low, Bounds{0});
+  io("high", p.high, Bounds{0});
+  io("extra_trials", p.extra_trials, Bounds{0, 1000});
+  io("budget_seconds", p.budget);
+}
+
+template <class IO>
 void fields(IO &io, CorrectnessPolicy &p) {
   io("trials", p.trials, Bounds{1, 1000});
   io("base_seed", p.base_seed);
   io("guard_bytes", p.guard_bytes, Bounds{0, 1 << 30});
   io("check_determinism", p.check_determinism);
   io("all_trials", p.all_trials);
+  io("borderline", p.borderline);
 }
 
 template <class IO>
@@ -62,6 +71,13 @@ void fields(IO &io, ProfilePolicy &p) {
 // The writer only reads the members; the field lists take them by reference for the reader's sake.
 void to_json(nlohmann::json &j, const CorrectnessPolicy &p) {
   j = detail::write_fields(const_cast<CorrectnessPolicy &>(p));
+void to_json(nlohmann::json &j, const BorderlinePolicy &p) {
+  j = detail::write_fields(const_cast<BorderlinePolicy &>(p));
+}
+void from_json(const nlohmann::json &j, BorderlinePolicy &p) {
+  detail::read_fields(j, p);
+  if (p.low > p.high) throw ProtocolError("low", "must not exceed high");
+}
 }
 void from_json(const nlohmann::json &j, CorrectnessPolicy &p) {
   detail::read_fields(j, p);

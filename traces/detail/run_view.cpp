@@ -157,6 +157,14 @@ std::optional<bool> generalizes_of(const TurnRecord &record) {
   return g ? bool_field(*g, "value") : std::nullopt;
 }
 
+std::optional<bool> borderline_of(const TurnRecord &record) {
+  const Json *v = verdict_of(record);
+  const Json *stages = v ? object_field(*v, "stages") : nullptr;
+  const Json *c = stages ? object_field(*stages, "correctness") : nullptr;
+  const Json *f = c ? object_field(*c, "figures") : nullptr;
+  return f ? bool_field(*f, "borderline") : std::nullopt;
+}
+
 std::optional<double> speedup_of(const TurnRecord &record) {
   const Json *a = axes_of(record);
   auto s = a ? number_field(*a, "speedup") : std::nullopt;

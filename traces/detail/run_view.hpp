@@ -62,6 +62,9 @@ std::optional<double> speedup_of(const TurnRecord &record);
 /// verdict.generalizes.value: whether the kernel was also right on the task's hidden workloads; nullopt
 /// when the task has none or they were not checked (e.g. wrong on the shown ones, or no GPU).
 std::optional<bool> generalizes_of(const TurnRecord &record);
+/// The correctness stage flagged a workload borderline (its largest error near the tolerance:
+/// figures.borderline); nullopt for verdicts without the figure (no GPU stage, or made before it existed).
+std::optional<bool> borderline_of(const TurnRecord &record);
 /// ptxas produced a cubin: the compile stage is ok (or, without stages, the status is past compile).
 bool compiled_of(const TurnRecord &record);
 /// Failure category: the verdict status when not ok; "targets_not_executed" when ok but

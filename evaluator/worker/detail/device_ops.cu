@@ -168,6 +168,7 @@ __global__ void guard_kernel(const unsigned char *data, std::size_t bytes, unsig
 struct DeviceStats {
   unsigned long long mismatches, nan_count, unwritten;
   unsigned int max_abs_bits, max_rel_bits;  // non-negative floats order like their bit patterns
+  unsigned int max_ratio_bits;              // |error| / tolerance, the same way
   unsigned long long first_mismatch;        // atomicMin; ULLONG_MAX = none
 };
 
@@ -175,7 +176,7 @@ template <class T, class Bits>
 __global__ void compare_kernel(const T *out, const float *ref, std::int64_t count, float atol, float rtol,
                                Bits poison, DeviceStats *stats) {
   unsigned long long mism = 0, nans = 0, unwritten = 0;
-  float max_abs = 0, max_rel = 0;
+  float max_abs = 0, max_rel = 0, max_ratio = 0;
   unsigned long long first = ~0ull;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
@@ -193,11 +194,15 @@ __global__ void compare_kernel(const T *out, const float *ref, std::int64_t coun
         bad = true;
       } else {
         const float err = fabsf(x - r);
-        bad = !(err <= atol + rtol * fabsf(r));  // inf and NaN references count as mismatches
+        const float tol = atol + rtol * fabsf(r);
+        bad = !(err <= tol);  // inf and NaN references count as mismatches
         if (isfinite(err)) {
           max_abs = fmaxf(max_abs, err);
           max_rel = fmaxf(max_rel, err / fmaxf(fabsf(r), 1e-3f));
         }
+        // The margin, over every element: an infinite error or any error against a zero tolerance reads as
+        // the largest float; a NaN error (non-finite reference) is left out (fmaxf ignores NaN).
+        if (err > 0) max_ratio = fmaxf(max_ratio, fminf(err / tol, 3.4028235e38f));
       }
     }
     if (bad) {
@@ -210,6 +215,7 @@ __global__ void compare_kernel(const T *out, const float *ref, std::int64_t coun
   unwritten = warp_sum(unwritten);
   max_abs = warp_max(max_abs);
   max_rel = warp_max(max_rel);
+  max_ratio = warp_max(max_ratio);
   first = warp_min(first);
   if (!lane0()) return;
   if (mism) atomicAdd(&stats->mismatches, mism);
@@ -217,6 +223,7 @@ __global__ void compare_kernel(const T *out, const float *ref, std::int64_t coun
   if (unwritten) atomicAdd(&stats->unwritten, unwritten);
   atomicMax(&stats->max_abs_bits, __float_as_uint(max_abs));
   atomicMax(&stats->max_rel_bits, __float_as_uint(max_rel));
+  atomicMax(&stats->max_ratio_bits, __float_as_uint(max_ratio));
   if (first != ~0ull) atomicMin(&stats->first_mismatch, first);
 }
 
@@ -529,7 +536,7 @@ std::uint64_t count_guard_damage(const void *data, std::size_t bytes, cudaStream
 CompareStats compare_to_reference(const void *output, ElemType type, const float *reference,
                                   std::int64_t count, double atol, double rtol, cudaStream_t stream,
                                   bool pattern) {
-  DeviceScalar<DeviceStats> stats(stream, DeviceStats{0, 0, 0, 0, 0, ~0ull});
+  DeviceScalar<DeviceStats> stats(stream, DeviceStats{0, 0, 0, 0, 0, 0, ~0ull});
   const float fa = static_cast<float>(atol), fr = static_cast<float>(rtol);
   const std::uint32_t p = poison_bits(type);
   // One switch over the element types for the compare and, when asked and needed, the pattern passes.
@@ -558,11 +565,13 @@ CompareStats compare_to_reference(const void *output, ElemType type, const float
   s.mismatches = d.mismatches;
   s.nan_count = d.nan_count;
   s.unwritten_count = d.unwritten;
-  float fabs_err, frel_err;
+  float fabs_err, frel_err, fratio;
   std::memcpy(&fabs_err, &d.max_abs_bits, 4);
   std::memcpy(&frel_err, &d.max_rel_bits, 4);
+  std::memcpy(&fratio, &d.max_ratio_bits, 4);
   s.max_abs_error = fabs_err;
   s.max_rel_error = frel_err;
+  s.max_error_ratio = fratio;
   if (d.first_mismatch != ~0ull) {
     s.first_mismatch = static_cast<std::int64_t>(d.first_mismatch);
     s.first_got = read_element(output, type, s.first_mismatch, stream);

@@ -42,7 +42,10 @@ struct CompareStats {
   std::uint64_t unwritten_count = 0;  ///< still the poison bits
   double max_abs_error = 0;           ///< over finite values
   double max_rel_error = 0;           ///< |x - ref| / max(|ref|, 1e-3), over finite values
-  std::int64_t first_mismatch = -1;   ///< lowest flat index that mismatched
+  /// |x - ref| / (atol + rtol·|ref|) over every element (1 = at the tolerance), in the compare's fp32;
+  /// infinite errors and errors against a zero tolerance read as the largest float, NaN errors are left out
+  double max_error_ratio = 0;
+  std::int64_t first_mismatch = -1;  ///< lowest flat index that mismatched
   double first_got = 0;
   double first_expected = 0;
   /// With `pattern` and mismatches only: mismatching flat indices, every one when there are at most

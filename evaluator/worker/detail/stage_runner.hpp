@@ -87,7 +87,8 @@ class Worker {
   bool correctness_stage();
   struct CorrectnessBuffers;  // one workload's tensors, reference, snapshots (correctness_stage.cpp)
   struct WorkloadCheck;       // one workload's trials, summed
-  /// Sets stopped_early at the first failing trial unless every trial is asked for.
+  /// Sets stopped_early at the first failing trial unless every trial is asked for; a trial that fails only
+  /// by values near the tolerance (borderline) lets the planned trials and the extra ones run first.
   /// `stage` names the stage a fault is charged to; `wi` keys the trial seeds and the inputs kept for timing.
   WorkloadCheck check_workload(const char *stage, const JobWorkload &w, std::size_t wi, PhaseSeconds &phases,
                                bool &stopped_early);
@@ -97,6 +98,8 @@ class Worker {
   /// A second identical launch gives the same bits.
   bool same_bits_on_relaunch(const char *stage, const JobWorkload &w, CorrectnessBuffers &b);
   std::string correctness_failure_text(const JobWorkload &w, const WorkloadCheck &c) const;
+  /// "borderline: the largest error is 0.93x the tolerance; 8 extra trials ..., 0 of 11 trials failed".
+  static std::string margin_text(const WorkloadCheck &c);
   /// One workload's row of correctness figures.
   json workload_check_json(const JobWorkload &w, const WorkloadCheck &c) const;
 
@@ -171,6 +174,7 @@ class Worker {
     ReferenceSet refs;  ///< fp32 reference of each output
   };
   std::map<std::size_t, std::vector<KeptInputs>> kept_;  ///< workload index -> kept trials, in trial order
+  double extra_trial_seconds_ = 0;    ///< s: borderline extra trials so far (BorderlinePolicy::budget)
   std::unique_ptr<BufferPool> kept_pool_;                ///< owns kept_'s buffers
   std::unique_ptr<FamilyHandler> family_;
   detail::CandidateKernel kernel_;

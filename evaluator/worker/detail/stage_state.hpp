@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "evaluator/protocol/margin.hpp"
 #include "evaluator/protocol/mismatch.hpp"
 #include "evaluator/worker/detail/stage_runner.hpp"
 
@@ -19,8 +20,11 @@ struct Worker::WorkloadCheck {
   double max_abs = 0, max_rel = 0;
   std::uint64_t mismatches = 0, nans = 0, unwritten = 0, damage = 0;
   bool mutated = false, deterministic = true;
-  int passed = 0, trials_run = 0, trials = 0;
-  bool ok() const { return passed == trials && trials_run == trials; }
+  int passed = 0, trials_run = 0, trials = 0;  ///< trials: planned; trials_run counts extra trials too
+  protocol::WorkloadMargin margin;             ///< the largest error over tolerance; borderline extra trials
+  bool ok() const { return passed == trials_run && trials_run >= trials; }
+  /// A failure that is not a value near the tolerance.
+  bool other_failure() const { return nans || unwritten || damage || mutated; }
 };
 
 /// What the stage keeps across workloads: its phases, the L2 flush scratch, the events, the re-check's
