@@ -69,8 +69,6 @@ void fields(IO &io, ProfilePolicy &p) {
 }
 
 // The writer only reads the members; the field lists take them by reference for the reader's sake.
-void to_json(nlohmann::json &j, const CorrectnessPolicy &p) {
-  j = detail::write_fields(const_cast<CorrectnessPolicy &>(p));
 void to_json(nlohmann::json &j, const BorderlinePolicy &p) {
   j = detail::write_fields(const_cast<BorderlinePolicy &>(p));
 }
@@ -78,6 +76,8 @@ void from_json(const nlohmann::json &j, BorderlinePolicy &p) {
   detail::read_fields(j, p);
   if (p.low > p.high) throw ProtocolError("low", "must not exceed high");
 }
+void to_json(nlohmann::json &j, const CorrectnessPolicy &p) {
+  j = detail::write_fields(const_cast<CorrectnessPolicy &>(p));
 }
 void from_json(const nlohmann::json &j, CorrectnessPolicy &p) {
   detail::read_fields(j, p);
