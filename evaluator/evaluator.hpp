@@ -37,10 +37,10 @@ struct CompileLimits {
 
 /// The GPU stages' policies: one struct each, one JSON form (evaluator/protocol/policies.hpp).
 using protocol::CorrectnessPolicy;
-using protocol::TimingPolicy;
-using protocol::WorkerLimits;
 using protocol::ProfilePolicy;
 using protocol::RedundantWorkPolicy;
+using protocol::TimingPolicy;
+using protocol::WorkerLimits;
 
 /// What happens with a task's hidden workloads (tasks::Task::hidden_workloads): shapes the model never
 /// sees, checked for the verdict's `generalizes` result beside the three axes.

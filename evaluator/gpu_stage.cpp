@@ -20,9 +20,11 @@
 #include "evaluator/compile.hpp"
 #include "evaluator/detail/execution_axis.hpp"
 #include "evaluator/detail/kernel_printf.hpp"
+#include "evaluator/detail/profile_lines.hpp"
 #include "evaluator/detail/sanitizer.hpp"
 #include "evaluator/detail/worker_pool.hpp"
 #include "evaluator/evaluator.hpp"
+#include "evaluator/protocol/error.hpp"
 #include "evaluator/protocol/job.hpp"
 #include "evaluator/protocol/result.hpp"
 #include "evaluator/protocol/worker_output.hpp"
@@ -187,11 +189,11 @@ protocol::Job build_job(const CompiledCandidate &c, const tasks::Task &task,
   }
   for (const auto &t : task.targets) job.targets.push_back({t.name, t.sass_families});
   job.correctness = settings.correctness;
-  job.timing = settings.timing;
-  job.limits = settings.worker;
   // Within a run the same task gets the same inputs (a resent kernel, the same verdict).
   if (job.correctness.base_seed == 0 && settings.run_seed != 0)
     job.correctness.base_seed = task_input_seed(settings.run_seed, task.id);
+  job.timing = settings.timing;
+  job.limits = settings.worker;
   job.profile = settings.profile;
   if (settings.profile.enabled) job.stages.push_back("profile");
   job.cache_dir = selection_cache_dir(settings).string();
@@ -305,6 +307,22 @@ WorkerRun run_prestarted(util::StartedProcess worker, const fs::path &job_path, 
   }
   read_result(result_path, run);
   return run;
+}
+
+/// The profile's sampled PCs named by the candidate's own lines (the listing was made with line info).
+void map_profile_lines(StageResult &profiling, const CompiledCandidate &c) {
+  if (profiling.status != Status::ok) return;
+  try {
+    auto kp = protocol::kernel_profile_from_figures(profiling.figures);
+    if (!kp || kp->pc_sampling.samples == 0) return;
+    const bool cuda = c.response.language == KernelLanguage::cuda;
+    detail::map_hot_lines(kp->pc_sampling, c.sass_listing,
+                          cuda ? std::string_view(c.response.kernel_source) : c.ptx, cuda);
+    profiling.figures["kernel_profile"] = *kp;
+  } catch (const protocol::ProtocolError &e) {
+    profiling.diagnostics.push_back(
+        {"warning", std::string("the profile record could not be read: ") + e.what(), std::nullopt});
+  }
 }
 
 /// The cubin the sanitizer reruns and the source its line info names.
@@ -590,7 +608,7 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   }
   for (const char *name : kGpuStageNames) {
     StageResult &s = stage_of(v, name);
-    if (std::string_view(name) == "generalization" && !v.generalizes) continue;  // the task has none
+    if (std::string_view(name) == "generalization" && !v.generalizes) continue;      // the task has none
     if (std::string_view(name) == "profile" && !settings.profile.enabled) continue;  // not asked for
     if (!stages.contains(name) && s.summary.empty()) {
       s.status = Status::skipped;
@@ -635,6 +653,7 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   for (const char *name : kGpuStageNames) stage_seconds += stage_of(v, name).wall_seconds;
   profile["outside_stages_seconds"] = profile["worker_run_seconds"].get<double>() - stage_seconds;
   v.profile = profile;
+  map_profile_lines(v.profiling, candidate);
 
   // The three axes. Executed means run AND doing the work: a target that ran but did too little of
   // the task's FLOPs (e.g. one wgmma beside an FFMA loop) fails the axis and is named in a warning.

@@ -47,11 +47,31 @@ std::string function_header(std::string_view line) {
   return "";
 }
 
+// nvdisasm's line info comment: //## File "name", line N[, inlined at ...] -> (name, N).
+std::optional<SassSourceLine> line_info_comment(std::string_view t) {
+  constexpr std::string_view kFile = "//## File \"";
+  if (!t.starts_with(kFile)) return std::nullopt;
+  t.remove_prefix(kFile.size());
+  const std::size_t quote = t.find('"');
+  if (quote == std::string_view::npos) return std::nullopt;
+  SassSourceLine out{std::string(t.substr(0, quote)), 0};
+  t.remove_prefix(quote + 1);
+  constexpr std::string_view kLine = ", line ";
+  if (!t.starts_with(kLine)) return std::nullopt;
+  t.remove_prefix(kLine.size());
+  std::size_t digits = 0;
+  while (digits < t.size() && digits < 9 && std::isdigit(static_cast<unsigned char>(t[digits]))) ++digits;
+  if (digits == 0) return std::nullopt;
+  out.line = std::atoi(std::string(t.substr(0, digits)).c_str());
+  return out;
+}
+
 }  // namespace
 
 SassListing parse_sass_listing(std::string_view text) {
   SassListing listing;
   std::string function;
+  std::optional<SassSourceLine> current_line;  // the last line info comment, for the instructions below it
   std::size_t pos = 0;
   while (pos < text.size()) {
     std::size_t nl = text.find('\n', pos);
@@ -70,6 +90,11 @@ SassListing parse_sass_listing(std::string_view text) {
     }
     if (std::string name = function_header(line); !name.empty()) {
       function = std::move(name);
+      current_line.reset();
+      continue;
+    }
+    if (auto located = line_info_comment(t)) {
+      current_line = std::move(located);
       continue;
     }
     auto split = split_offset(line);
@@ -88,6 +113,7 @@ SassListing parse_sass_listing(std::string_view text) {
     inst.opcode = std::string(rest.substr(0, stop));
     if (inst.opcode.empty()) continue;
     inst.family = sass_family(inst.opcode);
+    if (current_line) listing.source_lines[{inst.function, inst.offset}] = *current_line;
     listing.instructions.push_back(std::move(inst));
   }
   return listing;
@@ -218,7 +244,7 @@ std::optional<Disassembler> find_disassembler(const fs::path &explicit_path) {
 }
 
 util::Expected<std::string> disassemble_cubin(const Disassembler &disassembler, const fs::path &cubin,
-                                              const util::ProcessLimits &limits) {
+                                              const util::ProcessLimits &limits, SassLineInfo line_info) {
   util::ProcessSpec spec;
   spec.limits = limits;
   fs::path home = cubin.parent_path().empty() ? fs::temp_directory_path() : cubin.parent_path();
@@ -227,7 +253,10 @@ util::Expected<std::string> disassemble_cubin(const Disassembler &disassembler, 
     // -c: code sections only; the listing keeps the /*offset*/ comments we join on. -ndf: no dataflow
     // analysis, which only names branch-stack jump targets (opcodes and offsets are the same) and costs
     // time an incorrect candidate's verdict waits for.
-    spec.argv = {disassembler.path.string(), "-c", "-ndf", cubin.string()};
+    spec.argv = {disassembler.path.string(), "-c", "-ndf"};
+    if (line_info == SassLineInfo::source) spec.argv.push_back("--print-line-info");
+    if (line_info == SassLineInfo::ptx) spec.argv.push_back("--print-line-info-ptx");
+    spec.argv.push_back(cubin.string());
   } else {
     fs::path nv =
         disassembler.nvdisasm_dir.empty() ? disassembler.path.parent_path() : disassembler.nvdisasm_dir;

@@ -24,9 +24,17 @@ namespace ptxbench::evaluator {
 /// One instruction of the listing, as the job hands it to the worker (evaluator/protocol/job.hpp).
 using protocol::SassInstruction;
 
+/// A source line the cubin's line info names for an instruction.
+struct SassSourceLine {
+  std::string file;  ///< as the line table names it: "kernel.cu", or ".nv_debug_ptx_txt" for the PTX input
+  int line = 0;      ///< 1-based
+};
+
 struct SassListing {
   std::string arch;  ///< e.g. "sm_90a" (from "code for ..." or ".target"); "" when absent
   std::vector<SassInstruction> instructions;  ///< in listing order (function by function, ascending offset)
+  /// (function, offset) -> source line, when the listing was made with line info (SassLineInfo)
+  std::map<std::pair<std::string, std::uint32_t>, SassSourceLine> source_lines;
 
   /// Function names in listing order, each once.
   std::vector<std::string> functions() const;
@@ -62,10 +70,17 @@ struct Disassembler {
 /// folder has both (cuobjdump -sass needs nvdisasm anyway). nullopt = none usable.
 std::optional<Disassembler> find_disassembler(const std::filesystem::path &explicit_path = {});
 
+/// Which line info nvdisasm prints before the instructions it covers ("//## File ..., line N"):
+/// none; the source lines of the .debug_line table (CUDA compiled with -lineinfo); or the lines of the PTX
+/// ptxas read (its .nv_debug_line_sass table, which ptxas -lineinfo writes even for PTX without .loc).
+/// cuobjdump prints none.
+enum class SassLineInfo { none, source, ptx };
+
 /// Runs the disassembler on a cubin file and returns the listing text. Error
 /// (a sentence) when it cannot start, fails, or passes the limits.
 util::Expected<std::string> disassemble_cubin(const Disassembler &disassembler,
                                               const std::filesystem::path &cubin,
-                                              const util::ProcessLimits &limits);
+                                              const util::ProcessLimits &limits,
+                                              SassLineInfo line_info = SassLineInfo::none);
 
 }  // namespace ptxbench::evaluator

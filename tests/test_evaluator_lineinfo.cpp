@@ -9,6 +9,7 @@
 #include <string>
 
 #include "evaluator/compile.hpp"
+#include "evaluator/detail/profile_lines.hpp"
 #include "evaluator/detail/sanitizer.hpp"
 #include "evaluator/evaluator.hpp"
 #include "evaluator/nvrtc/nvrtc_compile.hpp"
@@ -171,8 +172,8 @@ TEST_CASE("ptx line info: the committed solutions compile with -lineinfo and nvd
   auto ptxas = find_ptxas();
   REQUIRE_MESSAGE(ptxas.has_value(), "ptxas is needed for this test (CUDA toolkit)");
   auto dis = find_disassembler();
-  const bool have_nvdisasm = dis && dis->kind == DisassemblerKind::nvdisasm;
-  if (!have_nvdisasm) MESSAGE("no nvdisasm: compiling only, line attribution not checked");
+  REQUIRE_MESSAGE((dis && dis->kind == DisassemblerKind::nvdisasm),
+                  "nvdisasm is needed for this test (scripts/install_deps.sh installs NVIDIA's pip wheel)");
   struct Case {
     std::string task, solution, ptx_prefix, sass_family;
   };
@@ -198,7 +199,6 @@ TEST_CASE("ptx line info: the committed solutions compile with -lineinfo and nvd
     REQUIRE_MESSAGE(compiled.has_value(), compiled.error());
     CHECK(fs::file_size(compiled->cubin) > 1000);
     CHECK(compiled->loc_directives == annotated->loc_directives);
-    if (!have_nvdisasm) continue;
 
     auto module = parse_ptx(ptx);
     REQUIRE(module.has_value());
@@ -394,4 +394,157 @@ TEST_CASE("ptx line info: PTX from nvcc -G (.target debug, DWARF sections, .loc)
   auto compiled = compile_ptx_with_line_info(*find_ptxas(), ptx, "sm_90a", dir.path(), {});
   REQUIRE_MESSAGE(compiled.has_value(), compiled.error());
   CHECK(fs::file_size(compiled->cubin) > 500);
+}
+
+namespace {
+
+/// The cubin the evaluator runs for a PTX answer (ptxas -lineinfo on the text as sent), disassembled with
+/// its PTX line table the way the compile stage does it.
+SassListing evaluated_listing_with_ptx_lines(const std::string &ptx) {
+  auto ptxas = find_ptxas();
+  REQUIRE_MESSAGE(ptxas.has_value(), "ptxas is needed for this test (CUDA toolkit)");
+  auto dis = find_disassembler();
+  REQUIRE_MESSAGE((dis && dis->kind == DisassemblerKind::nvdisasm),
+                  "nvdisasm is needed for this test (scripts/install_deps.sh installs NVIDIA's pip wheel)");
+  util::TempDir dir("ptxbench-test");
+  util::ProcessLimits limits;
+  limits.wall_time = std::chrono::milliseconds(120'000);
+  auto run = run_ptxas(*ptxas, ptx, "sm_90a", dir.path(), limits);
+  REQUIRE_MESSAGE(run.has_value(), run.error());
+  REQUIRE_MESSAGE(run->ok, run->failure);
+  const fs::path cubin = dir.path() / "evaluated.cubin";
+  REQUIRE(util::write_file_atomic(cubin, run->cubin).has_value());
+  auto text = disassemble_cubin(*dis, cubin, limits, SassLineInfo::ptx);
+  REQUIRE_MESSAGE(text.has_value(), text.error());
+  return parse_sass_listing(*text);
+}
+
+std::string nth_line(const std::string &text, int n) {
+  std::istringstream in(text);
+  std::string line;
+  for (int i = 0; i < n && std::getline(in, line); ++i) {
+  }
+  const auto b = line.find_first_not_of(" \t");
+  return b == std::string::npos ? "" : line.substr(b);
+}
+
+}  // namespace
+
+TEST_CASE("profile lines: sampled PCs of an evaluated PTX cubin land on the lines the model wrote") {
+  const std::string ptx = solution_ptx("gemm_n7168_k5120", "mma_sync");
+  const SassListing listing = evaluated_listing_with_ptx_lines(ptx);
+  REQUIRE(!listing.source_lines.empty());
+  for (const auto &[pc, where] : listing.source_lines) CHECK(where.file == ".nv_debug_ptx_txt");
+
+  // Samples as CUPTI would hand them over: every HMMA PC 10 samples waiting on the math pipe, and one
+  // shared-memory load much hotter, waiting on its scoreboard.
+  protocol::PcSampling sampling;
+  const SassInstruction *hot_load = nullptr;
+  for (const auto &inst : listing.instructions) {
+    if (inst.opcode.rfind("HMMA", 0) == 0) {
+      sampling.pcs.push_back({inst.function, inst.offset, 10, {{"math_pipe_throttle", 10}}});
+      sampling.samples += 10;
+    } else if (!hot_load && inst.opcode.rfind("LDSM", 0) == 0 &&
+               listing.source_lines.count({inst.function, inst.offset})) {
+      hot_load = &inst;
+    }
+  }
+  REQUIRE(hot_load != nullptr);
+  REQUIRE(sampling.pcs.size() > 20);
+  sampling.pcs.insert(
+      sampling.pcs.begin(),
+      {hot_load->function, hot_load->offset, 5000, {{"short_scoreboard", 4900}, {"wait", 100}}});
+  sampling.samples += 5000 + 777;  // 777 in PCs not handed over (cut by the worker's bound)
+
+  evaluator::detail::map_hot_lines(sampling, listing, ptx, /*cuda=*/false);
+  CHECK(sampling.line_error == "");
+  CHECK(sampling.line_source == "kernel.ptx");
+  REQUIRE(!sampling.hot_lines.empty());
+  CHECK(sampling.hot_lines.size() <= evaluator::detail::kMaxHotLines);
+  CHECK(sampling.pcs.size() <= evaluator::detail::kMaxKeptPcs);
+
+  // The hottest line is the load's PTX line: its own text, its warp states, its SASS opcode.
+  const protocol::HotLine &top = sampling.hot_lines.front();
+  const int load_line = listing.source_lines.at({hot_load->function, hot_load->offset}).line;
+  CHECK(top.line == load_line);
+  CHECK(top.text == nth_line(ptx, load_line));
+  CHECK(top.text.rfind("ldmatrix", 0) == 0);
+  REQUIRE(!top.reasons.empty());
+  CHECK(top.reasons.front().reason == "short_scoreboard");
+  CHECK(top.samples >= 5000);
+  CHECK(top.share == doctest::Approx(static_cast<double>(top.samples) / sampling.samples));
+  REQUIRE(!top.opcodes.empty());
+  CHECK(top.opcodes.front().rfind("LDSM", 0) == 0);
+
+  // The HMMA samples land on the PTX lines holding mma.sync (ptxas may hand an HMMA to a neighbouring
+  // line of the same chain, so most, not all); every kept line's text is that line of the answer.
+  std::uint64_t on_lines = 0, on_mma = 0;
+  for (const auto &h : sampling.hot_lines) {
+    CHECK(h.text == nth_line(ptx, h.line));
+    CHECK(h.text.size() <= evaluator::detail::kMaxHotLineChars);
+    if (h.line == load_line) continue;
+    on_lines += h.samples;
+    if (h.text.rfind("mma.sync", 0) == 0) on_mma += h.samples;
+  }
+  REQUIRE(on_lines > 0);
+  CHECK(on_mma * 10 >= on_lines * 8);
+}
+
+TEST_CASE("profile lines: CUDA answers count kernel.cu lines only; unmapped samples say why") {
+  // A listing as nvdisasm --print-line-info prints it for an NVRTC cubin: kernel.cu lines (with the
+  // folder NVRTC recorded), and a toolkit header's inlined code.
+  const std::string listing_text = R"(
+        .section        .text.k,"ax",@progbits
+        //## File "/tmp/job/kernel.cu", line 3
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        //## File "/usr/local/cuda/include/cuda_fp16.hpp", line 900
+        /*0010*/                   HADD2.F32 R2, -RZ, R4.H0_H0 ;
+        //## File "/tmp/job/kernel.cu", line 5
+        /*0020*/                   FFMA R3, R2, R2, R3 ;
+        /*0030*/                   EXIT ;
+)";
+  SassListing listing = parse_sass_listing(listing_text);
+  REQUIRE(listing.instructions.size() == 4);
+  REQUIRE(listing.source_lines.size() == 4);
+  CHECK(listing.source_lines.at({"k", 0x20}).line == 5);
+  CHECK(listing.source_lines.at({"k", 0x30}).line == 5);  // a comment covers what follows it
+  CHECK(listing.source_lines.at({"k", 0x10}).file == "/usr/local/cuda/include/cuda_fp16.hpp");
+
+  const std::string source = "// k\n__global__ void k(float *x) {\n  float a = 0;\n  // loop\n" +
+                             std::string(4, ' ') + "a = fmaf(a, a, a); " + std::string(300, 'x') + "\n}\n";
+  protocol::PcSampling s;
+  s.samples = 100;
+  s.pcs = {{"k", 0x10, 50, {{"wait", 50}}},
+           {"k", 0x20, 30, {{"math_pipe_throttle", 30}}},
+           {"k", 0x0, 20, {{"long_scoreboard", 20}}}};
+  evaluator::detail::map_hot_lines(s, listing, source, /*cuda=*/true);
+  CHECK(s.line_source == "kernel.cu");
+  REQUIRE(s.hot_lines.size() == 2);  // the header's 50 samples count in no line
+  CHECK(s.hot_lines[0].line == 5);
+  CHECK(s.hot_lines[0].share == doctest::Approx(0.3));
+  CHECK(s.hot_lines[0].opcodes == std::vector<std::string>{"FFMA"});
+  CHECK(s.hot_lines[0].text.size() == evaluator::detail::kMaxHotLineChars);
+  CHECK(s.hot_lines[0].text.rfind("a = fmaf(a, a, a); xxx", 0) == 0);
+  CHECK(s.hot_lines[0].text.substr(s.hot_lines[0].text.size() - 3) == "...");
+  CHECK(s.hot_lines[1].line == 3);
+  CHECK(s.hot_lines[1].text == "float a = 0;");
+
+  // Read as a PTX answer, the same listing names no line of it.
+  protocol::PcSampling as_ptx = s;
+  as_ptx.hot_lines.clear();
+  as_ptx.line_source.clear();
+  evaluator::detail::map_hot_lines(as_ptx, listing, source, /*cuda=*/false);
+  CHECK(as_ptx.hot_lines.empty());
+  CHECK(as_ptx.line_error == "no sampled instruction maps to a line of the kernel's source");
+
+  // A listing made without line info.
+  protocol::PcSampling bare = as_ptx;
+  bare.line_error.clear();
+  evaluator::detail::map_hot_lines(bare, parse_sass_listing(R"(
+        .section        .text.k,"ax",@progbits
+        /*0000*/                   EXIT ;
+)"),
+                                   source, true);
+  CHECK(bare.line_error == "the SASS listing has no line info");
+  CHECK(bare.hot_lines.empty());
 }

@@ -163,6 +163,16 @@ TEST_CASE(
   REQUIRE(achieved != nullptr);
   CHECK(achieved->value <= p->occupancy.theoretical_pct + 1.0);
   CHECK(p->occupancy.blocks_per_sm > 0);
+  // PC sampling: the warps' states, and the kernel's own PTX lines with their text; the FMA loop is hot.
+  const auto &s = p->pc_sampling;
+  INFO(s.unavailable, " ", s.line_error);
+  REQUIRE(s.samples > 0);
+  CHECK(!s.reasons.empty());
+  CHECK(s.line_source == "kernel.ptx");
+  REQUIRE(!s.hot_lines.empty());
+  bool fma_line = false;
+  for (const auto &h : s.hot_lines) fma_line = fma_line || h.text.find("fma.rn.f32") != std::string::npos;
+  CHECK(fma_line);
 }
 
 TEST_CASE("a wrong column is incorrect with the first mismatch in that column") {

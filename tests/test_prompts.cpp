@@ -501,6 +501,46 @@ TEST_CASE("feedback: the hardware profile replaces fixed tips; absent, skipped a
   CHECK_HAS(builder().feedback(task, v), "Hardware profile: profiled workload M=8192 (9 passes)");
 }
 
+TEST_CASE("feedback: PC samples name the warp states and the hottest PTX lines with their text") {
+  auto task = load_task("mha_fwd_d128");
+  Verdict v = with_gpu_results(0.45, 320000);
+  // The stage as the worker wrote it on an H100 for the mma.sync flash-attention reference, lines mapped.
+  v.profiling = nlohmann::json::parse(test::test_data("profile/flash_fwd_sampled_stage.json"))
+                    .get<evaluator::StageResult>();
+  const std::string f = builder().feedback(task, v);
+  CHECK_HAS(f,
+            "- where the warps are (77042 PC samples of one launch): wait (fixed-latency dependency) 22%, "
+            "short_scoreboard (waiting for a shared memory or special-function result) 18%, selected "
+            "(issuing an instruction) 18%, math_pipe_throttle (the math pipe it needs is busy) 14%, "
+            "not_selected (ready, but another warp issued) 9%\n");
+  CHECK_HAS(f,
+            "- hottest lines of your PTX (share of the samples; what the warps there were doing; a waiting "
+            "warp is counted at the instruction it cannot issue yet");
+  CHECK_HAS(f,
+            "  line 366 (5%; barrier 99%, selected 0%, not_selected 0%; SASS BRA): @%p14 bra \t$L__BB0_4;\n");
+  CHECK_HAS(f, "  line 543 (3%; long_scoreboard 98%");
+  CHECK_HAS(f, "SASS LDSM.16.M88.4): ldmatrix.sync.aligned.m8n8.x4.shared.b16");
+  CHECK_FALSE(has(f, "line 564 ("));  // three lines, no more
+  // Sampled, but the lines could not be named: the states stay, the reason replaces the lines.
+  auto kp = v.kernel_profile();
+  REQUIRE(kp.has_value());
+  kp->pc_sampling.hot_lines.clear();
+  kp->pc_sampling.line_error = "the SASS listing has no line info";
+  v.profiling.figures["kernel_profile"] = *kp;
+  const std::string unmapped = builder().feedback(task, v);
+  CHECK_HAS(unmapped, "- where the warps are (77042 PC samples of one launch)");
+  CHECK_HAS(unmapped, "- hot lines not named: the SASS listing has no line info\n");
+  CHECK_FALSE(has(unmapped, "hottest lines"));
+  // Not sampled: one line saying why.
+  kp->pc_sampling = {};
+  kp->pc_sampling.unavailable = "not sampled: the PC sampler returned no samples for this launch";
+  v.profiling.figures["kernel_profile"] = *kp;
+  const std::string unsampled = builder().feedback(task, v);
+  CHECK_HAS(unsampled,
+            "- where the warps wait: not sampled: the PC sampler returned no samples for this launch\n");
+  CHECK_FALSE(has(unsampled, "where the warps are ("));
+}
+
 TEST_CASE("feedback: suspicious timing, GPU skipped, unusable response") {
   auto task = load_task("gemm_n7168_k5120");
   Verdict s = with_gpu_results(60, 320000);

@@ -1,9 +1,11 @@
 #include "agent/detail/feedback_profile.hpp"
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "evaluator/protocol/error.hpp"
 
@@ -72,6 +74,66 @@ std::string occupancy_line(const KernelProfile &p) {
   return out;
 }
 
+/// What a warp state means, for the states whose CUPTI name does not say it plainly.
+std::string stall_gloss(const std::string &reason) {
+  static const std::map<std::string, std::string> gloss = {
+      {"selected", "issuing an instruction"},
+      {"not_selected", "ready, but another warp issued"},
+      {"long_scoreboard", "waiting for a global or local memory result"},
+      {"short_scoreboard", "waiting for a shared memory or special-function result"},
+      {"barrier", "waiting at a block barrier"},
+      {"membar", "waiting on a memory fence"},
+      {"wait", "fixed-latency dependency"},
+      {"math_pipe_throttle", "the math pipe it needs is busy"},
+      {"mio_throttle", "shared-memory instruction queue full"},
+      {"lg_throttle", "global/local memory instruction queue full"},
+      {"tex_throttle", "texture unit queue full"},
+      {"dispatch_stall", "dispatch stall"},
+      {"drain", "draining memory stores at exit"},
+      {"sleeping", "sleeping or waiting on an mbarrier"},
+      {"branch_resolving", "resolving a branch"},
+      {"no_instructions", "instruction fetch miss"},
+      {"imc_miss", "constant cache miss"},
+      {"misc", "other"}};
+  const auto it = gloss.find(reason);
+  return it == gloss.end() ? reason : reason + " (" + it->second + ")";
+}
+
+std::string percent_of(std::uint64_t part, std::uint64_t whole) {
+  return fmt::format("{:.0f}%", whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
+}
+
+/// The PC-sampling lines: the kernel's warp states, then its hottest source lines. "" when not sampled.
+std::string sampling_lines(const protocol::PcSampling &s) {
+  if (s.samples == 0) return s.unavailable.empty() ? "" : "- where the warps wait: " + s.unavailable + "\n";
+  std::string out = fmt::format("- where the warps are ({} PC samples of one launch): ", s.samples);
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < s.reasons.size() && i < 5; ++i)
+    parts.push_back(stall_gloss(s.reasons[i].reason) + " " + percent_of(s.reasons[i].samples, s.samples));
+  out += fmt::format("{}", fmt::join(parts, ", ")) + "\n";
+  if (s.hot_lines.empty()) {
+    if (!s.line_error.empty()) out += "- hot lines not named: " + s.line_error + "\n";
+    return out;
+  }
+  const std::string what = s.line_source == "kernel.cu" ? "CUDA source" : "PTX";
+  // A stalled warp is charged to the instruction it cannot issue yet: the consumer of a slow result, not
+  // its producer.
+  out += fmt::format(
+      "- hottest lines of your {} (share of the samples; what the warps there were doing; a waiting warp is "
+      "counted at the instruction it cannot issue yet, so the slow result it waits for usually comes from a "
+      "line above):\n",
+      what);
+  for (std::size_t i = 0; i < s.hot_lines.size() && i < 3; ++i) {
+    const protocol::HotLine &h = s.hot_lines[i];
+    std::vector<std::string> reasons;
+    for (const auto &r : h.reasons) reasons.push_back(r.reason + " " + percent_of(r.samples, h.samples));
+    out += fmt::format("  line {} ({}; {}{}): {}\n", h.line, percent_of(h.samples, s.samples),
+                       fmt::format("{}", fmt::join(reasons, ", ")),
+                       h.opcodes.empty() ? "" : "; SASS " + h.opcodes.front(), h.text);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string profile_section(const evaluator::Verdict &v, const std::string &library) {
@@ -111,6 +173,7 @@ std::string profile_section(const evaluator::Verdict &v, const std::string &libr
               figure(*p, "lts__t_sector_hit_rate.pct"),
               figure(*p, "l1tex__throughput.avg.pct_of_peak_sustained_active")});
   out += "- " + occupancy_line(*p) + "\n";
+  out += sampling_lines(p->pc_sampling);
   out +=
       "The busiest unit bounds the kernel: compare it with the library's figure for that unit. Occupancy and "
       "its limiter matter when too few warps hide latency; a design with one block per SM (warp "

@@ -128,8 +128,10 @@ std::shared_ptr<PendingSass> start_sass(const std::string &cubin, const CompileI
   limits.max_output_bytes = 64u << 20;
   const fs::path path = pending->dir.path() / "kernel.cubin";
   if (auto w = util::write_file_atomic(path, cubin); !w) throw std::runtime_error(w.error());
-  pending->listing = std::async(std::launch::async, [dis = *disassembler, path, limits] {
-    auto text = disassemble_cubin(dis, path, limits);
+  // With line info, so sampled PCs can name the model's lines: the PTX it wrote, or its CUDA source.
+  const SassLineInfo line_info = in.from_ptx_block ? SassLineInfo::ptx : SassLineInfo::source;
+  pending->listing = std::async(std::launch::async, [dis = *disassembler, path, limits, line_info] {
+    auto text = disassemble_cubin(dis, path, limits, line_info);
     if (!text) return util::Expected<std::string>(util::unexpected("SASS listing failed: " + text.error()));
     return text;
   });

@@ -66,6 +66,9 @@ void fields(IO &io, ProfilePolicy &p) {
   io("enabled", p.enabled);
   io("budget_seconds", p.budget);
   io("library", p.library);
+  io("pc_sampling", p.pc_sampling);
+  io("pc_sampling_budget_seconds", p.pc_sampling_budget);
+  io("pc_samples", p.pc_samples, detail::Bounds{1000, 1e7});
 }
 
 // The writer only reads the members; the field lists take them by reference for the reader's sake.

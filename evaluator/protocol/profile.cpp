@@ -61,6 +61,7 @@ void plain_fields(IO &io, KernelProfile &p) {
   io("occupancy", p.occupancy);
   io("passes", p.passes, detail::Bounds{0});
   io("library_source", p.library_source);
+  io("pc_sampling", p.pc_sampling);
 }
 
 /// Reads the plain fields and the named optional ones; any other key is refused.
@@ -75,6 +76,44 @@ void read_with_optionals(const json &j, T &value, Optionals &&optionals) {
 }
 
 }  // namespace
+
+// Found by argument-dependent lookup from detail::write_fields / read_fields: not in the unnamed namespace.
+template <class IO>
+void fields(IO &io, StallCount &c) {
+  io("reason", c.reason);
+  io("samples", c.samples);
+}
+
+template <class IO>
+void fields(IO &io, SampledPc &pc) {
+  io("function", pc.function);
+  io("offset", pc.offset);
+  io("samples", pc.samples);
+  io("reasons", pc.reasons);
+}
+
+template <class IO>
+void fields(IO &io, HotLine &l) {
+  io("line", l.line, detail::Bounds{0});
+  io("text", l.text);
+  io("samples", l.samples);
+  io("share", l.share, detail::Bounds{0, 1});
+  io("reasons", l.reasons);
+  io("opcodes", l.opcodes);
+}
+
+template <class IO>
+void fields(IO &io, PcSampling &s) {
+  io("samples", s.samples);
+  io("dropped_samples", s.dropped_samples);
+  io("period_log2", s.period_log2, detail::Bounds{0, 31});
+  io("reasons", s.reasons);
+  io("pcs", s.pcs);
+  io("hot_lines", s.hot_lines);
+  io("line_source", s.line_source);
+  io("line_error", s.line_error);
+  io("unavailable", s.unavailable);
+}
 
 void to_json(json &j, const ProfileMetric &m) {
   detail::FieldWriter w;
@@ -100,6 +139,31 @@ void from_json(const json &j, Occupancy &o) {
     read_optional(plain, "active_clusters", o.active_clusters);
     plain.erase("active_clusters");
   });
+}
+
+void to_json(json &j, const StallCount &c) {
+  j = detail::write_fields(const_cast<StallCount &>(c));
+}
+void from_json(const json &j, StallCount &c) {
+  detail::read_fields(j, c);
+}
+void to_json(json &j, const SampledPc &pc) {
+  j = detail::write_fields(const_cast<SampledPc &>(pc));
+}
+void from_json(const json &j, SampledPc &pc) {
+  detail::read_fields(j, pc);
+}
+void to_json(json &j, const HotLine &l) {
+  j = detail::write_fields(const_cast<HotLine &>(l));
+}
+void from_json(const json &j, HotLine &l) {
+  detail::read_fields(j, l);
+}
+void to_json(json &j, const PcSampling &s) {
+  j = detail::write_fields(const_cast<PcSampling &>(s));
+}
+void from_json(const json &j, PcSampling &s) {
+  detail::read_fields(j, s);
 }
 
 void to_json(json &j, const KernelProfile &p) {

@@ -4,6 +4,7 @@
 // as the profile stage's figures and every reader decodes it with `kernel_profile_from_json`.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,50 @@ struct Occupancy {
   PTXBENCH_PROTOCOL_EQUALITY(Occupancy)
 };
 
+/// Samples of one warp state (CUPTI's stall reason, short name: "long_scoreboard", "barrier", "selected").
+struct StallCount {
+  std::string reason;
+  std::uint64_t samples = 0;
+  PTXBENCH_PROTOCOL_EQUALITY(StallCount)
+};
+
+/// One sampled SASS instruction: (function, offset) as in the SASS listing.
+struct SampledPc {
+  std::string function;
+  std::uint32_t offset = 0;         ///< byte offset in the function
+  std::uint64_t samples = 0;        ///< samples at this PC, every warp state
+  std::vector<StallCount> reasons;  ///< most samples first
+  PTXBENCH_PROTOCOL_EQUALITY(SampledPc)
+};
+
+/// One line of the candidate's own source (PTX or CUDA), from the samples of the PCs its line info maps
+/// to it.
+struct HotLine {
+  int line = 0;                      ///< 1-based line of the source the model sent
+  std::string text;                  ///< that line, trimmed and cut to a bounded length
+  std::uint64_t samples = 0;         ///< samples of its PCs
+  double share = 0;                  ///< samples / all samples in the kernel, 0..1
+  std::vector<StallCount> reasons;   ///< most samples first, at most 3
+  std::vector<std::string> opcodes;  ///< its most sampled SASS opcodes, at most 3
+  PTXBENCH_PROTOCOL_EQUALITY(HotLine)
+};
+
+/// Where the launch spends its time: CUPTI PC sampling of one launch. `samples == 0`: not measured
+/// (`unavailable` says why, "" when it was not attempted).
+struct PcSampling {
+  std::uint64_t samples = 0;          ///< samples in the kernel's PCs (every PC, not only those kept)
+  std::uint64_t dropped_samples = 0;  ///< samples the hardware lost (buffer full)
+  int period_log2 = 0;                ///< one sample per SM every 2^period_log2 cycles
+  std::vector<StallCount> reasons;    ///< the whole kernel's warp states, most samples first
+  std::vector<SampledPc> pcs;         ///< the most sampled PCs, most first (bounded)
+  std::vector<HotLine>
+      hot_lines;  ///< the most sampled source lines, most first (bounded; the orchestrator maps them)
+  std::string line_source;  ///< "kernel.ptx" / "kernel.cu": what hot_lines' numbers count; "" = not mapped
+  std::string line_error;   ///< why the PCs could not be mapped to lines ("" = mapped or not tried)
+  std::string unavailable;  ///< why nothing was sampled ("" = sampled, or not attempted)
+  PTXBENCH_PROTOCOL_EQUALITY(PcSampling)
+};
+
 struct KernelProfile {
   std::string workload;                  ///< the workload profiled (the largest shown one)
   std::vector<ProfileMetric> metrics;    ///< in a fixed order; metrics the GPU does not offer are left out
@@ -51,6 +96,7 @@ struct KernelProfile {
   Occupancy occupancy;
   int passes = 0;              ///< replay passes CUPTI needed for the metrics
   std::string library_source;  ///< "measured" | "cached" | "" (not measured) and why not, if so
+  PcSampling pc_sampling;      ///< hot PCs and lines with their warp states (samples == 0: not measured)
   PTXBENCH_PROTOCOL_EQUALITY(KernelProfile)
 
   const ProfileMetric *find(std::string_view name) const;
@@ -62,6 +108,14 @@ void to_json(nlohmann::json &j, const ProfileMetric &m);
 void from_json(const nlohmann::json &j, ProfileMetric &m);
 void to_json(nlohmann::json &j, const Occupancy &o);
 void from_json(const nlohmann::json &j, Occupancy &o);
+void to_json(nlohmann::json &j, const StallCount &c);
+void from_json(const nlohmann::json &j, StallCount &c);
+void to_json(nlohmann::json &j, const SampledPc &pc);
+void from_json(const nlohmann::json &j, SampledPc &pc);
+void to_json(nlohmann::json &j, const HotLine &l);
+void from_json(const nlohmann::json &j, HotLine &l);
+void to_json(nlohmann::json &j, const PcSampling &s);
+void from_json(const nlohmann::json &j, PcSampling &s);
 void to_json(nlohmann::json &j, const KernelProfile &p);
 void from_json(const nlohmann::json &j, KernelProfile &p);
 

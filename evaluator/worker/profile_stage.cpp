@@ -1,10 +1,12 @@
 // The profile stage: hardware metrics of one launch of a correct kernel through CUPTI's range profiler,
 // the library's figures for the same workload beside them (measured once per shape and GPU, then read
-// from the selection cache folder), and the occupancy with what limits it. Runs last, after every timed
+// from the selection cache folder), the occupancy with what limits it, and the PCs of one more launch
+// sampled with their warp states (mapped to source lines by the orchestrator). Runs last, after every timed
 // launch, and never changes the status or the axes.
 #include <algorithm>
 #include <cmath>
 
+#include "evaluator/worker/detail/pc_sampling.hpp"
 #include "evaluator/worker/detail/profile_metrics.hpp"
 #include "evaluator/worker/detail/range_profiler.hpp"
 #include "evaluator/worker/detail/stage_runner.hpp"
@@ -18,6 +20,12 @@ std::vector<std::string> catalog_names() {
   for (const auto &m : profile_metric_catalog()) names.emplace_back(m.name);
   return names;
 }
+
+/// ms: CUPTI's PC-sampling set-up and collection around the sampled launch (measured on an H100: 0.37-0.41 s
+/// with launches of 1-6 ms).
+constexpr double kPcSamplingSetupMs = 350;
+/// Sampled PCs the worker hands over (the orchestrator maps them to lines and keeps fewer).
+constexpr std::size_t kMaxHandedPcs = 512;
 
 int device_attribute(CUdevice dev, CUdevice_attribute a) {
   int v = 0;
@@ -204,6 +212,16 @@ void Worker::profile_stage(bool correct) {
   }
   phases.mark("library");
   kp.metrics = profile_metrics(cand.values, have_library ? &library : nullptr);
+  if (job_.profile.pc_sampling) {
+    const double sampling_budget_ms = static_cast<double>(job_.profile.pc_sampling_budget.count());
+    if (kPcSamplingSetupMs + launch_ms > sampling_budget_ms)
+      kp.pc_sampling.unavailable = "not sampled: its " + fmt_num(launch_ms) +
+                                   " ms launch with the sampler's set-up does not fit the " +
+                                   fmt_num(sampling_budget_ms / 1000.0) + " s sampling budget";
+    else
+      kp.pc_sampling = sample_launch(w, tensors, params, cand.values, launch_ms);
+    phases.mark("pc_sampling");
+  }
   std::string summary = "profiled workload " + w.spec.name + " (" + std::to_string(kp.passes) + " passes)";
   if (const protocol::ProfileMetric *b = kp.bound_unit()) {
     summary += "; closest to its peak: " + b->label + " at " + fmt_num(b->value) + "%";
@@ -212,6 +230,67 @@ void Worker::profile_stage(bool correct) {
   set_stage("profile", stage_json(Status::ok, summary, json::array(),
                                   json{{"kernel_profile", kp}, {"phase_seconds", phases.seconds}},
                                   seconds_since(start)));
+}
+
+protocol::PcSampling Worker::sample_launch(const JobWorkload &w, const TensorSet &tensors,
+                                           detail::PackedParams &params,
+                                           const std::map<std::string, double> &measured, double launch_ms) {
+  protocol::PcSampling out;
+  // The period from the profiled launch's own duration and clock where measured.
+  const auto figure = [&](const char *name, double fallback) {
+    const auto it = measured.find(name);
+    return it != measured.end() && it->second > 0 ? it->second : fallback;
+  };
+  const double ms = figure("gpu__time_duration.sum", launch_ms * 1e6) / 1e6;
+  const double mhz = figure("sm__cycles_elapsed.avg.per_second", 1.755e9) / 1e6;
+  const int period = detail::pc_sampling_period_log2(ms, device_.facts.sm_count, mhz,
+                                                     static_cast<double>(job_.profile.pc_samples));
+  detail::CandidateKernel sampled;
+  const detail::PcSamples samples = detail::sample_pcs(
+      device_.ctx, period,
+      [&]() -> std::string {
+        // A second copy of the module, loaded while sampling is on (see sample_pcs).
+        std::string why = sampled.load(read_all(job_.cubin_path), job_.entry);
+        if (why.empty()) why = sampled.prepare_launch(w.launch);
+        if (!why.empty()) return "the module could not be loaded again for sampling: " + why;
+        poison_outputs(w.spec, tensors);
+        reset_workspace(tensors);
+        PTXB_CUDA(cudaStreamSynchronize(device_.stream));
+        return "";
+      },
+      [&] {
+        const CUresult r = sampled.launch(w.launch, params, device_.stream);
+        if (r != CUDA_SUCCESS)
+          fatal("profile", detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
+                "the PC-sampled launch failed: " + detail::describe(r));
+        if (const CUresult s = cuStreamSynchronize(device_.stream); s != CUDA_SUCCESS)
+          fatal("profile", Status::runtime_error,
+                "the kernel faulted while PC-sampled: " + detail::describe(s));
+      });
+  out.period_log2 = samples.period_log2;
+  out.dropped_samples = samples.dropped_samples;
+  if (!samples.available) {
+    out.unavailable = "not sampled: " + samples.reason;
+    return out;
+  }
+  std::map<std::string, std::uint64_t> reasons;
+  for (const auto &row : samples.rows) {
+    out.samples += row.samples;
+    for (const auto &[reason, n] : row.reasons) reasons[reason] += n;
+  }
+  const auto by_samples = [](const protocol::StallCount &a, const protocol::StallCount &b) {
+    return a.samples != b.samples ? a.samples > b.samples : a.reason < b.reason;
+  };
+  for (const auto &[reason, n] : reasons) out.reasons.push_back({reason, n});
+  std::sort(out.reasons.begin(), out.reasons.end(), by_samples);
+  for (std::size_t i = 0; i < samples.rows.size() && i < kMaxHandedPcs; ++i) {
+    const auto &row = samples.rows[i];
+    protocol::SampledPc pc{row.function, row.offset, row.samples, {}};
+    for (const auto &[reason, n] : row.reasons) pc.reasons.push_back({reason, n});
+    std::sort(pc.reasons.begin(), pc.reasons.end(), by_samples);
+    out.pcs.push_back(std::move(pc));
+  }
+  return out;
 }
 
 std::string Worker::profile_library(const JobWorkload &w, const TensorSet &inputs,

@@ -158,6 +158,11 @@ class Worker {
   /// The library's metrics on the same inputs into `out`; "measured", or why not.
   std::string profile_library(const JobWorkload &w, const TensorSet &inputs,
                               const std::vector<std::string> &names, std::map<std::string, double> &out);
+  /// PC sampling of one more launch: the kernel's warp states and its most sampled PCs. `measured` (the
+  /// range profiler's figures) sets the sampling period from the launch's duration and clock.
+  protocol::PcSampling sample_launch(const JobWorkload &w, const TensorSet &tensors,
+                                     detail::PackedParams &params,
+                                     const std::map<std::string, double> &measured, double launch_ms);
 
   double kernel_hang_ms() const;                 ///< ms
   double incorrect_execution_budget_ms() const;  ///< ms
@@ -169,12 +174,12 @@ class Worker {
   double slowest_launch_ms_ =
       0;  ///< ms: slowest median candidate launch timed so far (sizes the instrumented deadline)
   double correctness_launch_ms_ = 0;  ///< ms: slowest correctness launch, wall clock (launch + wait)
+  double extra_trial_seconds_ = 0;    ///< s: borderline extra trials so far (BorderlinePolicy::budget)
   struct KeptInputs {
     TensorSet inputs;   ///< non-output tensors only
     ReferenceSet refs;  ///< fp32 reference of each output
   };
   std::map<std::size_t, std::vector<KeptInputs>> kept_;  ///< workload index -> kept trials, in trial order
-  double extra_trial_seconds_ = 0;    ///< s: borderline extra trials so far (BorderlinePolicy::budget)
   std::unique_ptr<BufferPool> kept_pool_;                ///< owns kept_'s buffers
   std::unique_ptr<FamilyHandler> family_;
   detail::CandidateKernel kernel_;

@@ -1,0 +1,245 @@
+#include "evaluator/worker/detail/pc_sampling.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+#include <cupti.h>
+#include <cupti_pcsampling.h>
+
+#include "evaluator/worker/detail/sass_counts.hpp"
+
+namespace ptxbench::worker::detail {
+namespace {
+
+constexpr std::string_view kStalledPrefix = "smsp__pcsamp_warps_issue_stalled_";
+constexpr std::string_view kPcSampPrefix = "smsp__pcsamp_";
+constexpr std::string_view kNotIssuedSuffix = "_not_issued";
+/// PC records per collection buffer: more than the SASS instructions of any kernel we accept sampled
+/// at once is not needed, the rest comes in further buffers.
+constexpr std::size_t kPcsPerBuffer = 4096;
+/// Buffers fetched after the stop at most (kPcsPerBuffer PCs each).
+constexpr int kMaxBuffers = 16;
+
+/// PC sampling on a context, disabled on every path.
+class SamplingSession {
+ public:
+  explicit SamplingSession(CUcontext ctx) : ctx_(ctx) {}
+  ~SamplingSession() {
+    if (!enabled_) return;
+    CUpti_PCSamplingDisableParams p = {CUpti_PCSamplingDisableParamsSize};
+    p.ctx = ctx_;
+    cuptiPCSamplingDisable(&p);
+  }
+  CUptiResult enable() {
+    CUpti_PCSamplingEnableParams p = {CUpti_PCSamplingEnableParamsSize};
+    p.ctx = ctx_;
+    const CUptiResult r = cuptiPCSamplingEnable(&p);
+    enabled_ = r == CUPTI_SUCCESS;
+    return r;
+  }
+
+ private:
+  CUcontext ctx_;
+  bool enabled_ = false;
+};
+
+/// One collection buffer: `pcs` records, each with room for every collected stall reason.
+struct CollectionBuffer {
+  CUpti_PCSamplingData data{};
+  std::vector<CUpti_PCSamplingPCData> pcs;
+  std::vector<CUpti_PCSamplingStallReason> reasons;
+
+  CollectionBuffer(std::size_t n_pcs, std::size_t n_reasons) : pcs(n_pcs), reasons(n_pcs * n_reasons) {
+    for (std::size_t i = 0; i < n_pcs; ++i) {
+      pcs[i].size = sizeof(CUpti_PCSamplingPCData);
+      pcs[i].stallReason = reasons.data() + i * n_reasons;
+    }
+    data.size = sizeof(CUpti_PCSamplingData);
+    data.collectNumPcs = n_pcs;
+    data.pPcData = pcs.data();
+  }
+};
+
+CUpti_PCSamplingConfigurationInfo attribute(CUpti_PCSamplingConfigurationAttributeType type) {
+  CUpti_PCSamplingConfigurationInfo info{};
+  info.attributeType = type;
+  return info;
+}
+
+}  // namespace
+
+std::string short_stall_reason(const std::string &cupti_name) {
+  std::string_view n = cupti_name;
+  if (n.size() >= kNotIssuedSuffix.size() && n.substr(n.size() - kNotIssuedSuffix.size()) == kNotIssuedSuffix)
+    return "";
+  if (n.starts_with(kStalledPrefix)) return std::string(n.substr(kStalledPrefix.size()));
+  if (n.starts_with(kPcSampPrefix)) return std::string(n.substr(kPcSampPrefix.size()));
+  return std::string(n);
+}
+
+int pc_sampling_period_log2(double launch_ms, int sm_count, double sm_clock_mhz, double target_samples) {
+  const double cycles = std::max(launch_ms, 1e-3) * 1e-3 * std::max(sm_clock_mhz, 100.0) * 1e6;
+  const double period = cycles * std::max(sm_count, 1) / std::max(target_samples, 1.0);
+  const int log2 = static_cast<int>(std::lround(std::log2(std::max(period, 1.0))));
+  return std::clamp(log2, 5, 31);
+}
+
+PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::string()> &prepare,
+                     const std::function<void()> &work) {
+  PcSamples out;
+  out.period_log2 = period_log2;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto finish = [&]() -> PcSamples & {
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+  };
+  const auto refuse = [&](const char *call, CUptiResult r) -> PcSamples & {
+    out.reason = cupti_error(call, r);
+    return finish();
+  };
+  SamplingSession session(ctx);
+  if (CUptiResult r = session.enable(); r != CUPTI_SUCCESS) return refuse("cuptiPCSamplingEnable", r);
+
+  // The warp states this GPU reports; the "_not_issued" variants repeat the plain ones and are left out.
+  std::size_t n_all = 0;
+  CUpti_PCSamplingGetNumStallReasonsParams np = {CUpti_PCSamplingGetNumStallReasonsParamsSize};
+  np.ctx = ctx;
+  np.numStallReasons = &n_all;
+  if (CUptiResult r = cuptiPCSamplingGetNumStallReasons(&np); r != CUPTI_SUCCESS)
+    return refuse("cuptiPCSamplingGetNumStallReasons", r);
+  if (n_all == 0) {
+    out.reason = "CUPTI reports no warp states to sample on this GPU";
+    return finish();
+  }
+  std::vector<std::uint32_t> all_index(n_all);
+  std::vector<std::vector<char>> name_storage(n_all, std::vector<char>(CUPTI_STALL_REASON_STRING_SIZE, '\0'));
+  std::vector<char *> names(n_all);
+  for (std::size_t i = 0; i < n_all; ++i) names[i] = name_storage[i].data();
+  CUpti_PCSamplingGetStallReasonsParams sp = {CUpti_PCSamplingGetStallReasonsParamsSize};
+  sp.ctx = ctx;
+  sp.numStallReasons = n_all;
+  sp.stallReasonIndex = all_index.data();
+  sp.stallReasons = names.data();
+  if (CUptiResult r = cuptiPCSamplingGetStallReasons(&sp); r != CUPTI_SUCCESS)
+    return refuse("cuptiPCSamplingGetStallReasons", r);
+  std::map<std::uint32_t, std::string> reason_of;  // CUPTI index -> short name
+  std::vector<std::uint32_t> collect;
+  for (std::size_t i = 0; i < n_all; ++i) {
+    std::string shortened = short_stall_reason(std::string(names[i]));
+    if (shortened.empty()) continue;
+    reason_of[all_index[i]] = std::move(shortened);
+    collect.push_back(all_index[i]);
+  }
+
+  auto first = std::make_unique<CollectionBuffer>(kPcsPerBuffer, collect.size());
+  std::vector<CUpti_PCSamplingConfigurationInfo> config;
+  auto period = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD);
+  period.attributeData.samplingPeriodData.samplingPeriod = static_cast<std::uint32_t>(period_log2);
+  config.push_back(period);
+  auto reasons = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON);
+  reasons.attributeData.stallReasonData.stallReasonCount = collect.size();
+  reasons.attributeData.stallReasonData.pStallReasonIndex = collect.data();
+  config.push_back(reasons);
+  auto mode = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE);
+  mode.attributeData.collectionModeData.collectionMode = CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED;
+  config.push_back(mode);
+  auto start_stop = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL);
+  start_stop.attributeData.enableStartStopControlData.enableStartStopControl = 1;
+  config.push_back(start_stop);
+  auto format = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_OUTPUT_DATA_FORMAT);
+  format.attributeData.outputDataFormatData.outputDataFormat = CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED;
+  config.push_back(format);
+  auto buffer = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER);
+  buffer.attributeData.samplingDataBufferData.samplingDataBuffer = &first->data;
+  config.push_back(buffer);
+  CUpti_PCSamplingConfigurationInfoParams cp = {CUpti_PCSamplingConfigurationInfoParamsSize};
+  cp.ctx = ctx;
+  cp.numAttributes = config.size();
+  cp.pPCSamplingConfigurationInfo = config.data();
+  if (CUptiResult r = cuptiPCSamplingSetConfigurationAttribute(&cp); r != CUPTI_SUCCESS) {
+    for (const auto &c : config)
+      if (c.attributeStatus != CUPTI_SUCCESS)
+        return refuse(("cuptiPCSamplingSetConfigurationAttribute (attribute " +
+                       std::to_string(static_cast<int>(c.attributeType)) + ")")
+                          .c_str(),
+                      c.attributeStatus);
+    return refuse("cuptiPCSamplingSetConfigurationAttribute", r);
+  }
+
+  if (std::string why = prepare(); !why.empty()) {
+    out.reason = why;
+    return finish();
+  }
+  CUpti_PCSamplingStartParams start = {CUpti_PCSamplingStartParamsSize};
+  start.ctx = ctx;
+  if (CUptiResult r = cuptiPCSamplingStart(&start); r != CUPTI_SUCCESS)
+    return refuse("cuptiPCSamplingStart", r);
+  work();
+  CUpti_PCSamplingStopParams stop = {CUpti_PCSamplingStopParamsSize};
+  stop.ctx = ctx;
+  if (CUptiResult r = cuptiPCSamplingStop(&stop); r != CUPTI_SUCCESS) return refuse("cuptiPCSamplingStop", r);
+
+  // Records land in the configured buffer at the stop; what did not fit is fetched with GetData.
+  std::map<std::pair<std::string, std::uint32_t>, SampledPcRow> rows;
+  std::uint64_t non_user = 0, records = 0;
+  const auto absorb = [&](const CUpti_PCSamplingData &d) {
+    out.total_samples += d.totalSamples;
+    non_user += d.nonUsrKernelsTotalSamples;
+    records += d.totalNumPcs;
+    out.dropped_samples += d.droppedSamples;
+    for (std::size_t i = 0; i < d.totalNumPcs && i < d.collectNumPcs; ++i) {
+      const CUpti_PCSamplingPCData &pc = d.pPcData[i];
+      // functionName is CUPTI's allocation, possibly shared with later records: copied, never freed here
+      // (the worker process ends soon after; a double free would not).
+      const std::string function = pc.functionName ? pc.functionName : "";
+      SampledPcRow &row = rows[{function, static_cast<std::uint32_t>(pc.pcOffset)}];
+      row.function = function;
+      row.offset = static_cast<std::uint32_t>(pc.pcOffset);
+      for (std::size_t k = 0; k < pc.stallReasonCount && k < collect.size(); ++k) {
+        const auto it = reason_of.find(pc.stallReason[k].pcSamplingStallReasonIndex);
+        if (it == reason_of.end() || pc.stallReason[k].samples == 0) continue;
+        row.reasons[it->second] += pc.stallReason[k].samples;
+        row.samples += pc.stallReason[k].samples;
+      }
+    }
+  };
+  absorb(first->data);
+  std::size_t remaining = first->data.remainingNumPcs;
+  const bool overflowed = first->data.hardwareBufferFull != 0;
+  auto more = std::make_unique<CollectionBuffer>(kPcsPerBuffer, collect.size());
+  for (int b = 0; b < kMaxBuffers && remaining > 0; ++b) {
+    more->data.totalNumPcs = 0;
+    more->data.remainingNumPcs = 0;
+    more->data.totalSamples = 0;
+    more->data.droppedSamples = 0;
+    CUpti_PCSamplingGetDataParams gp = {CUpti_PCSamplingGetDataParamsSize};
+    gp.ctx = ctx;
+    gp.pcSamplingData = &more->data;
+    if (CUptiResult r = cuptiPCSamplingGetData(&gp); r != CUPTI_SUCCESS)
+      return refuse("cuptiPCSamplingGetData", r);
+    absorb(more->data);
+    remaining = more->data.remainingNumPcs;
+  }
+  for (auto &[key, row] : rows)
+    if (row.samples > 0) out.rows.push_back(std::move(row));
+  std::sort(out.rows.begin(), out.rows.end(), [](const SampledPcRow &a, const SampledPcRow &b) {
+    return a.samples != b.samples ? a.samples > b.samples : a.offset < b.offset;
+  });
+  if (out.rows.empty()) {
+    if (overflowed)
+      out.reason = "the sampling buffer overflowed before any record was kept";
+    else if (out.total_samples == 0)
+      out.reason = "the PC sampler returned no samples for this launch";
+    else
+      out.reason = "none of the " + std::to_string(out.total_samples) +
+                   " samples came with a PC of this kernel (" + std::to_string(non_user) +
+                   " in other kernels, " + std::to_string(records) + " PC records)";
+    return finish();
+  }
+  out.available = true;
+  return finish();
+}
+
+}  // namespace ptxbench::worker::detail
