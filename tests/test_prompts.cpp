@@ -517,8 +517,9 @@ TEST_CASE("feedback: PC samples name the warp states and the hottest PTX lines w
             "- hottest lines of your PTX (share of the samples; what the warps there were doing; a waiting "
             "warp is counted at the instruction it cannot issue yet");
   CHECK_HAS(f,
-            "  line 366 (5%; barrier 99%, selected 0%, not_selected 0%; SASS BRA): @%p14 bra \t$L__BB0_4;\n");
-  CHECK_HAS(f, "  line 543 (3%; long_scoreboard 98%");
+            "  line 366 (5%; barrier 99%; SASS BRA): @%p14 bra \t$L__BB0_4;\n");  // states under 1% left out
+  CHECK_HAS(f, "  line 543 (3%; long_scoreboard 98%, selected 1%; SASS LDSM.16.M88.4)");
+  CHECK_HAS(f, "  (these lines hold 12% of the samples: the time is spread over many lines)\n");
   CHECK_HAS(f, "SASS LDSM.16.M88.4): ldmatrix.sync.aligned.m8n8.x4.shared.b16");
   CHECK_FALSE(has(f, "line 564 ("));  // three lines, no more
   // Sampled, but the lines could not be named: the states stay, the reason replaces the lines.
@@ -539,6 +540,26 @@ TEST_CASE("feedback: PC samples name the warp states and the hottest PTX lines w
   CHECK_HAS(unsampled,
             "- where the warps wait: not sampled: the PC sampler returned no samples for this launch\n");
   CHECK_FALSE(has(unsampled, "where the warps are ("));
+}
+
+TEST_CASE("feedback: targets absent from the PTX are named as such; resources beside the speed figures") {
+  auto task = load_task("gemm_n7168_k5120");
+  Verdict v = with_gpu_results(0.45, 0);
+  v.static_checks.figures["targets_in_ptx"]["wgmma"] = false;
+  v.compile.figures["targets_in_sass"]["wgmma"] = false;
+  v.execution.figures["targets"][0]["present_in_sass"] = false;
+  v.finalize_status();
+  const std::string f = builder().feedback(task, v);
+  CHECK_HAS(f, "Correct on every workload, but the task's target instructions did not all run");
+  CHECK_HAS(f,
+            "in PTX no, in SASS (HGMMA) no, executed 0 times (warp-level). Your PTX has no wgmma.mma_async "
+            "instruction");
+  CHECK_FALSE(has(f, "ptxas removed or never emitted it"));  // it was never written
+  CHECK_HAS(f, "Resources: 168 registers/thread, spills 16 B stored / 24 B loaded");
+  // In the PTX but gone from the SASS: then ptxas is the one to ask.
+  v.static_checks.figures["targets_in_ptx"]["wgmma"] = true;
+  CHECK_HAS(builder().feedback(task, v),
+            "wgmma.mma_async is not in the SASS: ptxas removed or never emitted it");
 }
 
 TEST_CASE("feedback: suspicious timing, GPU skipped, unusable response") {

@@ -99,6 +99,9 @@ std::string stall_gloss(const std::string &reason) {
   return it == gloss.end() ? reason : reason + " (" + it->second + ")";
 }
 
+/// Hot lines the feedback shows (the record keeps more).
+constexpr std::size_t kShownHotLines = 3;
+
 std::string percent_of(std::uint64_t part, std::uint64_t whole) {
   return fmt::format("{:.0f}%", whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0);
 }
@@ -123,14 +126,22 @@ std::string sampling_lines(const protocol::PcSampling &s) {
       "counted at the instruction it cannot issue yet, so the slow result it waits for usually comes from a "
       "line above):\n",
       what);
-  for (std::size_t i = 0; i < s.hot_lines.size() && i < 3; ++i) {
+  std::uint64_t shown = 0;
+  for (std::size_t i = 0; i < s.hot_lines.size() && i < kShownHotLines; ++i) shown += s.hot_lines[i].samples;
+  for (std::size_t i = 0; i < s.hot_lines.size() && i < kShownHotLines; ++i) {
     const protocol::HotLine &h = s.hot_lines[i];
     std::vector<std::string> reasons;
-    for (const auto &r : h.reasons) reasons.push_back(r.reason + " " + percent_of(r.samples, h.samples));
+    // States under 1% of the line's samples are noise beside its main one.
+    for (const auto &r : h.reasons)
+      if (reasons.empty() || 100 * r.samples >= h.samples)
+        reasons.push_back(r.reason + " " + percent_of(r.samples, h.samples));
     out += fmt::format("  line {} ({}; {}{}): {}\n", h.line, percent_of(h.samples, s.samples),
                        fmt::format("{}", fmt::join(reasons, ", ")),
                        h.opcodes.empty() ? "" : "; SASS " + h.opcodes.front(), h.text);
   }
+  if (shown * 2 < s.samples)
+    out += fmt::format("  (these lines hold {} of the samples: the time is spread over many lines)\n",
+                       percent_of(shown, s.samples));
   return out;
 }
 

@@ -463,6 +463,8 @@ std::string execution_section(const tasks::Task &task, const Verdict &v) {
     }
     if (has_runs && run_count == 0 && ptx == true && sass == true)
       line += fmt::format(". {} is in your PTX and in the SASS but executed 0 times", target.ptx_mnemonic);
+    else if (has_runs && run_count == 0 && sass == false && ptx == false)
+      line += fmt::format(". Your PTX has no {} instruction", target.ptx_mnemonic);
     else if (has_runs && run_count == 0 && sass == false)
       line += fmt::format(". {} is not in the SASS: ptxas removed or never emitted it", target.ptx_mnemonic);
     rows.push_back(line);
