@@ -14,7 +14,9 @@
 #                           tests/solutions_check.py --gpu evaluates them; its table prints per
 #                           task x solution: status, the three axes, per target its warp executions and
 #                           work share (FLOPs) or byte share (TMA), candidate and library ms, speedup,
-#                           TFLOP/s, whether the verdict matches the folder's expected.json, wall time
+#                           TFLOP/s, whether the verdict matches the folder's expected.json, wall time; a
+#                           profile table before it: busiest unit and tensor pipe (yours/library), PC samples
+#                           and mapped lines (or why not sampled), the hottest line, profile and sampling seconds
 #   GPU_CHECK_SKIP_CTEST=1  skip the test label
 #   GPU_CHECK_BENCH_BEFORE=1 with GPU_CHECK_BENCH: each bench_eval case also runs under the earlier settings
 #                           (--min-seconds 0.5 --no-reuse-inputs --paired-min-samples 0 --no-prestart-cupti

@@ -125,6 +125,40 @@ def row(task, sol, v, verdict_text, wall):
             verdict_text, f"{wall:.2f}"]
 
 
+def profile_row(task, sol, v):
+    """The profile stage of one verdict: what bounds it, the tensor pipe beside the library, PC sampling."""
+    p = (v or {}).get("stages", {}).get("profile")
+    if not p:
+        return [task, sol, "-"] + ["-"] * 6
+    kp = (p.get("figures") or {}).get("kernel_profile")
+    if p.get("status") != "ok" or not kp:
+        return [task, sol, p.get("status", "?"), (p.get("summary") or "")[:60]] + ["-"] * 5
+    metrics = {m["name"]: m for m in kp.get("metrics", [])}
+    pct = lambda x: "-" if x is None else f"{x:.0f}%"  # noqa: E731
+    through = [m for m in kp.get("metrics", []) if m.get("throughput")]
+    bound = max(through, key=lambda m: m["value"], default=None)
+    bound_text = "-" if bound is None else f"{bound['label']} {pct(bound['value'])}/{pct(bound.get('library'))}"
+    tensor = metrics.get("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", {})
+    pc = kp.get("pc_sampling") or {}
+    if pc.get("samples"):
+        hot = pc.get("hot_lines") or []
+        top = hot[0] if hot else None
+        top_text = "-" if top is None else (
+            f"L{top['line']} {top['share']:.0%} {(top.get('reasons') or [{'reason': '?'}])[0]['reason']}")
+        sampled = f"{pc['samples']} ({len(hot)} lines {pc.get('line_source') or pc.get('line_error', '')[:30]})"
+    else:
+        top_text, sampled = "-", (pc.get("unavailable") or "off")[:60]
+    phases = (p.get("figures") or {}).get("phase_seconds") or {}
+    return [task, sol, "ok", bound_text, f"{pct(tensor.get('value'))}/{pct(tensor.get('library'))}", sampled,
+            top_text, f"{p.get('wall_seconds', 0):.2f}", f"{phases.get('pc_sampling', 0):.2f}"]
+
+
+def print_table(hdr, rows):
+    widths = [max(len(str(r[i])) for r in rows + [hdr]) for i in range(len(hdr))]
+    for r in [hdr] + rows:
+        print("  ".join(str(r[i]).ljust(widths[i]) for i in range(len(hdr))))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("ptxbench")
@@ -138,7 +172,7 @@ def main():
     if args.out:
         os.makedirs(args.out, exist_ok=True)
 
-    problems, rows = [], []
+    problems, rows, profile_rows = [], [], []
     for task in sorted(os.listdir(SOLUTIONS)):
         folder = os.path.join(SOLUTIONS, task)
         if not os.path.isdir(folder):
@@ -178,15 +212,18 @@ def main():
             if bad:
                 problems.append(f"{task}/{sol}: " + ", ".join(bad))
             rows.append(row(task, sol, v, "yes" if not bad else "NO: " + ", ".join(bad), wall))
+            profile_rows.append(profile_row(task, sol, v))
             # One line as each verdict arrives, so a run cut short by a time limit still shows its rows.
             print("  ".join(str(c) for c in rows[-1]), file=sys.stderr, flush=True)
 
     hdr = ["task", "solution", "status", "correct", "targets", "generalizes", "speedup",
            "targets executed (warp instr., work/byte share)", "cand ms", "library ms", "speedup/wl", "TFLOP/s",
            "as expected", "wall s"]
-    widths = [max(len(str(r[i])) for r in rows + [hdr]) for i in range(len(hdr))]
-    for r in [hdr] + rows:
-        print("  ".join(str(r[i]).ljust(widths[i]) for i in range(len(hdr))))
+    if args.gpu and profile_rows:
+        print_table(["task", "solution", "profile", "busiest unit (yours/library)", "tensor pipe",
+                     "PC samples (lines mapped)", "hottest line", "profile s", "sampling s"], profile_rows)
+        print()
+    print_table(hdr, rows)
     print(f"{len(rows)} solutions evaluated ({'full verdicts' if args.gpu else 'CPU stages only'}), "
           f"{len(problems)} problems")
     for p in problems:
