@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -475,4 +476,100 @@ TEST_CASE("filter on generalization: only turns checked on the hidden workloads 
   REQUIRE(wrong.has_value());
   CHECK(wrong->counts.written == correct - marked_true);
   CHECK(wrong->counts.filtered.at("generalizes") > 0);
+}
+
+namespace {
+
+/// The profile stage the H200 wrote for the wgmma+TMA GEMM (tests/data/profile): bound by the tensor pipe
+/// at 87.18% of peak, the library's tensor pipe 99.28%.
+json profile_stage_fixture() {
+  std::ifstream in(std::filesystem::path(PTXBENCH_TEST_DATA) / "profile" / "gemm_wgmma_tma_stage.json");
+  REQUIRE(in.good());
+  return json::parse(in);
+}
+
+const std::string kTensor = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active";
+const std::string kDram = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
+
+}  // namespace
+
+TEST_CASE("export metadata: the bound unit, its % of peak and the tensor pipe beside the library's") {
+  std::vector<LoadedRun> loaded = runs();
+  // alpha/gemm_a/1 improves 0.6 -> 0.9 -> 1.25: turn 2 gets the fixture's profile, turn 1 a DRAM-bound one
+  // (DRAM 81%, tensor pipe 35%, no library figure), turn 0 none (an older verdict).
+  json dram_bound = profile_stage_fixture();
+  for (auto &m : dram_bound["figures"]["kernel_profile"]["metrics"]) {
+    if (m["name"] == kDram) m["value"] = 81.0;
+    if (m["name"] == kTensor) {
+      m["value"] = 35.0;
+      m["library"] = nullptr;
+    }
+  }
+  int marked = 0;
+  for (auto &run : loaded)
+    for (auto &t : run.turns)
+      if (t.trajectory_id == "alpha/gemm_a/1" && t.turn > 0) {
+        t.verdict["stages"]["profile"] = t.turn == 2 ? profile_stage_fixture() : dram_bound;
+        ++marked;
+      }
+  REQUIRE(marked == 2);
+
+  ExportOptions o;
+  o.all = true;
+  auto result = build_export(loaded, o);
+  REQUIRE(result.has_value());
+  int profiled = 0;
+  for (const auto &line : parse_lines(*result)) {
+    const json &m = line.at("metadata");
+    for (const char *key : {"bound_unit", "bound_unit_pct", "tensor_pipe_pct", "library_tensor_pipe_pct"})
+      REQUIRE(m.contains(key));
+    if (id_of(line) == "alpha/gemm_a/1@2") {
+      ++profiled;
+      CHECK(m.at("bound_unit") == kTensor);
+      CHECK(m.at("bound_unit_pct") == 87.18);
+      CHECK(m.at("tensor_pipe_pct") == 87.18);
+      CHECK(m.at("library_tensor_pipe_pct") == 99.28);
+    } else if (id_of(line) == "alpha/gemm_a/1@1") {
+      ++profiled;
+      CHECK(m.at("bound_unit") == kDram);
+      CHECK(m.at("bound_unit_pct") == 81.0);
+      CHECK(m.at("tensor_pipe_pct") == 35.0);
+      CHECK(m.at("library_tensor_pipe_pct").is_null());  // not measured, not 0
+    } else {
+      // Not profiled (the fixture run predates the stage): null, never 0.
+      CHECK(m.at("bound_unit").is_null());
+      CHECK(m.at("bound_unit_pct").is_null());
+      CHECK(m.at("tensor_pipe_pct").is_null());
+      CHECK(m.at("library_tensor_pipe_pct").is_null());
+    }
+  }
+  CHECK(profiled == 2);
+
+  // Improve pairs carry the source turn's figures too: 1 -> 2 went from DRAM-bound to tensor-bound.
+  o.format = ExportFormat::improve_pairs;
+  auto pairs = build_export(loaded, o);
+  REQUIRE(pairs.has_value());
+  const auto lines = parse_lines(*pairs);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].at("metadata").at("source_bound_unit").is_null());  // turn 0: not profiled
+  CHECK(lines[0].at("metadata").at("bound_unit") == kDram);
+  CHECK(lines[1].at("metadata").at("source_bound_unit") == kDram);
+  CHECK(lines[1].at("metadata").at("source_tensor_pipe_pct") == 35.0);
+  CHECK(lines[1].at("metadata").at("bound_unit") == kTensor);
+  CHECK(lines[1].at("metadata").at("tensor_pipe_pct") == 87.18);
+
+  // A malformed profile record is "not profiled" in the export (the report warns about it).
+  loaded[0].turns[0].verdict["stages"]["profile"] = profile_stage_fixture();
+  loaded[0].turns[0].verdict["stages"]["profile"]["figures"]["kernel_profile"]["occupancy"] = 3;
+  o.format = ExportFormat::messages;
+  auto bad = build_export(loaded, o);
+  REQUIRE(bad.has_value());
+  const auto first = parse_lines(*bad);
+  const std::string first_id =
+      loaded[0].turns[0].trajectory_id + "@" + std::to_string(loaded[0].turns[0].turn);
+  const auto it =
+      std::find_if(first.begin(), first.end(), [&](const json &line) { return id_of(line) == first_id; });
+  REQUIRE(it != first.end());
+  CHECK(it->at("metadata").at("bound_unit").is_null());
+  CHECK(it->at("metadata").at("tensor_pipe_pct").is_null());
 }

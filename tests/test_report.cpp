@@ -9,6 +9,7 @@
 
 #include <fmt/core.h>
 
+#include "traces/detail/html_report.hpp"
 #include "traces/record.hpp"
 #include "traces/report.hpp"
 #include "traces/stats.hpp"
@@ -181,7 +182,7 @@ TEST_CASE("report: outputs are written; CSV rows match the numbers; HTML is self
   ptxbench::util::TempDir dir("h7-report");
   auto written = write_report(r, dir.path());
   REQUIRE(written.has_value());
-  CHECK(written->size() == 9);  // report.md, report.html, 6 CSV files, the trajectories folder
+  CHECK(written->size() == 10);  // report.md, report.html, 7 CSV files, the trajectories folder
   auto read = [&](const std::string &name) {
     auto text = ptxbench::util::read_file(dir.path() / name);
     REQUIRE(text.has_value());
@@ -643,9 +644,12 @@ TEST_CASE("report: borderline attempts counted per model; show gives every workl
   CHECK(md.find("| m | gemm_a | 4 | 2 | 1 |") != std::string::npos);
   const auto files = render_csv(*report);
   const std::string &summary = files.at("summary.csv");
-  CHECK(summary.find("generalizes_hi,borderline_attempts,borderline_incorrect\n") != std::string::npos);
+  CHECK(summary.find("generalizes_hi,borderline_attempts,borderline_incorrect,profile_attempts,") !=
+        std::string::npos);
   CHECK(summary.find("m,gemm_a,") != std::string::npos);
-  CHECK(summary.find(",2,1\n") != std::string::npos);
+  // borderline 2, of them incorrect 1; then 3 final correct attempts, none profiled: the profile columns
+  // are empty (14 of them), not 0.
+  CHECK(summary.find(",2,1,3,0,3" + std::string(14, ',') + "\n") != std::string::npos);
 
   // `ptxbench show`: the margin of every workload, the extra trials where it was borderline.
   const auto pages = build_trajectory_pages({run}, {});
@@ -732,4 +736,237 @@ TEST_CASE("trajectory view: show gives the multiply-add work outside the targets
   CHECK(text[1].find("multiply-adds outside the targets: 0.0% of the task's FLOPs on other tensor-core "
                      "instructions, 0.2% on the FMA pipe (FFMA 0.2%)") != std::string::npos);
   CHECK(text[2].find("multiply-adds outside the targets") == std::string::npos);
+}
+
+namespace {
+
+/// The profile stage the H200 wrote for the wgmma+TMA GEMM (tests/data/profile): tensor pipe 87.18% of
+/// peak (the library 99.28%), the highest throughput metric, so it is the bound unit.
+nlohmann::json profile_stage_fixture() {
+  auto text = ptxbench::util::read_file(std::filesystem::path(PTXBENCH_TEST_DATA) / "profile" /
+                                        "gemm_wgmma_tma_stage.json");
+  REQUIRE(text.has_value());
+  return nlohmann::json::parse(*text);
+}
+
+/// Sets a metric's value (and the library's, when given) in a profile stage; `value` < 0 removes it.
+void set_metric(nlohmann::json &stage, const std::string &name, double value,
+                std::optional<double> library = std::nullopt) {
+  auto &metrics = stage["figures"]["kernel_profile"]["metrics"];
+  for (auto it = metrics.begin(); it != metrics.end(); ++it) {
+    if ((*it)["name"] != name) continue;
+    if (value < 0) {
+      metrics.erase(it);
+      return;
+    }
+    (*it)["value"] = value;
+    if (library) (*it)["library"] = *library;
+    return;
+  }
+  FAIL("no metric " << name);
+}
+
+const std::string kTensor = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active";
+const std::string kDram = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
+
+/// A correct attempt on the GPU (correctness ran), with the given profile stage (null: none recorded).
+nlohmann::json gpu_record(const std::string &model, int sample, int turn, bool correct,
+                          const nlohmann::json &profile_stage) {
+  nlohmann::json r = no_gpu_record("gemm_a", sample, false);
+  r["model"] = model;
+  r["turn"] = turn;
+  r["trajectory_id"] = model + "/gemm_a/" + std::to_string(sample);
+  r["verdict"]["status"] = correct ? "ok" : "incorrect";
+  r["verdict"]["axes"] = {{"correct", correct}, {"targets_executed", true}, {"speedup", 0.8}};
+  r["verdict"]["stages"]["correctness"]["status"] = correct ? "ok" : "incorrect";
+  if (!profile_stage.is_null()) r["verdict"]["stages"]["profile"] = profile_stage;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("report: bound unit and tensor pipe over the final correct attempts; unprofiled ones are not 0") {
+  const nlohmann::json p_tensor = profile_stage_fixture();  // bound: tensor pipe 87.18, library 99.28
+  nlohmann::json p_dram = p_tensor;                         // bound: DRAM 80, tensor pipe 40
+  set_metric(p_dram, kDram, 80.0);
+  set_metric(p_dram, kTensor, 40.0);
+  nlohmann::json p_tensor70 = p_tensor;  // bound: tensor pipe 70 (above SM 64.44), library 95
+  set_metric(p_tensor70, kTensor, 70.0, 95.0);
+  nlohmann::json p_no_tensor = p_tensor;  // a GPU without the tensor metric: bound DRAM 70
+  set_metric(p_no_tensor, kTensor, -1);
+  set_metric(p_no_tensor, kDram, 70.0);
+  nlohmann::json p_skipped = p_tensor;  // the stage skipped: no record
+  p_skipped["status"] = "skipped";
+  p_skipped["figures"] = nlohmann::json::object();
+  nlohmann::json p_malformed = p_tensor;
+  p_malformed["figures"]["kernel_profile"]["metrics"] = "lots";
+
+  LoadedRun run;
+  run.dir = "profiled-run";
+  run.run = {{"run_id", "r"}};
+  auto add = [&](const nlohmann::json &r) { run.turns.push_back(TurnRecord::from_json(r)); };
+  add(gpu_record("m", 0, 0, true, p_tensor));
+  add(gpu_record("m", 1, 0, true, p_dram));  // sample 1: the final correct attempt is turn 1, not this
+  add(gpu_record("m", 1, 1, true, p_tensor70));
+  add(gpu_record("m", 2, 0, true, p_skipped));
+  add(gpu_record("m", 3, 0, false, p_tensor));  // never correct: not in the population
+  add(gpu_record("m", 4, 0, true, p_no_tensor));
+  add(gpu_record("m", 5, 0, true, p_malformed));
+  add(gpu_record("m", 6, 0, true, p_tensor));  // sample 6: correct, then a final incorrect turn
+  add(gpu_record("m", 6, 1, false, p_dram));
+  auto report = build_report({run});
+  REQUIRE(report);
+  const ProfileDistribution &d = group(*report, "m", "gemm_a").profile;
+  // Final correct attempts: samples 0, 1 (turn 1), 2, 4, 5, 6 (turn 0) = 6; profiled: 0, 1, 4, 6 = 4;
+  // not profiled: 2 (skipped) and 5 (malformed).
+  CHECK(d.attempts == 6);
+  CHECK(d.profiled == 4);
+  CHECK(d.not_profiled == 2);
+  CHECK(d.malformed == 1);
+  REQUIRE(d.bound_units.count(kTensor) == 1);
+  REQUIRE(d.bound_units.count(kDram) == 1);
+  CHECK(d.bound_units.size() == 2);
+  CHECK(d.bound_units.at(kTensor).attempts == 3);  // 87.18, 70, 87.18
+  CHECK(d.bound_units.at(kTensor).label == "tensor pipe");
+  CHECK(d.bound_units.at(kDram).attempts == 1);  // 70 (sample 4)
+  CHECK(d.top_unit()->first == kTensor);
+  // Tensor pipe over 70, 87.18, 87.18 (sample 4 has no tensor metric): median 87.18, p25 78.59, min 70.
+  REQUIRE(d.tensor_pipe.has_value());
+  CHECK(d.tensor_pipe->n == 3);
+  CHECK(d.tensor_pipe->median == doctest::Approx(87.18));
+  CHECK(d.tensor_pipe->p25 == doctest::Approx(78.59));
+  CHECK(d.tensor_pipe->p75 == doctest::Approx(87.18));
+  CHECK(d.tensor_pipe->min == doctest::Approx(70.0));
+  CHECK(d.tensor_pipe->max == doctest::Approx(87.18));
+  CHECK(d.tensor_pipe_missing == 1);
+  REQUIRE(d.library_tensor_pipe.has_value());  // 95, 99.28, 99.28
+  CHECK(d.library_tensor_pipe->median == doctest::Approx(99.28));
+  CHECK(d.library_tensor_pipe->min == doctest::Approx(95.0));
+  CHECK(report->warnings.size() == 1);
+  CHECK(report->warnings[0].find("m/gemm_a/5 turn 0: profile record not read (kernel_profile.metrics") == 0);
+
+  const std::string md = render_markdown(*report);
+  CHECK(md.find("## Where the time goes (profiles of the final correct attempts)") != std::string::npos);
+  CHECK(md.find("| m | gemm_a | 6 | 4 | 2 | tensor pipe ×3 (87.2%), DRAM throughput ×1 (70.0%) | 87.2 "
+                "[78.6–87.2] (70.0–87.2) | 99.3 (95.0–99.3) |") != std::string::npos);
+  CHECK(md.find("DRAM throughput = `" + kDram + "`") != std::string::npos);
+
+  const auto files = render_csv(*report);
+  const std::string &summary = files.at("summary.csv");
+  CHECK(summary.find(",bound_unit,bound_unit_attempts,bound_unit_pct,bound_units,tensor_pipe_median,") !=
+        std::string::npos);
+  CHECK(summary.find(",6,4,2," + kTensor + ",3,87.18," + kDram + "=1;" + kTensor +
+                     "=3,87.18,78.59,87.18,70,87.18,99.28,97.14,99.28,95,99.28\n") != std::string::npos);
+  // profiles.csv: one row per final correct attempt; the unprofiled ones have empty figures.
+  const std::string &profiles = files.at("profiles.csv");
+  CHECK(profiles.rfind("model,task,trajectory_id,turn,profiled,bound_unit_label,bound_unit,bound_unit_pct,"
+                       "tensor_pipe_pct,library_tensor_pipe_pct\n",
+                       0) == 0);
+  CHECK(profiles.find("m,gemm_a,m/gemm_a/1,1,true,tensor pipe," + kTensor + ",70,70,95\n") !=
+        std::string::npos);
+  CHECK(profiles.find("m,gemm_a,m/gemm_a/2,0,false,,,,,\n") != std::string::npos);
+  CHECK(profiles.find("m,gemm_a,m/gemm_a/4,0,true,DRAM throughput," + kDram + ",70,,\n") !=
+        std::string::npos);
+  CHECK(profiles.find("m/gemm_a/3") == std::string::npos);
+  CHECK(std::count(profiles.begin(), profiles.end(), '\n') == 1 + 6);
+  // speedups.csv: every timed correct attempt with its profile columns.
+  const std::string &speedups = files.at("speedups.csv");
+  CHECK(speedups.rfind("model,task,trajectory_id,turn,speedup,bound_unit,bound_unit_pct,tensor_pipe_pct,"
+                       "library_tensor_pipe_pct\n",
+                       0) == 0);
+  CHECK(speedups.find("m,gemm_a,m/gemm_a/1,0,0.8," + kDram + ",80,40,99.28\n") != std::string::npos);
+  CHECK(speedups.find("m,gemm_a,m/gemm_a/2,0,0.8,,,,\n") != std::string::npos);
+
+  const std::string html = render_html(*report);
+  CHECK(html.find("<h2>Where the time goes (profiles of the final correct attempts)</h2>") !=
+        std::string::npos);
+  CHECK(html.find("<td>m</td><td>gemm_a</td><td>6</td><td>4</td><td>2</td><td class=\"bound\">tensor pipe "
+                  "×3 (87.2%), DRAM throughput ×1 (70.0%)</td><td>87.2 [78.6–87.2] (70.0–87.2)</td>") !=
+        std::string::npos);
+  CHECK(html.find("<svg class=\"box\"") != std::string::npos);
+  CHECK(html.find("class=\"lib\"") != std::string::npos);  // the library's median marked in the box
+}
+
+TEST_CASE("report: runs without profiles say \"not profiled\", never 0%") {
+  // The committed fixture run predates the profile stage: 7 trajectories were correct at some turn.
+  Report r = load_report({"two_models"});
+  CHECK(r.overall().profile.attempts == 7);
+  CHECK(r.overall().profile.profiled == 0);
+  CHECK(r.overall().profile.not_profiled == 7);
+  CHECK(!r.overall().profile.tensor_pipe);
+  CHECK(r.profiled_attempts.size() == 7);
+  const std::string md = render_markdown(r);
+  CHECK(md.find("Not profiled: none of the 7 final correct attempts carries a profile") != std::string::npos);
+  CHECK(md.find("| tensor pipe %") == std::string::npos);
+  const auto files = render_csv(r);
+  const std::string &summary = files.at("summary.csv");
+  CHECK(summary.find("borderline_incorrect,profile_attempts,profiled,not_profiled,") != std::string::npos);
+  CHECK(summary.find(",0,0,7,0,7" + std::string(14, ',') + "\n") != std::string::npos);  // the overall row
+  const std::string &speedups = files.at("speedups.csv");
+  CHECK(speedups.find("alpha,gemm_a,alpha/gemm_a/1,2,1.25,,,,\n") != std::string::npos);
+  CHECK(render_html(r).find("Not profiled: none of the 7 final correct attempts") != std::string::npos);
+
+  // A mixed group: the profiled attempt's figures, the other one counted apart.
+  LoadedRun run;
+  run.dir = "mixed";
+  run.run = {{"run_id", "r"}};
+  run.turns.push_back(TurnRecord::from_json(gpu_record("m", 0, 0, true, profile_stage_fixture())));
+  run.turns.push_back(TurnRecord::from_json(gpu_record("m", 1, 0, true, nullptr)));
+  auto mixed = build_report({run});
+  REQUIRE(mixed);
+  CHECK(render_markdown(*mixed).find("| m | gemm_a | 2 | 1 | 1 | tensor pipe ×1 (87.2%) | 87.2 [87.2–87.2] "
+                                     "(87.2–87.2) | 99.3 |") != std::string::npos);
+}
+
+namespace {
+
+std::size_t count_of(const std::string &text, const std::string &what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("report HTML: axes never measured (no GPU stage ran) are a label, not a 0% line") {
+  // Model "cpu" ran without a GPU; model "gpu" had its correctness stage run (one correct attempt).
+  nlohmann::json cpu = no_gpu_record("gemm_a", 0, false);
+  cpu["model"] = "cpu";
+  cpu["trajectory_id"] = "cpu/gemm_a/0";
+  LoadedRun run;
+  run.dir = "cpu-and-gpu";
+  run.run = {{"run_id", "r"}};
+  run.turns.push_back(TurnRecord::from_json(cpu));
+  run.turns.push_back(TurnRecord::from_json(gpu_record("gpu", 0, 0, true, nullptr)));
+  auto report = build_report({run});
+  REQUIRE(report);
+  REQUIRE(report->models == std::vector<std::string>{"cpu", "gpu"});
+  const std::string cpu_line = fmt::format("fill=\"none\" stroke=\"{}\"", detail::series_color(0));
+  const std::string gpu_line = fmt::format("fill=\"none\" stroke=\"{}\"", detail::series_color(1));
+  const std::string label = "not measured (no GPU stage ran)";
+  const std::string html = render_html(*report);
+  // Seven per-turn charts (compile, correct, executed, 4 fast_p): the GPU model has a line in each, the
+  // CPU-only one only in compile (a CPU stage); on the other six its legend entry says not measured.
+  CHECK(count_of(html, gpu_line) == 7);
+  CHECK(count_of(html, cpu_line) == 1);
+  CHECK(count_of(html, "<title>cpu turn 0: ") == 1);  // no 0% point either
+  CHECK(count_of(html, ">cpu: not measured</text>") == 6);
+  CHECK(count_of(html, ">gpu: not measured</text>") == 0);
+  // No chart is wholly unmeasured; pass@1 (correct and fast_1.0 rows) and the speedups name the CPU model.
+  CHECK(count_of(html, label) == 3);
+
+  // A CPU-only run: every GPU chart is a label, compile keeps its line.
+  LoadedRun cpu_only;
+  cpu_only.dir = "cpu-only";
+  cpu_only.run = {{"run_id", "r"}};
+  cpu_only.turns.push_back(TurnRecord::from_json(cpu));
+  auto only = build_report({cpu_only});
+  REQUIRE(only);
+  const std::string h = render_html(*only);
+  CHECK(count_of(h, "<polyline") == 1);
+  CHECK(count_of(h, cpu_line) == 1);
+  CHECK(count_of(h, "<circle") == 1);  // compile at turn 0; no speedup points
+  CHECK(count_of(h, "class=\"nm\" text-anchor=\"middle\">" + label) == 6);  // one per GPU line chart
+  CHECK(count_of(h, label) == 6 + 2 + 1);
+  CHECK(h.find("<title>cpu turn 0: 0.0%") == std::string::npos);
 }

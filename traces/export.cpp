@@ -10,6 +10,7 @@
 #include "traces/detail/export_examples.hpp"
 #include "traces/detail/repair_view.hpp"
 #include "traces/detail/run_view.hpp"
+#include "traces/profile_facts.hpp"
 #include "traces/repairs.hpp"
 #include "util/enum_names.hpp"
 #include "util/files.hpp"
@@ -139,8 +140,20 @@ Json metadata_of(const Example &e, const ExportOptions &o) {
   m["targets_executed"] = opt(detail::targets_executed_of(*e.target));
   m["speedup"] = opt(detail::speedup_of(*e.target));
   m["generalizes"] = opt(detail::generalizes_of(*e.target));
-  if (e.source && o.format == ExportFormat::improve_pairs)
+  // What the profile stage measured (null when not profiled): the bound unit and its % of peak, the tensor
+  // pipe's share and the library's figure for it.
+  auto add_profile = [&](const std::string &prefix, const TurnRecord &record) {
+    const AttemptProfile p = attempt_profile_of(record);
+    m[prefix + "bound_unit"] = p.bound_unit.empty() ? Json(nullptr) : Json(p.bound_unit);
+    m[prefix + "bound_unit_pct"] = opt(p.bound_value);
+    m[prefix + "tensor_pipe_pct"] = opt(p.tensor_pct);
+    m[prefix + "library_tensor_pipe_pct"] = opt(p.library_tensor_pct);
+  };
+  add_profile("", *e.target);
+  if (e.source && o.format == ExportFormat::improve_pairs) {
     m["source_speedup"] = opt(detail::speedup_of(*e.source));
+    add_profile("source_", *e.source);
+  }
   if (e.repair) {
     m["repair_of"] = e.repair->to_json();
     m["teacher"] = e.trajectory->model;

@@ -45,6 +45,20 @@ const GroupReport &Report::overall() const {
   return groups.back();
 }
 
+const std::pair<const std::string, ProfileDistribution::Unit> *ProfileDistribution::top_unit() const {
+  const std::pair<const std::string, Unit> *top = nullptr;
+  for (const auto &entry : bound_units)
+    if (!top || entry.second.attempts > top->second.attempts) top = &entry;
+  return top;
+}
+
+std::optional<double> ProfileDistribution::Unit::median() const {
+  if (values.empty()) return std::nullopt;
+  std::vector<double> v = values;
+  std::sort(v.begin(), v.end());
+  return quantile_sorted(v.data(), v.size(), 0.5);
+}
+
 double pass_at_k(int n, int c, int k) {
   if (n < 1 || c < 0 || c > n || k < 1 || k > n) {
     throw std::invalid_argument(
@@ -59,10 +73,7 @@ double pass_at_k(int n, int c, int k) {
 
 namespace {
 
-/// A GPU axis (correct, executed, fast, pass@k): "not measured" when no attempt of the group ran on a GPU.
-bool gpu_unmeasured(const GroupReport &g) {
-  return g.attempts > 0 && g.gpu_measured_attempts == 0;
-}
+using detail::gpu_unmeasured;
 std::string opt_fixed(const std::optional<double> &v, int digits, const std::string &suffix = "") {
   return v ? fmt::format("{:.{}f}{}", *v, digits, suffix) : "—";
 }
@@ -116,6 +127,38 @@ std::string rate_lo_hi(int num, int den) {
   auto ci = wilson_interval(num, den);
   return ci ? fmt::format("{},{:.6g},{:.6g}", rate(num, den), ci->lo, ci->hi) : ",,";
 }
+/// CSV fields "bound_unit,bound_unit_pct,tensor_pipe_pct,library_tensor_pipe_pct" of one attempt; empty
+/// when it was not profiled (or the figure was not measured).
+std::string profile_fields(const AttemptProfile &p) {
+  return fmt::format("{},{},{},{}", csv_field(p.bound_unit), csv_num(p.bound_value), csv_num(p.tensor_pct),
+                     csv_num(p.library_tensor_pct));
+}
+constexpr const char *kProfileColumns = "bound_unit,bound_unit_pct,tensor_pipe_pct,library_tensor_pipe_pct";
+
+/// summary.csv's profile columns of a group: the most frequent bound unit (its attempts and median % of
+/// peak), every unit as "name=attempts;...", the tensor pipe's spread and the library's; empty when no
+/// final correct attempt was profiled.
+std::string profile_summary_fields(const ProfileDistribution &d) {
+  std::string s = fmt::format("{},{},{}", d.attempts, d.profiled, d.not_profiled);
+  const auto *top = d.top_unit();
+  std::string units;
+  for (const auto &[name, unit] : d.bound_units)
+    units += fmt::format("{}{}={}", units.empty() ? "" : ";", name, unit.attempts);
+  s += fmt::format(",{},{},{},{}", top ? csv_field(top->first) : "",
+                   top ? std::to_string(top->second.attempts) : "",
+                   csv_num(top ? top->second.median() : std::nullopt), csv_field(units));
+  auto spread = [](const std::optional<Spread> &x) {
+    return x ? fmt::format("{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}", x->median, x->p25, x->p75, x->min, x->max)
+             : std::string(",,,,");
+  };
+  return s + "," + spread(d.tensor_pipe) + "," + spread(d.library_tensor_pipe);
+}
+constexpr const char *kProfileSummaryColumns =
+    "profile_attempts,profiled,not_profiled,bound_unit,bound_unit_attempts,bound_unit_pct,bound_units,"
+    "tensor_pipe_median,tensor_pipe_p25,tensor_pipe_p75,tensor_pipe_min,tensor_pipe_max,"
+    "library_tensor_pipe_median,library_tensor_pipe_p25,library_tensor_pipe_p75,library_tensor_pipe_min,"
+    "library_tensor_pipe_max";
+
 std::string ci_lo_hi(const std::optional<Interval> &ci) {
   return ci ? fmt::format("{:.6g},{:.6g}", ci->lo, ci->hi) : ",";
 }
@@ -285,6 +328,48 @@ void markdown_borderline(const Report &r, std::string &md) {
                       g.borderline_incorrect);
 }
 
+/// Where the time goes: the bound unit and the tensor pipe over each trajectory's final correct attempt.
+void markdown_profile(const Report &r, std::string &md) {
+  if (r.groups.empty() || r.overall().profile.attempts == 0) return;
+  const ProfileDistribution &all = r.overall().profile;
+  md += "\n## Where the time goes (profiles of the final correct attempts)\n\n";
+  if (all.profiled == 0) {
+    md += fmt::format(
+        "Not profiled: none of the {} final correct attempts carries a profile (no GPU, the profile stage "
+        "off or skipped, or verdicts made before it existed).\n",
+        all.attempts);
+    return;
+  }
+  md += fmt::format(
+      "Per trajectory, its final correct attempt (the last turn with `axes.correct` true) as the profile "
+      "stage measured it (`stages.profile.figures.kernel_profile`). Bound by: the throughput metric closest "
+      "to its peak, attempts (median % of peak). Tensor pipe: `{}`, % of peak, median [p25–p75] (min–max), "
+      "beside the library's figure for the same workloads. Attempts without a profile (no GPU, the stage "
+      "off or skipped, older verdicts) are counted as not profiled, never as 0%.\n\n| model | task | final "
+      "correct attempts | profiled | not profiled | bound by | tensor pipe % | library tensor pipe % "
+      "|\n|---|---|---:|---:|---:|---|---:|---:|\n",
+      kTensorPipeMetric);
+  for (const auto &g : r.groups) {
+    const ProfileDistribution &d = g.profile;
+    const bool none = d.profiled == 0;
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", g.model, g.task, d.attempts, d.profiled,
+                      d.not_profiled,
+                      d.attempts == 0 ? "—"
+                      : none          ? "not profiled"
+                                      : detail::bound_units_text(d),
+                      d.tensor_pipe ? detail::spread_text(*d.tensor_pipe)
+                      : none        ? "not profiled"
+                                    : "not measured",
+                      d.library_tensor_pipe ? detail::library_spread_text(*d.library_tensor_pipe)
+                      : none                ? "not profiled"
+                                            : "not measured");
+  }
+  std::string units;
+  for (const auto &[name, unit] : all.bound_units)
+    units += fmt::format("{}{} = `{}`", units.empty() ? " Units: " : "; ", unit.label, name);
+  md += fmt::format("\nThe per-attempt figures are in profiles.csv.{}\n", units.empty() ? "" : units + ".");
+}
+
 /// Tokens, cost and time per group.
 void markdown_cost(const Report &r, std::string &md) {
   md += "\n## Cost and time\n\n";
@@ -336,6 +421,7 @@ std::string render_markdown(const Report &r) {
   markdown_by_turn(r, md);
   markdown_failures(r, md);
   markdown_borderline(r, md);
+  markdown_profile(r, md);
   markdown_cost(r, md);
   markdown_tail(r, md);
   return md;
@@ -358,7 +444,9 @@ void csv_summary(const Report &r, std::map<std::string, std::string> &files) {
        "prompt_tokens,completion_tokens,reasoning_tokens,wall_seconds,tokens_per_success,wall_seconds_per_"
        "success,cost_usd,cost_per_attempt_usd,cost_per_trajectory_usd,cost_per_success_usd,mean_request_"
        "seconds,mean_ttft_seconds,generalization_checked,generalizes_rate,generalizes_lo,generalizes_hi,"
-       "borderline_attempts,borderline_incorrect\n";
+       "borderline_attempts,borderline_incorrect,";
+  s += kProfileSummaryColumns;
+  s += "\n";
   auto pass1 = [](const std::map<int, double> &m, const std::map<int, Interval> &cis) {
     auto it = m.find(1);
     auto c = cis.find(1);
@@ -379,9 +467,9 @@ void csv_summary(const Report &r, std::map<std::string, std::string> &files) {
                      csv_num(g.cost_per_success), csv_num(g.mean_request_seconds),
                      csv_num(g.mean_ttft_seconds));
     s.pop_back();  // the row's newline: the generalization columns follow
-    s += fmt::format(",{},{},{},{}\n", g.generalization_checked,
+    s += fmt::format(",{},{},{},{},{}\n", g.generalization_checked,
                      rate_lo_hi(g.generalizing, g.generalization_checked), g.borderline_attempts,
-                     g.borderline_incorrect);
+                     g.borderline_incorrect, profile_summary_fields(g.profile));
   }
   files["summary.csv"] = s;
 }
@@ -452,12 +540,24 @@ void csv_failures(const Report &r, std::map<std::string, std::string> &files) {
 
 /// speedups.csv: every timed correct attempt.
 void csv_speedups(const Report &r, std::map<std::string, std::string> &files) {
-  std::string s = "model,task,trajectory_id,turn,speedup\n";
+  std::string s = fmt::format("model,task,trajectory_id,turn,speedup,{}\n", kProfileColumns);
   for (const auto &p : r.speedups) {
-    s += fmt::format("{},{},{},{},{:.6g}\n", csv_field(p.model), csv_field(p.task),
-                     csv_field(p.trajectory_id), p.turn, p.speedup);
+    s += fmt::format("{},{},{},{},{:.6g},{}\n", csv_field(p.model), csv_field(p.task),
+                     csv_field(p.trajectory_id), p.turn, p.speedup, profile_fields(p.profile));
   }
   files["speedups.csv"] = s;
+}
+
+/// profiles.csv: every trajectory's final correct attempt, the population of the profile distributions.
+void csv_profiles(const Report &r, std::map<std::string, std::string> &files) {
+  std::string s =
+      fmt::format("model,task,trajectory_id,turn,profiled,bound_unit_label,{}\n", kProfileColumns);
+  for (const auto &a : r.profiled_attempts) {
+    s += fmt::format("{},{},{},{},{},{},{}\n", csv_field(a.model), csv_field(a.task),
+                     csv_field(a.trajectory_id), a.turn, a.profile.profiled, csv_field(a.profile.bound_label),
+                     profile_fields(a.profile));
+  }
+  files["profiles.csv"] = s;
 }
 
 /// comparison.csv: paired model differences (when there are comparisons).
@@ -508,6 +608,7 @@ std::map<std::string, std::string> render_csv(const Report &r) {
   csv_pass_at_k(r, files);
   csv_failures(r, files);
   csv_speedups(r, files);
+  csv_profiles(r, files);
   csv_comparison(r, files);
   csv_repairs(r, files);
   return files;

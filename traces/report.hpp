@@ -1,7 +1,8 @@
 // Model comparisons from run directories: per model × task and
 // overall compile / correct / targets-executed / fast_p rates by turn and at
 // the end, pass@k, speedup summaries, the failure taxonomy per turn and cost
-// per success, each with a 95% interval; paired differences between models;
+// per success, each with a 95% interval; paired differences between models; where the time goes (the
+// bound unit and the tensor pipe of each trajectory's final correct attempt, from its profile stage);
 // rendered as Markdown, CSV, one self-contained HTML page and a page per
 // trajectory.
 #pragma once
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "traces/profile_facts.hpp"
 #include "traces/record.hpp"
 #include "traces/repairs.hpp"
 #include "traces/stats.hpp"
@@ -46,6 +48,45 @@ struct TurnRow {
   int attempts = 0;        ///< turn records at this turn (trajectories that stopped earlier have none)
   AxisCounts per_attempt;  ///< among those attempts
   AxisCounts cumulative;   ///< trajectories that reached the axis at any turn ≤ this one
+};
+
+/// Median and spread of a figure over attempts (type-7 quantiles of the values).
+struct Spread {
+  int n = 0;  ///< attempts with a value
+  double median = 0, p25 = 0, p75 = 0, min = 0, max = 0;
+};
+
+/// Where the time goes, over each trajectory's final correct attempt (the last turn with axes.correct
+/// true; trajectories never correct are not counted): the profile stage's bound unit (the throughput
+/// metric closest to its peak) and the tensor pipe's share of its peak, beside the library's figure.
+/// Attempts without a profile (no GPU, the stage off or skipped, older verdicts) are "not profiled":
+/// never counted as 0.
+struct ProfileDistribution {
+  int attempts = 0;      ///< final correct attempts (one per trajectory that was correct at some turn)
+  int profiled = 0;      ///< of them, those with a profile record
+  int not_profiled = 0;  ///< attempts - profiled
+  int malformed = 0;     ///< of not_profiled, those whose profile record the codec refused
+  struct Unit {
+    std::string label;                     ///< the metric in words ("tensor pipe")
+    int attempts = 0;                      ///< profiled attempts bound by it
+    std::vector<double> values;            ///< its % of peak in each of them
+    std::optional<double> median() const;  ///< of values; nullopt when there are none
+  };
+  std::map<std::string, Unit> bound_units;  ///< Nsight Compute metric name -> attempts bound by it
+  int bound_unknown = 0;                    ///< profiled attempts without any throughput metric
+  std::optional<Spread> tensor_pipe;        ///< candidate's tensor-pipe share (% of peak), profiled attempts
+  std::optional<Spread> library_tensor_pipe;  ///< the library's figure, same attempts where measured
+  int tensor_pipe_missing = 0;  ///< profiled attempts whose GPU did not offer the tensor-pipe metric
+
+  /// The unit that bound the most attempts (ties: the first by name); nullptr when none was profiled.
+  const std::pair<const std::string, Unit> *top_unit() const;
+};
+
+/// The final correct attempt of one trajectory, with its profile (profiles.csv).
+struct ProfiledAttempt {
+  std::string model, task, trajectory_id;
+  int turn = 0;
+  AttemptProfile profile;
 };
 
 /// Which trajectories a group pools.
@@ -92,6 +133,7 @@ struct GroupReport {
   std::optional<double> mean_request_seconds;  ///< per attempt with a request time recorded
   std::optional<double> mean_ttft_seconds;     ///< per streamed attempt with a first-byte time recorded
   int ttft_samples = 0;
+  ProfileDistribution profile;  ///< bound unit and tensor pipe over the final correct attempts
   int gpu_measured_attempts =
       0;  ///< attempts whose correctness stage ran (0: the GPU axes are "not measured")
   /// Trajectories whose every turn failed for the endpoint's reason (request_failed, no answer): not the
@@ -121,6 +163,7 @@ struct SpeedupPoint {
   std::string model, task, trajectory_id;
   int turn = 0;
   double speedup = 0;
+  AttemptProfile profile;  ///< its bound unit and tensor pipe (speedups.csv)
 };
 
 struct Report {
@@ -130,7 +173,8 @@ struct Report {
   int turns = 0;  ///< number of turn rows (max turn index + 1)
   /// Per model × task, then per model over all tasks, per task over all models, then overall ("all", "all").
   std::vector<GroupReport> groups;
-  std::vector<SpeedupPoint> speedups;  ///< every attempt counted in a geomean
+  std::vector<SpeedupPoint> speedups;              ///< every attempt counted in a geomean
+  std::vector<ProfiledAttempt> profiled_attempts;  ///< every trajectory's final correct attempt
   std::vector<Comparison> comparisons;
   std::map<std::string, Price> prices;    ///< the prices used, per endpoint name
   std::vector<TrajectoryPage> pages;      ///< every trajectory, turn by turn (the viewer pages)
@@ -155,7 +199,7 @@ util::Expected<Report> build_report(const std::vector<LoadedRun> &runs, const Re
 
 std::string render_markdown(const Report &report);
 /// File name -> CSV text: summary.csv, by_turn.csv, pass_at_k.csv, failures.csv, speedups.csv,
-/// comparison.csv (when there is a comparison).
+/// profiles.csv, comparison.csv (when there is a comparison).
 std::map<std::string, std::string> render_csv(const Report &report);
 /// One self-contained page: inline CSS and SVG, no scripts, no external resources.
 std::string render_html(const Report &report);

@@ -64,8 +64,49 @@ struct Accumulator {
   std::set<std::pair<std::string, std::string>> pairs;  ///< model × task pairs in the group
   double request_seconds = 0, ttft_seconds = 0;
   int request_samples = 0;
-  bool unpriced = false;  ///< some attempt's model has no price
+  bool unpriced = false;                               ///< some attempt's model has no price
+  std::vector<double> tensor_pct, library_tensor_pct;  ///< of the profiled final correct attempts
 };
+
+/// Median, quartiles and range of the values (type-7 quantiles); nullopt when there are none.
+std::optional<Spread> spread_of(std::vector<double> values) {
+  if (values.empty()) return std::nullopt;
+  std::sort(values.begin(), values.end());
+  Spread s;
+  s.n = static_cast<int>(values.size());
+  s.median = quantile_sorted(values.data(), values.size(), 0.5);
+  s.p25 = quantile_sorted(values.data(), values.size(), 0.25);
+  s.p75 = quantile_sorted(values.data(), values.size(), 0.75);
+  s.min = values.front();
+  s.max = values.back();
+  return s;
+}
+
+/// Adds one trajectory's final correct attempt to a group's profile distribution.
+void add_profile(Accumulator &a, const AttemptProfile &p) {
+  ProfileDistribution &d = a.g.profile;
+  ++d.attempts;
+  if (!p.profiled) {
+    ++d.not_profiled;
+    d.malformed += !p.error.empty();
+    return;
+  }
+  ++d.profiled;
+  if (p.bound_unit.empty()) {
+    ++d.bound_unknown;
+  } else {
+    auto &unit = d.bound_units[p.bound_unit];
+    unit.label = p.bound_label;
+    ++unit.attempts;
+    if (p.bound_value) unit.values.push_back(*p.bound_value);
+  }
+  if (p.tensor_pct) {
+    a.tensor_pct.push_back(*p.tensor_pct);
+    if (p.library_tensor_pct) a.library_tensor_pct.push_back(*p.library_tensor_pct);
+  } else {
+    ++d.tensor_pipe_missing;
+  }
+}
 
 /// What one trajectory reached, for the bootstrap (which resamples whole trajectories).
 struct TrajectoryFacts {
@@ -290,9 +331,11 @@ class ReportBuilder {
     bool reached_fast1 = false;
     TrajectoryFacts facts;
     facts.sample = t.sample;
+    const TurnRecord *last_correct = nullptr;  // the final correct attempt, whose profile is counted
     for (int turn = 0; turn < report_.turns; ++turn) {
       if (auto it = by_turn.find(turn); it != by_turn.end()) {
         const AttemptFacts f = facts_of(*it->second);
+        if (f.correct) last_correct = it->second;
         if (const auto g = detail::generalizes_of(*it->second)) generalizes = g;
         reached.compiled |= f.compiled;
         reached.correct |= f.correct;
@@ -300,7 +343,8 @@ class ReportBuilder {
         for (std::size_t i = 0; i < ps.size(); ++i) reached_fast[i] = reached_fast[i] || is_fast(f, ps[i]);
         reached_fast1 = reached_fast1 || is_fast(f, 1.0);
         if (f.timed_ok) {
-          report_.speedups.push_back({t.model, t.task_id, t.trajectory_id, turn, *f.speedup});
+          report_.speedups.push_back(
+              {t.model, t.task_id, t.trajectory_id, turn, *f.speedup, attempt_profile_of(*it->second)});
           facts.log_speedups.push_back(std::log(*f.speedup));
         }
         add_attempt(targets, t.model, turn, f, costs_of(*it->second));
@@ -312,6 +356,15 @@ class ReportBuilder {
         c.executed += reached.executed;
         for (std::size_t i = 0; i < ps.size(); ++i) c.fast[i] += reached_fast[i];
       }
+    }
+    if (last_correct) {
+      const AttemptProfile p = attempt_profile_of(*last_correct);
+      if (!p.error.empty())
+        report_.warnings.push_back(
+            fmt::format("{} turn {}: profile record not read ({}); counted as not profiled", t.trajectory_id,
+                        last_correct->turn, p.error));
+      for (Accumulator *a : targets) add_profile(*a, p);
+      report_.profiled_attempts.push_back({t.model, t.task_id, t.trajectory_id, last_correct->turn, p});
     }
     for (Accumulator *a : targets) {
       ++a->g.trajectories;
@@ -384,6 +437,8 @@ class ReportBuilder {
     }
     if (a.request_samples) g.mean_request_seconds = a.request_seconds / a.request_samples;
     if (g.ttft_samples) g.mean_ttft_seconds = a.ttft_seconds / g.ttft_samples;
+    g.profile.tensor_pipe = spread_of(a.tensor_pct);
+    g.profile.library_tensor_pipe = spread_of(a.library_tensor_pct);
     report_.groups.push_back(g);
   }
 

@@ -43,6 +43,35 @@ std::string fast_label(double p) {
   return "fast_" + s;
 }
 
+bool gpu_unmeasured(const GroupReport &g) {
+  return g.attempts > 0 && g.gpu_measured_attempts == 0;
+}
+
+std::string bound_units_text(const ProfileDistribution &d) {
+  std::vector<const std::pair<const std::string, ProfileDistribution::Unit> *> units;
+  for (const auto &entry : d.bound_units) units.push_back(&entry);
+  std::stable_sort(units.begin(), units.end(),
+                   [](const auto *a, const auto *b) { return a->second.attempts > b->second.attempts; });
+  std::string out;
+  for (const auto *u : units) {
+    out += fmt::format("{}{} ×{}", out.empty() ? "" : ", ",
+                       u->second.label.empty() ? u->first : u->second.label, u->second.attempts);
+    if (const auto median = u->second.median()) out += fmt::format(" ({:.1f}%)", *median);
+  }
+  if (d.bound_unknown)
+    out += fmt::format("{}no throughput metric ×{}", out.empty() ? "" : ", ", d.bound_unknown);
+  return out.empty() ? "—" : out;
+}
+
+std::string spread_text(const Spread &s) {
+  return fmt::format("{:.1f} [{:.1f}–{:.1f}] ({:.1f}–{:.1f})", s.median, s.p25, s.p75, s.min, s.max);
+}
+
+std::string library_spread_text(const Spread &s) {
+  if (s.min == s.max) return fmt::format("{:.1f}", s.median);
+  return fmt::format("{:.1f} ({:.1f}–{:.1f})", s.median, s.min, s.max);
+}
+
 namespace {
 
 constexpr double kW = 380, kH = 250;                                // chart size, px
@@ -57,6 +86,7 @@ struct Series {
   std::string_view color;
   std::vector<double> values;               ///< per turn, 0..1
   std::vector<std::optional<Interval>> ci;  ///< per turn, the 95% interval drawn as an error bar
+  bool measured = true;  ///< false: the axis was never measured for it (no GPU stage ran): no line, a label
 };
 
 /// Legend swatches from (kLeft, y), wrapping at max_width; returns the SVG and the rows used.
@@ -105,6 +135,7 @@ std::string line_chart(const std::string &title, int turns, const std::vector<Se
   s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"middle\">turn</text>",
                    fmt_px(kLeft + pw / 2), fmt_px(kH - 4));
   for (const auto &ser : series) {
+    if (!ser.measured) continue;  // a never-measured axis is no 0% line
     std::string points;
     for (int t = 0; t < turns && t < static_cast<int>(ser.values.size()); ++t) {
       points += fmt::format("{},{} ", fmt_px(xpos(t)), fmt_px(ypos(ser.values[t])));
@@ -133,8 +164,15 @@ std::string line_chart(const std::string &title, int turns, const std::vector<Se
     }
   }
   std::vector<std::pair<std::string, std::string_view>> items;
-  for (const auto &ser : series) items.emplace_back(ser.name, ser.color);
+  for (const auto &ser : series)
+    items.emplace_back(ser.measured ? ser.name : ser.name + ": not measured",
+                       ser.measured ? ser.color : "#c7c7c7");
   s += legend(items, 30, kW - kRight).first;
+  if (!series.empty() &&
+      std::none_of(series.begin(), series.end(), [](const Series &x) { return x.measured; }))
+    s += fmt::format(
+        "<text x=\"{}\" y=\"{}\" class=\"nm\" text-anchor=\"middle\">not measured (no GPU stage ran)</text>",
+        fmt_px(kLeft + pw / 2), fmt_px(kTop + ph / 2));
   return s + "</svg>";
 }
 
@@ -202,8 +240,9 @@ std::string speedup_chart(const Report &r) {
           fmt_px(xpos(*g->geomean_speedup) - 1.5), fmt_px(y - row_h / 2 + 3), fmt_px(row_h - 6),
           *g->geomean_speedup);
     } else {
-      s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\">no correct timed attempt</text>",
-                       fmt_px(left + 4), fmt_px(y + 4));
+      const bool nm = g && gpu_unmeasured(*g);
+      s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"{}\">{}</text>", fmt_px(left + 4), fmt_px(y + 4),
+                       nm ? "nm" : "ax", nm ? "not measured (no GPU stage ran)" : "no correct timed attempt");
     }
   }
   return s + "</svg>";
@@ -303,6 +342,11 @@ std::string pass1_chart(const Report &r) {
       s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"lg\" text-anchor=\"end\">{} {}</text>",
                        fmt_px(left - 8), fmt_px(y + row_h / 2 + 4), html_escape(r.models[m]),
                        which ? "fast_1.0" : "correct");
+      if (gpu_unmeasured(*g)) {  // no bar of 0: pass@1 was never measured
+        s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"nm\">not measured (no GPU stage ran)</text>",
+                         fmt_px(left + 4), fmt_px(y + row_h / 2 + 4));
+        continue;
+      }
       auto it = values.find(1);
       if (it == values.end()) continue;
       s += fmt::format(
@@ -324,6 +368,74 @@ std::string pass1_chart(const Report &r) {
   return s + "</svg>";
 }
 
+/// A small 0–100% box plot of the tensor pipe: whisker min–max, box p25–p75, median tick, and the
+/// library's median as a black diamond.
+std::string tensor_box(const Spread &c, const std::optional<Spread> &lib) {
+  constexpr double w = 160, h = 18, pad = 4;
+  auto x = [&](double pct) { return pad + (w - 2 * pad) * std::clamp(pct, 0.0, 100.0) / 100.0; };
+  std::string s = fmt::format(
+      "<svg class=\"box\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 "
+      "{0} "
+      "{1}\" role=\"img\" aria-label=\"tensor pipe {2}\"><title>tensor pipe % of peak: {2}{3}</title>",
+      w, h, html_escape(spread_text(c)), lib ? "; library " + html_escape(library_spread_text(*lib)) : "");
+  s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"9\" y2=\"9\" class=\"grid\"/>", fmt_px(x(0)),
+                   fmt_px(x(100)));
+  s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"9\" y2=\"9\" stroke=\"#1f77b4\" stroke-width=\"1.5\"/>",
+                   fmt_px(x(c.min)), fmt_px(x(c.max)));
+  s += fmt::format("<rect x=\"{}\" y=\"4\" width=\"{}\" height=\"10\" fill=\"#aec7e8\" stroke=\"#1f77b4\"/>",
+                   fmt_px(x(c.p25)), fmt_px(std::max(1.0, x(c.p75) - x(c.p25))));
+  s += fmt::format("<line x1=\"{0}\" x2=\"{0}\" y1=\"2\" y2=\"16\" stroke=\"#1f77b4\" stroke-width=\"2.5\"/>",
+                   fmt_px(x(c.median)));
+  if (lib) {
+    const double lx = x(lib->median);
+    s += fmt::format("<path class=\"lib\" d=\"M{} 3 L{} 9 L{} 15 L{} 9 Z\" fill=\"#000000\"/>", fmt_px(lx),
+                     fmt_px(lx + 4), fmt_px(lx), fmt_px(lx - 4));
+  }
+  return s + "</svg>";
+}
+
+/// Where the time goes: per model × task, the bound units and the tensor pipe of the final correct
+/// attempts; attempts without a profile are "not profiled", never 0%.
+std::string profile_section(const Report &r) {
+  if (r.groups.empty() || r.overall().profile.attempts == 0) return "";
+  const ProfileDistribution &all = r.overall().profile;
+  std::string h = "<h2>Where the time goes (profiles of the final correct attempts)</h2>\n";
+  if (all.profiled == 0)
+    return h +
+           fmt::format(
+               "<p class=\"note\">Not profiled: none of the {} final correct attempts carries a profile (no "
+               "GPU, the profile stage off or skipped, or verdicts made before it existed).</p>\n",
+               all.attempts);
+  h += fmt::format(
+      "<p class=\"note\">Per trajectory, its final correct attempt as the profile stage measured it. Bound "
+      "by: "
+      "the throughput metric closest to its peak, attempts ×n (median % of peak). Tensor pipe: "
+      "<code>{}</code>, % of peak, median [p25–p75] (min–max); in the box, the black diamond is the "
+      "library's median. Attempts without a profile are counted as not profiled, never as 0%.</p>\n",
+      kTensorPipeMetric);
+  h += "<table class=\"profile\"><tr><th>model</th><th>task</th><th>final correct "
+       "attempts</th><th>profiled</th>"
+       "<th>not profiled</th><th>bound by</th><th>tensor pipe %</th><th></th><th>library tensor pipe %</th>"
+       "</tr>\n";
+  for (const auto &g : r.groups) {
+    const ProfileDistribution &d = g.profile;
+    const bool none = d.profiled == 0;
+    const std::string absent = none ? "not profiled" : "not measured";
+    h += fmt::format(
+        "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"bound\">{}</td><td>{}</td>"
+        "<td>{}</td><td>{}</td></tr>\n",
+        g.scope == GroupScope::model_task ? "" : " class=\"all\"", html_escape(g.model), html_escape(g.task),
+        d.attempts, d.profiled, d.not_profiled,
+        d.attempts == 0 ? "—"
+        : none          ? "not profiled"
+                        : html_escape(bound_units_text(d)),
+        d.tensor_pipe ? spread_text(*d.tensor_pipe) : absent,
+        d.tensor_pipe ? tensor_box(*d.tensor_pipe, d.library_tensor_pipe) : "",
+        d.library_tensor_pipe ? library_spread_text(*d.library_tensor_pipe) : absent);
+  }
+  return h + "</table>\n";
+}
+
 }  // namespace
 
 std::string render_html_report(const Report &r) {
@@ -339,9 +451,12 @@ std::string render_html_report(const Report &r) {
       "td:first-child,td:nth-child(2),th{text-align:left}th{background:#f0f0f0}"
       ".charts{display:flex;flex-wrap:wrap;gap:12px}.chart{border:1px solid #ddd;background:#fff}"
       ".tt{font-size:13px;font-weight:bold}.ax{font-size:11px;fill:#555}.lg{font-size:11px;fill:#222}"
-      ".grid{stroke:#e4e4e4;stroke-width:1}.one{stroke:#444;stroke-width:1.5;stroke-dasharray:4 3}"
+      ".nm{font-size:12px;fill:#777;font-style:italic}.grid{stroke:#e4e4e4;stroke-width:1}.one{stroke:#444;"
+      "stroke-width:1.5;stroke-dasharray:4 3}"
       ".warn{color:#a40}.ci{color:#777;font-size:11px}.note{font-size:12px;color:#555}.sig{font-weight:bold}"
-      "tr.all td{background:#f7f7f7}td.links{text-align:left;line-height:22px}a.traj{text-decoration:none;"
+      "tr.all "
+      "td{background:#f7f7f7}td.bound{text-align:left}td.links{text-align:left;line-height:22px}a.traj{text-"
+      "decoration:none;"
       "margin-right:8px;white-space:nowrap}.sq{display:inline-block;width:9px;height:9px;margin-left:1px;"
       "border:1px solid #888}</style></head><body>\n<h1>PTXBench report</h1>\n<p>Runs: ";
   for (std::size_t i = 0; i < r.sources.size(); ++i)
@@ -360,7 +475,7 @@ std::string render_html_report(const Report &r) {
        "<th>cost/trajectory</th><th>cost/success</th></tr>\n";
   for (const auto &g : r.groups) {
     // Without a GPU run the GPU axes were not measured; a 0% there would read as the model's failure.
-    const bool nm = g.attempts > 0 && g.gpu_measured_attempts == 0;
+    const bool nm = gpu_unmeasured(g);
     auto gpu_pct = [&](int num) { return nm ? std::string("not measured") : pct_ci(num, g.trajectories); };
     // Hidden workloads: right on all of them, of the trajectories whose kernel was checked there.
     const std::string generalizes = nm ? std::string("not measured")
@@ -426,19 +541,24 @@ std::string render_html_report(const Report &r) {
 
   // Per-turn curves: one chart per axis, one line per model (over all tasks).
   h += "<h2>Per-turn curves (all tasks, cumulative over trajectories)</h2>\n<div class=\"charts\">\n";
-  std::vector<std::pair<std::string, std::function<int(const AxisCounts &)>>> axes = {
-      {"compile", [](const AxisCounts &c) { return c.compiled; }},
-      {"correct", [](const AxisCounts &c) { return c.correct; }},
-      {"targets executed", [](const AxisCounts &c) { return c.executed; }}};
+  struct Axis {
+    std::string name;
+    bool gpu;  ///< measured by a GPU stage (compile is a CPU stage: measured in every run)
+    std::function<int(const AxisCounts &)> get;
+  };
+  std::vector<Axis> axes = {{"compile", false, [](const AxisCounts &c) { return c.compiled; }},
+                            {"correct", true, [](const AxisCounts &c) { return c.correct; }},
+                            {"targets executed", true, [](const AxisCounts &c) { return c.executed; }}};
   for (std::size_t i = 0; i < ps.size(); ++i) {
-    axes.emplace_back(fast_label(ps[i]), [i](const AxisCounts &c) { return c.fast[i]; });
+    axes.push_back({fast_label(ps[i]), true, [i](const AxisCounts &c) { return c.fast[i]; }});
   }
-  for (const auto &[name, get] : axes) {
+  for (const auto &[name, gpu_axis, get] : axes) {
     std::vector<Series> series;
     for (std::size_t m = 0; m < r.models.size(); ++m) {
       const GroupReport *g = r.find_model(r.models[m]);
       if (!g) continue;
-      Series s{r.models[m], series_color(m), {}, {}};
+      Series s{
+          r.models[m], series_color(m), {}, {}, g->trajectories > 0 && !(gpu_axis && gpu_unmeasured(*g))};
       for (const auto &row : g->by_turn) {
         s.values.push_back(g->trajectories ? static_cast<double>(get(row.cumulative)) / g->trajectories
                                            : 0.0);
@@ -451,7 +571,7 @@ std::string render_html_report(const Report &r) {
   h += "</div>\n<p class=\"note\">Error bars: Wilson 95% intervals.</p>\n<h2>pass@1 per model</h2>\n<div "
        "class=\"charts\">" +
        pass1_chart(r) + "</div>\n<h2>Speedup distribution per model</h2>\n<div class=\"charts\">" +
-       speedup_chart(r) + "</div>\n";
+       speedup_chart(r) + "</div>\n" + profile_section(r);
 
   std::set<std::string> seen;
   for (const auto &g : r.groups)
@@ -550,7 +670,7 @@ std::string render_html_report(const Report &r) {
     h += "</ul>\n";
   }
   h += "<p>Tables in report.md; data in summary.csv, by_turn.csv, pass_at_k.csv, failures.csv, "
-       "speedups.csv, comparison.csv.</p>\n";
+       "speedups.csv, profiles.csv, comparison.csv.</p>\n";
   return h + "</body></html>\n";
 }
 
