@@ -30,6 +30,7 @@ int run_main(int argc, char **argv) {
   register_prompt_commands(app, action);
   register_slurm_commands(app, action);
   register_merge_command(app, action);
+  register_serve_command(app, action);
   // CLI11 reports a misspelt subcommand as "a subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
     const std::string word = argv[1];

@@ -38,6 +38,7 @@ void register_show_command(CLI::App &app, Action &action);     // in cmd_report.
 void register_prompt_commands(CLI::App &app, Action &action);  // prompt show, prompt packs
 void register_slurm_commands(CLI::App &app, Action &action);   // slurm submit, status, resubmit
 void register_merge_command(CLI::App &app, Action &action);
+void register_serve_command(CLI::App &app, Action &action);  // verdicts over HTTP (serve/)
 
 int run_main(int argc, char **argv);
 
