@@ -969,4 +969,25 @@ TEST_CASE("report HTML: axes never measured (no GPU stage ran) are a label, not 
   CHECK(count_of(h, "class=\"nm\" text-anchor=\"middle\">" + label) == 6);  // one per GPU line chart
   CHECK(count_of(h, label) == 6 + 2 + 1);
   CHECK(h.find("<title>cpu turn 0: 0.0%") == std::string::npos);
+
+  // Compared, the CPU-only model has no pass@1 and no difference (not 0 and not -1 "significant").
+  ReportOptions o;
+  o.compare = {{"cpu", "gpu"}};
+  auto cmp = build_report({run}, o);
+  REQUIRE(cmp);
+  REQUIRE(cmp->comparisons.size() == 1);
+  const ComparisonRow &all = cmp->comparisons[0].rows.back();
+  CHECK(all.task == "all");
+  CHECK(all.measured_a == 0);
+  CHECK(all.measured_b == 1);
+  const std::string md = render_markdown(*cmp);
+  CHECK(md.find("| cpu | gpu | all | 1 | not measured | 1.000 | — | not measured | ") != std::string::npos);
+  CHECK(md.find("-1.000") == std::string::npos);
+  const std::string csv = render_csv(*cmp).at("comparison.csv");
+  CHECK(csv.find("measured_a,measured_b\n") != std::string::npos);
+  CHECK(csv.find("cpu,gpu,all,1,,1,,,,") != std::string::npos);
+  CHECK(csv.substr(csv.size() - 5) == ",0,1\n");
+  const std::string page = render_html(*cmp);
+  CHECK(page.find("<td><span class=\"nm\">not measured</span></td><td>1.000</td><td>—</td>") !=
+        std::string::npos);
 }

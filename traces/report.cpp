@@ -236,12 +236,18 @@ void markdown_comparisons(const Report &r, std::string &md) {
         "| generalizes A | generalizes B |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     for (const auto &c : r.comparisons) {
       for (const auto &row : c.rows) {
-        md += fmt::format("| {} | {} | {} | {} | {:.3f} | {:.3f} | {} | {:.3f} | {:.3f} | {} | {} | {} |\n",
-                          c.model_a, c.model_b, row.task, row.pairs, row.pass1_a, row.pass1_b,
-                          diff_ci(row.pass1_diff, row.pass1_diff_ci), row.fast1_a, row.fast1_b,
-                          diff_ci(row.fast1_diff, row.fast1_diff_ci),
-                          generalization_text(row.gen_a, row.gen_checked_a),
-                          generalization_text(row.gen_b, row.gen_checked_b));
+        // A side whose GPU stages never ran has no pass@1 to compare (not 0).
+        const bool both = row.measured_a > 0 && row.measured_b > 0;
+        const auto rate = [](double v, int measured) {
+          return measured > 0 ? fmt::format("{:.3f}", v) : std::string("not measured");
+        };
+        md += fmt::format(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c.model_a, c.model_b, row.task,
+            row.pairs, rate(row.pass1_a, row.measured_a), rate(row.pass1_b, row.measured_b),
+            both ? diff_ci(row.pass1_diff, row.pass1_diff_ci) : "—", rate(row.fast1_a, row.measured_a),
+            rate(row.fast1_b, row.measured_b), both ? diff_ci(row.fast1_diff, row.fast1_diff_ci) : "—",
+            generalization_text(row.gen_a, row.gen_checked_a),
+            generalization_text(row.gen_b, row.gen_checked_b));
       }
     }
   }
@@ -566,15 +572,20 @@ void csv_comparison(const Report &r, std::map<std::string, std::string> &files) 
     std::string s =
         "model_a,model_b,task,pairs,pass1_a,pass1_b,pass1_diff,pass1_diff_lo,pass1_diff_hi,fast1_a,fast1_b,"
         "fast1_diff,fast1_diff_lo,fast1_diff_hi,gen_checked_a,gen_a_rate,gen_a_lo,gen_a_hi,gen_checked_b,"
-        "gen_b_rate,gen_b_lo,gen_b_hi\n";
+        "gen_b_rate,gen_b_lo,gen_b_hi,measured_a,measured_b\n";
+    // Rates of a side never measured on a GPU (measured_x = 0) and differences involving it are empty.
+    const auto value = [](double v, bool measured) { return measured ? fmt::format("{:.6g}", v) : ""; };
     for (const auto &c : r.comparisons) {
       for (const auto &row : c.rows) {
-        s += fmt::format("{},{},{},{},{:.6g},{:.6g},{:.6g},{},{:.6g},{:.6g},{:.6g},{},{},{},{},{}\n",
-                         csv_field(c.model_a), csv_field(c.model_b), csv_field(row.task), row.pairs,
-                         row.pass1_a, row.pass1_b, row.pass1_diff, ci_lo_hi(row.pass1_diff_ci), row.fast1_a,
-                         row.fast1_b, row.fast1_diff, ci_lo_hi(row.fast1_diff_ci), row.gen_checked_a,
+        const bool a = row.measured_a > 0, b = row.measured_b > 0;
+        s += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(c.model_a),
+                         csv_field(c.model_b), csv_field(row.task), row.pairs, value(row.pass1_a, a),
+                         value(row.pass1_b, b), value(row.pass1_diff, a && b),
+                         a && b ? ci_lo_hi(row.pass1_diff_ci) : ",", value(row.fast1_a, a),
+                         value(row.fast1_b, b), value(row.fast1_diff, a && b),
+                         a && b ? ci_lo_hi(row.fast1_diff_ci) : ",", row.gen_checked_a,
                          rate_lo_hi(row.gen_a, row.gen_checked_a), row.gen_checked_b,
-                         rate_lo_hi(row.gen_b, row.gen_checked_b));
+                         rate_lo_hi(row.gen_b, row.gen_checked_b), row.measured_a, row.measured_b);
       }
     }
     files["comparison.csv"] = s;

@@ -153,6 +153,9 @@ struct ComparisonRow {
   /// Generalization (GroupReport::generalizing / generalization_checked) of each model on the task (or all
   /// common tasks), as counts: the renderer gives each its Wilson interval. 0/0: no hidden workloads checked.
   int gen_checked_a = 0, gen_a = 0, gen_checked_b = 0, gen_b = 0;
+  /// Pairs whose A (B) trajectory had its GPU stages run at least once. 0: that side's pass@1 and fast_1.0
+  /// were never measured (a CPU-only run), so they and the differences render as "not measured", not 0.
+  int measured_a = 0, measured_b = 0;
 };
 struct Comparison {
   std::string model_a, model_b;

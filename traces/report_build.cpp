@@ -112,6 +112,7 @@ void add_profile(Accumulator &a, const AttemptProfile &p) {
 struct TrajectoryFacts {
   int sample = 0;
   bool correct = false, fast1 = false;
+  bool gpu_measured = false;  ///< some attempt's GPU stages ran (else correct/fast1 were never measured)
   std::optional<bool> generalizes;   ///< its last attempt with the hidden workloads checked
   std::vector<double> log_speedups;  ///< of its attempts counted in a geomean
 };
@@ -347,7 +348,9 @@ class ReportBuilder {
               {t.model, t.task_id, t.trajectory_id, turn, *f.speedup, attempt_profile_of(*it->second)});
           facts.log_speedups.push_back(std::log(*f.speedup));
         }
-        add_attempt(targets, t.model, turn, f, costs_of(*it->second));
+        const AttemptCosts costs = costs_of(*it->second);
+        facts.gpu_measured = facts.gpu_measured || costs.gpu_measured;
+        add_attempt(targets, t.model, turn, f, costs);
       }
       for (Accumulator *a : targets) {
         AxisCounts &c = a->g.by_turn[turn].cumulative;
@@ -542,6 +545,8 @@ class ReportBuilder {
         row.gen_a += a->generalizes == true;
         row.gen_checked_b += b->generalizes.has_value();
         row.gen_b += b->generalizes == true;
+        row.measured_a += a->gpu_measured;
+        row.measured_b += b->gpu_measured;
       }
     for (int which = 0; which < 2; ++which) {
       auto ci = percentile_bootstrap(

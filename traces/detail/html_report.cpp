@@ -523,16 +523,20 @@ std::string render_html_report(const Report &r) {
       return fmt::format("<span class=\"{}\">{:+.3f}</span> <span class=\"ci\">[{:+.3f}, {:+.3f}]</span>",
                          sig ? "sig" : "nsig", d, ci->lo, ci->hi);
     };
+    const auto rate = [](double v, int measured) {
+      return measured > 0 ? fmt::format("{:.3f}", v) : std::string("<span class=\"nm\">not measured</span>");
+    };
     for (const auto &c : r.comparisons) {
       for (const auto &row : c.rows) {
+        const bool both = row.measured_a > 0 && row.measured_b > 0;
         h += fmt::format(
-            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3f}</td><td>{:.3f}</td><td>{}</"
-            "td><td>{:.3f}</"
-            "td><td>{:.3f}</td><td>{}</td></tr>\n",
+            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
+            "td><td>{}</td><td>{}</td></tr>\n",
             row.task == "all" ? " class=\"all\"" : "", html_escape(c.model_a), html_escape(c.model_b),
-            html_escape(row.task), row.pairs, row.pass1_a, row.pass1_b,
-            diff(row.pass1_diff, row.pass1_diff_ci), row.fast1_a, row.fast1_b,
-            diff(row.fast1_diff, row.fast1_diff_ci));
+            html_escape(row.task), row.pairs, rate(row.pass1_a, row.measured_a),
+            rate(row.pass1_b, row.measured_b), both ? diff(row.pass1_diff, row.pass1_diff_ci) : "—",
+            rate(row.fast1_a, row.measured_a), rate(row.fast1_b, row.measured_b),
+            both ? diff(row.fast1_diff, row.fast1_diff_ci) : "—");
       }
     }
     h += "</table>\n<p class=\"note\">Bold differences: the interval excludes 0. Pairs: same task and sample "
