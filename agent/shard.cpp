@@ -153,8 +153,7 @@ std::optional<ShardSpec> shard_spec_from_run_json(const nlohmann::json &run_json
 }
 
 std::uint64_t shard_run_seed(const std::string &run_id) {
-  const std::uint64_t seed =
-      std::stoull(util::fnv1a64_hex("run seed " + run_id), nullptr, 16) & ((std::uint64_t{1} << 53) - 1);
+  const std::uint64_t seed = util::fnv1a64("run seed " + run_id) & ((std::uint64_t{1} << 53) - 1);
   return seed != 0 ? seed : 1;
 }
 

@@ -144,7 +144,7 @@ json EvaluatorSettings::to_json() const {
 
 std::uint64_t task_input_seed(std::uint64_t run_seed, std::string_view task_id) {
   const std::string key = std::to_string(run_seed) + "/" + std::string(task_id);
-  const std::uint64_t seed = std::stoull(util::fnv1a64_hex(key), nullptr, 16);
+  const std::uint64_t seed = util::fnv1a64(key);
   return seed != 0 ? seed : 1;
 }
 

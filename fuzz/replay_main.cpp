@@ -3,7 +3,7 @@
 // fuzz_replay_<name>). A finding shows as a failed test: an escaped exception (terminate), a trap from
 // the target's own checks, or a crash; the last "replay:" line names the input.
 //
-//   fuzz_replay_<name> PATH...   (a folder is read recursively, in name order; a missing one is noted)
+//   fuzz_replay_<name> PATH...   (a folder is read recursively, in name order; a missing path fails)
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -46,9 +46,9 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; ++i) {
     const fs::path root = argv[i];
     std::error_code ec;
-    if (!fs::exists(root, ec)) {  // e.g. a target without regression inputs yet
-      std::printf("fuzz replay: %s does not exist, nothing to replay there\n", root.c_str());
-      continue;
+    if (!fs::exists(root, ec)) {  // a misspelt or removed folder would otherwise replay nothing unseen
+      std::fprintf(stderr, "fuzz replay: %s does not exist\n", root.c_str());
+      return 2;
     }
     for (const fs::path &file : inputs_under(root)) {
       if (fs::file_size(file) > kMaxInputBytes) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
+#include "tasks/task.hpp"
 #include "util/files.hpp"
 #include "util/subprocess.hpp"
 
@@ -82,20 +83,52 @@ TEST_CASE("ptxbench: --help names every subcommand and the exit codes; --version
   CHECK(has(bad_flag.err, "--samples"));
 }
 
-TEST_CASE("tasks: list and show; an unknown task is an environment error naming the way out") {
+TEST_CASE(
+    "tasks: list and show as text and JSON; an unknown task is an environment error naming the way out") {
+  auto loaded = tasks::load_task_dir(kSource / "tasks");
+  REQUIRE(loaded.has_value());
+
   const Outcome list = run_cli({"tasks", "list"});
   CHECK(list.code == cli::kExitOk);
+  CHECK(list.out.rfind("ID", 0) == 0);
   CHECK(has(list.out, "gemm_n7168_k5120"));
   CHECK(has(list.out, "mha_bwd_d128_causal"));
+  CHECK(has(list.out, "gemm_n4096_k4096 "));
+  CHECK(has(list.out, "M=4096; M=3000"));
+  CHECK(has(list.out, "tcgen05_mma, tma_load"));
+
+  const Outcome list_json = run_cli({"tasks", "list", "--json"});
+  CHECK(list_json.code == cli::kExitOk);
+  const auto array = nlohmann::json::parse(list_json.out);
+  REQUIRE(array.is_array());
+  CHECK(array.size() == loaded->size());
+  CHECK(array[0]["id"] == loaded->front().id);
 
   const Outcome show = run_cli({"tasks", "show", "mha_fwd_d128"});
   CHECK(show.code == cli::kExitOk);
   CHECK(has(show.out, "mha_fwd_d128"));
+  const Outcome fp8 = run_cli({"tasks", "show", "gemm_fp8_n7168_k5120"});
+  CHECK(fp8.code == cli::kExitOk);
+  CHECK(has(fp8.out, "scale_a f32 = 0.5"));
+  CHECK(has(fp8.out, "M=8192 N=7168 K=5120"));
+  const Outcome show_json = run_cli({"tasks", "show", "mha_bwd_d128", "--json"});
+  CHECK(show_json.code == cli::kExitOk);
+  const auto task_json = nlohmann::json::parse(show_json.out);
+  CHECK(task_json["id"] == "mha_bwd_d128");
+  CHECK(task_json["tolerances"].contains("dQ"));
 
   const Outcome unknown = run_cli({"tasks", "show", "no_such_task"});
   CHECK(unknown.code == cli::kExitEnvironment);
   CHECK(has(unknown.err, "unknown task 'no_such_task'"));
   CHECK(has(unknown.err, "tasks list"));
+  const Outcome near_miss = run_cli({"tasks", "show", "mha_fwd_d12"});
+  CHECK(near_miss.code == cli::kExitEnvironment);
+  CHECK(has(near_miss.err, "unknown task 'mha_fwd_d12'. Did you mean: mha_fwd_d128"));
+
+  const Outcome bad_dir =
+      run_cli({"tasks", "list", "--tasks-dir", (fs::path(PTXBENCH_TEST_DATA) / "tasks" / "bad").string()});
+  CHECK(bad_dir.code == cli::kExitEnvironment);
+  CHECK(has(bad_dir.err, "unknown_dtype.json: tensors[0].dtype: unknown dtype 'bf17'"));
 }
 
 TEST_CASE("eval: ok, not ok, a missing file and an unknown task, in text and JSON") {

@@ -648,12 +648,20 @@ TEST_CASE("evaluate: the good wgmma + TMA response compiles with resource figure
   CHECK(v.compile.figures.contains("warnings"));
   CHECK(v.static_checks.figures["targets_in_ptx"]["wgmma"] == true);
   CHECK(v.static_checks.figures["targets_in_ptx"]["tma_load"] == true);
-  if (v.compile.figures["sass_available"].get<bool>()) {
-    CHECK(v.compile.figures["targets_in_sass"]["wgmma"] == true);
-    CHECK(v.compile.figures["targets_in_sass"]["tma_load"] == true);
-    CHECK(v.compile.figures["sass_families"]["HGMMA"] == 1);
-  } else {
-    CHECK(has_diagnostic(v.compile, "note", "no cuobjdump/nvdisasm: SASS checks skipped"));
+  // A missing disassembler fails the case (scripts/install_deps.sh installs nvdisasm) rather than
+  // dropping the SASS checks; the verdict without one is checked below with a path that does not exist.
+  REQUIRE_MESSAGE(find_disassembler(), "no cuobjdump/nvdisasm found: install one (scripts/install_deps.sh)");
+  CHECK(v.compile.figures["sass_available"] == true);
+  CHECK(v.compile.figures["targets_in_sass"]["wgmma"] == true);
+  CHECK(v.compile.figures["targets_in_sass"]["tma_load"] == true);
+  CHECK(v.compile.figures["sass_families"]["HGMMA"] == 1);
+  {
+    EvaluatorSettings without = cpu_settings();
+    without.disassembler_path = "/nonexistent/nvdisasm";
+    const Verdict no_sass = evaluate(gemm_task(), data_file("response_good_gemm.md"), without);
+    CHECK_MESSAGE(no_sass.compile.status == Status::ok, no_sass.compile.summary);
+    CHECK(no_sass.compile.figures["sass_available"] == false);
+    CHECK(has_diagnostic(no_sass.compile, "note", "no cuobjdump/nvdisasm: SASS checks skipped"));
   }
   for (const StageResult *s : {&v.correctness, &v.execution, &v.timing}) {
     CHECK(s->status == Status::skipped);

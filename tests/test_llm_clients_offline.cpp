@@ -1,4 +1,4 @@
-// llm_clients without a server: the protocol pieces byte by byte (SSE, think tags, Retry-After,
+// llm_clients without a server: the protocol pieces byte by byte (SSE, Retry-After,
 // backoff, request bodies, excerpts) and the scripted client. Linked into test_llm_clients beside
 // test_llm_clients.cpp, which runs the libcurl client against a real HTTP server.
 #include <doctest/doctest.h>
@@ -55,25 +55,6 @@ TEST_CASE("SSE parser gives the same events for every way of splitting the bytes
   CHECK(events == std::vector<std::string>{"x"});
   parser.finish();
   CHECK(events == std::vector<std::string>{"x", "tail"});
-}
-
-TEST_CASE("think tags are split out of content") {
-  using ptxbench::llm::detail::split_think_tags;
-  auto a = split_think_tags("<think>\nplan it\n</think>\n\nthe answer");
-  CHECK(a.reasoning == "plan it");
-  CHECK(a.content == "the answer");
-  auto b = split_think_tags("opened by the template</think>answer");
-  CHECK(b.reasoning == "opened by the template");
-  CHECK(b.content == "answer");
-  auto c = split_think_tags("<think>cut off while thinking");
-  CHECK(c.reasoning == "cut off while thinking");
-  CHECK(c.content.empty());
-  auto d = split_think_tags("no tags at all");
-  CHECK(d.reasoning.empty());
-  CHECK(d.content == "no tags at all");
-  auto e = split_think_tags("<think>one</think>mid<think>two</think>end");
-  CHECK(e.reasoning == "one\ntwo");
-  CHECK(e.content == "midend");
 }
 
 TEST_CASE("Retry-After as seconds and as HTTP dates") {

@@ -1,5 +1,5 @@
 // util: subprocesses (limits, process-group kill, capture caps, scrubbed env),
-// integer expressions (every error class), files, hashing.
+// integer expressions (every error class), files, hashing, <think> splitting.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -11,12 +11,16 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "util/files.hpp"
 #include "util/int_expr.hpp"
 #include "util/strings.hpp"
 #include "util/subprocess.hpp"
+#include "util/think_tags.hpp"
 
 using namespace ptxbench::util;
 namespace fs = std::filesystem;
@@ -264,10 +268,79 @@ TEST_CASE("files: append reports a short write (file size limit)") {
   CHECK(fs::file_size(log) == 1000);
 }
 
-TEST_CASE("fnv1a64_hex: known vectors") {
+TEST_CASE("files: an atomic write replaces by rename, never in place") {
+  TempDir dir("ptxbench-test");
+  const fs::path f = dir.path() / "result.json";
+  REQUIRE(write_file_atomic(f, "old contents").has_value());
+  std::ifstream reader(f);  // a reader that opened the file before the replace
+  REQUIRE(reader.good());
+  struct stat before {};
+  REQUIRE(::stat(f.c_str(), &before) == 0);
+  REQUIRE(write_file_atomic(f, "new").has_value());
+  struct stat after {};
+  REQUIRE(::stat(f.c_str(), &after) == 0);
+  CHECK(after.st_ino != before.st_ino);  // a new file took the name
+  CHECK((after.st_mode & 0777) == 0644);
+  std::string seen((std::istreambuf_iterator<char>(reader)), std::istreambuf_iterator<char>());
+  CHECK(seen == "old contents");  // the open reader still sees a whole file, the old one
+  CHECK(*read_file(f) == "new");
+  // A name that cannot be replaced (a folder stands there): an error naming it, the folder untouched,
+  // no temporary file left beside it.
+  fs::create_directory(dir.path() / "taken");
+  auto refused = write_file_atomic(dir.path() / "taken", "x");
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().find("taken") != std::string::npos);
+  CHECK(fs::is_directory(dir.path() / "taken"));
+  CHECK(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()) == 2);  // f, taken/
+}
+
+TEST_CASE("fnv1a64: the published FNV-1a 64 vectors, as a number and as hex") {
+  CHECK(fnv1a64("") == 0xcbf29ce484222325ull);  // the offset basis
+  CHECK(fnv1a64("a") == 0xaf63dc4c8601ec8cull);
+  CHECK(fnv1a64("foobar") == 0x85944171f73967e8ull);
   CHECK(fnv1a64_hex("") == "cbf29ce484222325");
   CHECK(fnv1a64_hex("a") == "af63dc4c8601ec8c");
   CHECK(fnv1a64_hex("foobar") == "85944171f73967e8");
+  // Bytes, not characters: a NUL inside counts, a high byte is taken unsigned.
+  CHECK(fnv1a64(std::string_view("a\0b", 3)) != fnv1a64("ab"));
+  CHECK(fnv1a64("\xff") == ((0xcbf29ce484222325ull ^ 0xffull) * 0x100000001b3ull));
+  // The hex form is the number, 16 digits with leading zeros kept, so either may be stored.
+  for (const char *text : {"", "a", "run seed 2024-01-01", "7/gemm_n4096_k4096"}) {
+    CAPTURE(text);
+    const std::string hex = fnv1a64_hex(text);
+    CHECK(hex.size() == 16);
+    CHECK(std::stoull(hex, nullptr, 16) == fnv1a64(text));
+  }
+}
+
+// ---------------------------------------------------------------- think tags
+
+TEST_CASE("split_think_tags: blocks anywhere, a bare close, an unclosed block") {
+  struct Case {
+    std::string_view input, content, reasoning;
+  };
+  const Case cases[] = {
+      {"<think>\nplan it\n</think>\n\nthe answer", "the answer", "plan it"},
+      // The chat template opened the block in the prompt: a bare close.
+      {"opened by the template</think>answer", "answer", "opened by the template"},
+      {"<think>cut off while thinking", "", "cut off while thinking"},
+      {"no tags at all", "no tags at all", ""},
+      {"<think>one</think>mid<think>two</think>end", "midend", "one\ntwo"},
+      // A bare close, then a block: both go to the reasoning, in order.
+      {"a</think>b<think>c</think>d", "bd", "a\nc"},
+      // The answer keeps its own layout: only leading white space goes, trailing and inner stay.
+      {"<think> x </think>\n\n```ptx\n  mov;\n```\n", "```ptx\n  mov;\n```\n", "x"},
+      // Cut off after some answer text: the text before the open tag is the answer.
+      {"partial answer <think>still thinking", "partial answer ", "still thinking"},
+      {"", "", ""},
+      {"<think>\n\n</think>", "", ""},
+  };
+  for (const Case &c : cases) {
+    CAPTURE(c.input);
+    const ThinkSplit split = split_think_tags(c.input);
+    CHECK(split.content == c.content);
+    CHECK(split.reasoning == c.reasoning);
+  }
 }
 
 TEST_CASE(

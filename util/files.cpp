@@ -145,12 +145,17 @@ TempDir::~TempDir() {
   fs::remove_all(path_, ec);
 }
 
-std::string fnv1a64_hex(std::string_view data) {
+std::uint64_t fnv1a64(std::string_view data) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char c : data) {
     h ^= c;
     h *= 0x100000001b3ull;
   }
+  return h;
+}
+
+std::string fnv1a64_hex(std::string_view data) {
+  std::uint64_t h = fnv1a64(data);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out(16, '0');
   for (int i = 15; i >= 0; --i, h >>= 4) out[static_cast<std::size_t>(i)] = kHex[h & 0xf];

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "util/expected.hpp"
 
@@ -43,7 +45,11 @@ class TempDir {
   bool keep_ = false;
 };
 
-/// Hex SHA-256-free content hash (FNV-1a 64) for de-duplication keys and cache names.
+/// FNV-1a 64 of `data` (offset basis 0xcbf29ce484222325, prime 0x100000001b3): a fast, stable,
+/// non-cryptographic hash for de-duplication keys, cache names and seeds. The one copy in the tree.
+std::uint64_t fnv1a64(std::string_view data);
+
+/// fnv1a64 as 16 lower-case hex digits.
 std::string fnv1a64_hex(std::string_view data);
 
 }  // namespace ptxbench::util

@@ -7,6 +7,8 @@
 #include <curl/curl.h>
 #include <fmt/format.h>
 
+#include "util/think_tags.hpp"
+
 namespace ptxbench::llm::detail {
 
 // ---------------------------------------------------------------- SSE
@@ -60,47 +62,6 @@ void SseParser::dispatch() {
   event_data_.clear();
   has_data_ = false;
   on_event_(std::move(data));
-}
-
-// ---------------------------------------------------------------- <think>
-
-ThinkSplit split_think_tags(std::string_view content) {
-  static constexpr std::string_view kOpen = "<think>";
-  static constexpr std::string_view kClose = "</think>";
-  ThinkSplit out;
-  auto open = content.find(kOpen);
-  auto close = content.find(kClose);
-  if (close != std::string_view::npos && (open == std::string_view::npos || close < open)) {
-    // The chat template opened the block in the prompt: everything before </think> is reasoning.
-    out.reasoning.assign(content.substr(0, close));
-    content.remove_prefix(close + kClose.size());
-    open = content.find(kOpen);
-  }
-  while (open != std::string_view::npos) {
-    out.content.append(content.substr(0, open));
-    content.remove_prefix(open + kOpen.size());
-    close = content.find(kClose);
-    if (!out.reasoning.empty()) out.reasoning.push_back('\n');
-    if (close == std::string_view::npos) {  // unclosed: cut off while thinking
-      out.reasoning.append(content);
-      content = {};
-      break;
-    }
-    out.reasoning.append(content.substr(0, close));
-    content.remove_prefix(close + kClose.size());
-    open = content.find(kOpen);
-  }
-  out.content.append(content);
-  // The model usually puts a blank line after </think>; it is not part of the answer.
-  auto first = out.content.find_first_not_of(" \t\r\n");
-  out.content.erase(0, first == std::string::npos ? out.content.size() : first);
-  auto trim = [](std::string &s) {
-    auto b = s.find_first_not_of(" \t\r\n");
-    auto e = s.find_last_not_of(" \t\r\n");
-    s = b == std::string::npos ? std::string{} : s.substr(b, e - b + 1);
-  };
-  trim(out.reasoning);
-  return out;
 }
 
 // ---------------------------------------------------------------- request
@@ -215,7 +176,8 @@ util::Expected<ChatResponse> parse_completion_body(std::string_view body) {
       return util::unexpected(std::string("a choice has no \"message\" object"));
     const auto &message = choice["message"];
     ChatChoice c;
-    auto split = split_think_tags(message.contains("content") ? text_of(message["content"]) : std::string{});
+    auto split =
+        util::split_think_tags(message.contains("content") ? text_of(message["content"]) : std::string{});
     for (const char *key : {"reasoning_content", "reasoning"})
       if (message.contains(key)) merge_reasoning(c.reasoning, text_of(message[key]));
     merge_reasoning(c.reasoning, std::move(split.reasoning));
@@ -281,7 +243,7 @@ ChatResponse StreamAccumulator::take_response() {
   ChatResponse out;
   if (choices_.empty()) choices_.resize(1);
   for (std::size_t i = 0; i < choices_.size(); ++i) {
-    auto split = split_think_tags(choices_[i].content);
+    auto split = util::split_think_tags(choices_[i].content);
     ChatChoice c;
     c.reasoning = std::move(choices_[i].reasoning);
     merge_reasoning(c.reasoning, std::move(split.reasoning));

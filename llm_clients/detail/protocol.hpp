@@ -1,6 +1,6 @@
 // Pure pieces of the OpenAI-compatible protocol, kept free of curl so they can
 // be tested byte by byte: the SSE line parser, completion/chunk decoding,
-// <think> splitting, Retry-After and backoff arithmetic.
+// Retry-After and backoff arithmetic (<think> splitting is util/think_tags.hpp).
 #pragma once
 
 #include <chrono>
@@ -40,15 +40,6 @@ class SseParser {
   bool has_data_ = false;
   std::size_t bytes_seen_ = 0;
 };
-
-/// Splits <think>...</think> out of model content. Handles a leading block, a block
-/// anywhere, a bare "</think>" (the template opened the tag in the prompt) and an
-/// unclosed "<think>" (cut off by max_tokens: everything after it is reasoning).
-struct ThinkSplit {
-  std::string content;
-  std::string reasoning;
-};
-ThinkSplit split_think_tags(std::string_view content);
 
 /// Builds the JSON body of POST /chat/completions.
 nlohmann::json build_request_body(const EndpointConfig &config, const ChatRequest &request);
