@@ -7,17 +7,15 @@
 #include <fstream>
 #include <iterator>
 
+#include "util/files.hpp"
+
 namespace ptxbench::worker {
 namespace {
 
 std::string g_dir, g_environment;
 
 std::string fnv_hex(const std::string &s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  return util::fnv1a64_hex(s);
 }
 
 std::string full_key(const std::string &key) {
@@ -51,17 +49,10 @@ void selection_cache_put(const std::string &key, const nlohmann::json &value) {
   if (g_dir.empty()) return;
   std::error_code ec;
   std::filesystem::create_directories(g_dir, ec);
-  const std::filesystem::path path = file_of(key);
-  const std::filesystem::path tmp = path.string() + "." + std::to_string(::getpid()) + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) return;
-    out << nlohmann::json{{"key", full_key(key)}, {"value", value}, {"checksum", fnv_hex(value.dump())}}
-               .dump();
-    if (!out) return;
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) std::filesystem::remove(tmp, ec);
+  // A failed write only costs the next worker a fresh selection.
+  (void)util::write_file_atomic(
+      file_of(key),
+      nlohmann::json{{"key", full_key(key)}, {"value", value}, {"checksum", fnv_hex(value.dump())}}.dump());
 }
 
 }  // namespace ptxbench::worker

@@ -10,6 +10,7 @@
 #include <cublasLt.h>
 
 #include "evaluator/worker/detail/sass_counts.hpp"
+#include "util/files.hpp"
 
 namespace ptxbench::worker::detail {
 
@@ -29,28 +30,13 @@ std::uint64_t mix(std::uint64_t x) {
 }
 
 std::uint64_t name_hash(const std::string &s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
+  return util::fnv1a64(s);
 }
 
 /// Atomic write (temp file + rename, fsynced): a reader never sees half a result.
 void write_atomic(const std::string &path, const std::string &data) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0) throw WorkerError("internal", "cannot write " + tmp);
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n <= 0) {
-      ::close(fd);
-      throw WorkerError("internal", "short write to " + tmp);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  ::fsync(fd);
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw WorkerError("internal", "cannot rename " + tmp);
+  if (auto written = util::write_file_atomic(path, data); !written)
+    throw WorkerError("internal", written.error());
 }
 
 std::string read_all(const std::string &path) {
