@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "util/files.hpp"
+
 namespace ptxbench::traces {
 
 std::optional<Interval> wilson_interval(int successes, int trials, double z) {
@@ -23,14 +25,9 @@ std::uint64_t splitmix64(std::uint64_t &state) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
-std::uint64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
-}
 }  // namespace
 
-Resampler::Resampler(std::uint64_t seed, std::string_view stream) : state_(seed ^ fnv1a(stream)) {}
+Resampler::Resampler(std::uint64_t seed, std::string_view stream) : state_(seed ^ util::fnv1a64(stream)) {}
 
 std::size_t Resampler::index(std::size_t n) {
   // Multiply-shift on the top 32 bits: unbiased enough for n far below 2^32, and the same on every
