@@ -6,6 +6,7 @@
 
 #include "traces/detail/repair_view.hpp"
 #include "traces/detail/run_view.hpp"
+#include "util/think_tags.hpp"
 
 namespace ptxbench::traces {
 
@@ -30,9 +31,7 @@ const TurnRecord *kept_repair_turn(const TrajectoryView &t, bool require_target)
 std::string repair_reasoning_source(const TurnRecord &record) {
   if (const auto &response = record.response) {
     if (response->reasoning.find_first_not_of(" \t\r\n") != std::string::npos) return "teacher";
-    const std::string &content = response->content;
-    const auto start = content.find_first_not_of(" \t\r\n");
-    if (start != std::string::npos && content.compare(start, 7, "<think>") == 0) return "teacher";
+    if (!util::split_think_tags(response->content).reasoning.empty()) return "teacher";
   }
   if (const auto &s = record.synthesized_reasoning) {
     if (s->content.value_or("").find_first_not_of(" \t\r\n") != std::string::npos) return "synthesized";

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "traces/detail/repair_view.hpp"
+#include "util/think_tags.hpp"
 
 namespace ptxbench::traces::detail {
 
@@ -23,15 +24,11 @@ struct Answer {
 std::optional<Answer> answer_of(const TurnRecord &record) {
   if (!record.response) return std::nullopt;
   Answer a{record.response->content, record.response->reasoning};
-  auto start = a.content.find_first_not_of(" \t\r\n");
-  if (start != std::string::npos && a.content.compare(start, 7, "<think>") == 0) {
-    auto end = a.content.find("</think>", start + 7);
-    if (end != std::string::npos) {
-      std::string inner = a.content.substr(start + 7, end - start - 7);
-      if (a.reasoning.empty()) a.reasoning = inner;
-      auto rest = a.content.find_first_not_of(" \t\r\n", end + 8);
-      a.content = rest == std::string::npos ? "" : a.content.substr(rest);
-    }
+  // Records from clients that left <think> blocks in the content: split as the chat clients do.
+  if (a.content.find("think>") != std::string::npos) {
+    util::ThinkSplit split = util::split_think_tags(a.content);
+    a.content = std::move(split.content);
+    if (a.reasoning.empty()) a.reasoning = std::move(split.reasoning);
   }
   auto trim = [](std::string &s) {
     auto b = s.find_first_not_of(" \t\r\n");
