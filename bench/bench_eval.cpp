@@ -19,11 +19,13 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "evaluator/evaluator.hpp"
+#include "evaluator/protocol/timing.hpp"
 #include "evaluator/verdict_cache.hpp"
 #include "tasks/task.hpp"
 #include "util/files.hpp"
@@ -123,8 +125,8 @@ int main(int argc, char **argv) {
         "run %d: %s wall %.3f s (parse+static+compile %.3f, correctness %.3f, timing %.3f, execution "
         "%.3f, generalization %.3f, other %.3f), speedup %.4f\n",
         r + 1, status.c_str(), wall, cpu_s, v.correctness.wall_seconds, v.timing.wall_seconds,
-        v.execution.wall_seconds, v.generalization.wall_seconds, wall - cpu_s - gpu_s - v.sanitizer.wall_seconds,
-        speedup);
+        v.execution.wall_seconds, v.generalization.wall_seconds,
+        wall - cpu_s - gpu_s - v.sanitizer.wall_seconds, speedup);
     std::fflush(stdout);
   }
   if (!verdicts_path.empty()) {
@@ -150,8 +152,13 @@ int main(int argc, char **argv) {
     if (!mv["stages"].contains(stage)) continue;  // generalization: only tasks with hidden workloads
     const nlohmann::json &st = mv["stages"][stage];
     profile["stages"][stage] = {{"status", st.value("status", "")}, {"s", st.value("wall_seconds", 0.0)}};
-    if (st.contains("figures") && st["figures"].contains("phase_seconds"))
-      profile["stages"][stage]["phases"] = st["figures"]["phase_seconds"];
+    const nlohmann::json &figures = st.value("figures", nlohmann::json::object());
+    if (std::string_view(stage) == "timing") {  // typed (protocol/timing.hpp); the others still by key
+      if (const auto timing = ptxbench::protocol::timing_figures_from_figures(figures))
+        profile["stages"][stage]["phases"] = timing->phase_seconds;
+    } else if (figures.contains("phase_seconds")) {
+      profile["stages"][stage]["phases"] = figures["phase_seconds"];
+    }
     if (st.contains("figures") && st["figures"].contains("sass_wait_seconds"))
       profile["stages"][stage]["sass_wait_s (overlapped)"] = st["figures"]["sass_wait_seconds"];
   }

@@ -620,7 +620,15 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   v.kernel_output = protocol::kernel_output_from(p.stdout_text, p.stdout_dropped);
   detail::note_printf_in_timeouts(v, *v.kernel_output, detail::ptx_calls_printf(candidate.ptx));
 
-  if (v.timing.status != Status::skipped) v.timing.figures["policy"] = settings.timing;
+  if (v.timing.status != Status::skipped) {
+    v.timing.figures["policy"] = settings.timing;
+    try {
+      (void)v.timing_figures();  // the axis and the feedback read them through the codec
+    } catch (const protocol::ProtocolError &e) {
+      v.timing.diagnostics.push_back(
+          {"warning", std::string("the timing figures could not be read: ") + e.what(), std::nullopt});
+    }
+  }
 
   // Environment: what ran it.
   if (run.result.environment.is_object())

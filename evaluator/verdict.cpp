@@ -122,6 +122,10 @@ std::optional<protocol::KernelProfile> Verdict::kernel_profile() const {
   return protocol::kernel_profile_from_figures(profiling.figures);
 }
 
+std::optional<protocol::TimingFigures> Verdict::timing_figures() const {
+  return protocol::timing_figures_from_figures(timing.figures);
+}
+
 void Verdict::finalize_status() {
   status = Status::ok;
   for (auto member : kPipeline) {

@@ -10,6 +10,7 @@
 
 #include "evaluator/protocol/profile.hpp"
 #include "evaluator/protocol/result.hpp"
+#include "evaluator/protocol/timing.hpp"
 #include "evaluator/protocol/worker_output.hpp"
 #include "evaluator/status.hpp"
 
@@ -93,6 +94,9 @@ struct Verdict {
   void skip_gpu_stages(const std::string &reason);
   /// The typed profile record of the profile stage; nullopt when nothing was measured.
   std::optional<protocol::KernelProfile> kernel_profile() const;
+  /// The typed figures of the timing stage, whatever its status (a suspicious stage has them too);
+  /// nullopt when it timed nothing. Throws protocol::ProtocolError naming the field when malformed.
+  std::optional<protocol::TimingFigures> timing_figures() const;
 };
 
 }  // namespace ptxbench::evaluator

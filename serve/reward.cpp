@@ -8,6 +8,8 @@
 
 #include <fmt/core.h>
 
+#include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/timing.hpp"
 #include "serve/detail/key_values.hpp"
 
 namespace ptxbench::serve {
@@ -83,29 +85,33 @@ json target_parts(const evaluator::Verdict &v) {
   return out;
 }
 
+/// The timing figures through the protocol's codec; none when not timed or malformed (the evaluator
+/// warned about that in the stage's diagnostics).
+protocol::TimingFigures timing_of(const evaluator::Verdict &v) {
+  try {
+    return v.timing_figures().value_or(protocol::TimingFigures{});
+  } catch (const protocol::ProtocolError &) {
+    return {};
+  }
+}
+
 /// The speedup per timed workload with its 95% interval, and the geometric mean of the interval ends.
 void speedup_parts(const evaluator::Verdict &v, json &parts) {
   json rows = json::array();
   double log_lo = 0, log_hi = 0;
   int with_interval = 0;
-  const json &workloads = v.timing.figures.value("workloads", json::array());
-  if (workloads.is_array()) {
-    for (const auto &w : workloads) {
-      if (!w.is_object()) continue;
-      json ci = w.value("speedup_ci95", json(nullptr));
-      if (ci.is_array() && ci.size() == 2 && ci[0].is_number() && ci[1].is_number() &&
-          ci[0].get<double>() > 0 && ci[1].get<double>() > 0) {
-        log_lo += std::log(ci[0].get<double>());
-        log_hi += std::log(ci[1].get<double>());
-        ++with_interval;
-      } else {
-        ci = nullptr;
-      }
-      rows.push_back({{"workload", w.value("name", "")},
-                      {"speedup", w.value("speedup", json(nullptr))},
-                      {"ci95", ci},
-                      {"stopped_by", w.value("stopped_by", json(nullptr))}});
+  for (const protocol::TimingWorkload &w : timing_of(v).workloads) {
+    json ci = nullptr;
+    if (w.speedup_ci95.bounded()) {
+      log_lo += std::log(w.speedup_ci95.lo);
+      log_hi += std::log(w.speedup_ci95.hi);
+      ++with_interval;
+      ci = w.speedup_ci95;
     }
+    rows.push_back({{"workload", w.name},
+                    {"speedup", w.speedup},
+                    {"ci95", ci},
+                    {"stopped_by", protocol::to_string(w.stopped_by)}});
   }
   parts["speedup"] = v.axes.speedup ? json(*v.axes.speedup) : json(nullptr);
   parts["speedup_ci95"] =
@@ -127,9 +133,8 @@ json suspicious_flags(const evaluator::Verdict &v) {
     if (s->status == Status::suspicious) flags.push_back(fmt::format("suspicious:{}", name));
     if (s->status == Status::nondeterministic) flags.push_back(fmt::format("nondeterministic:{}", name));
   }
-  for (const evaluator::StageResult *s : {&v.correctness, &v.timing}) {
-    const json &workloads = s->figures.value("workloads", json::array());
-    if (!workloads.is_array()) continue;
+  const json &workloads = v.correctness.figures.value("workloads", json::array());
+  if (workloads.is_array()) {
     for (const auto &w : workloads) {
       if (!w.is_object()) continue;
       if (w.value("inputs_mutated", false) == true)
@@ -139,6 +144,8 @@ json suspicious_flags(const evaluator::Verdict &v) {
         flags.push_back(fmt::format("guard_damage:{}", w.value("name", "")));
     }
   }
+  for (const protocol::TimingWorkload &w : timing_of(v).workloads)
+    if (w.inputs_mutated) flags.push_back(fmt::format("inputs_mutated:{}", w.name));
   std::sort(flags.begin(), flags.end());
   flags.erase(std::unique(flags.begin(), flags.end()), flags.end());
   return flags;

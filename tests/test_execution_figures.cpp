@@ -550,6 +550,18 @@ TEST_CASE("decide_axes: the three axes from one verdict, each nullopt where its 
   CHECK(right.axes.speedup == 2.0);
 }
 
+TEST_CASE("decide_axes: the speedup is read through the timing codec; a malformed record measures none") {
+  ev::Verdict v;
+  v.correctness.status = ev::Status::ok;
+  v.timing.status = ev::Status::ok;
+  v.timing.figures = {{"geomean_speedup", 1.25}, {"min_speedup", 1.1}, {"workloads", json::array()}};
+  CHECK(ev::detail::decide_axes(v, true, 0.75, 0.5).axes.speedup == 1.25);
+  v.timing.figures["geomean_speedup"] = "fast";
+  CHECK_FALSE(ev::detail::decide_axes(v, true, 0.75, 0.5).axes.speedup.has_value());
+  v.timing.figures = {{"policy", json::object()}};  // a fault before the first workload: nothing timed
+  CHECK_FALSE(ev::detail::decide_axes(v, true, 0.75, 0.5).axes.speedup.has_value());
+}
+
 TEST_CASE("plan_instrumentation: no target in the SASS means no instrumented launch and a false axis") {
   const std::vector<SassInstruction> ffma_only = {inst(0x00, "LDG.E.128"), inst(0x10, "FFMA"),
                                                   inst(0x20, "STG.E"), inst(0x30, "EXIT")};

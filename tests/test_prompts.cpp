@@ -22,6 +22,7 @@
 #include "tasks/arch.hpp"
 #include "tasks/task.hpp"
 #include "tests/support/support.hpp"
+#include "util/files.hpp"
 
 namespace fs = std::filesystem;
 using namespace ptxbench;
@@ -458,6 +459,36 @@ TEST_CASE("feedback: speed, slow and fast, with times, TFLOP/s, registers and sp
   std::string fast = builder().feedback(task, with_gpu_results(1.25, 320000));
   CHECK_HAS(fast, "faster than cuBLASLt");
   CHECK_HAS(fast, "speedup 1.250x");
+}
+
+TEST_CASE("feedback: timing read through the protocol's codec: a recorded record, a far-stopped interval") {
+  auto task = load_task("gemm_n7168_k5120");
+  Verdict v = with_gpu_results(0.9482, 320000);
+  auto text = ptxbench::util::read_file(std::filesystem::path(PTXBENCH_TEST_DATA) / "timing" /
+                                        "gemm_h200_timing_figures.json");
+  REQUIRE(text.has_value());
+  v.timing.figures = json::parse(*text);
+  std::string f = builder().feedback(task, v);
+  CHECK_HAS(f, "M=8192: yours 0.7718 ms (712.3 TFLOP/s, 67% of the ");
+  CHECK_HAS(f, "cuBLASLt 0.7318 ms (751.2 TFLOP/s), speedup 0.948x; physical floor 0.5135 ms");
+  CHECK_HAS(f, "Geomean speedup 0.948x, min 0.948x.");
+  CHECK(f.find("timed only until") == std::string::npos);  // stopped by the settled ratio
+
+  // Far below the library: the interval is stated; an unbounded one (fewer than 2 pairs) is not.
+  v.timing.figures["workloads"][0]["stopped_by"] = "far_from_library";
+  v.timing.figures["workloads"][0]["speedup_ci95"] = json::array({0.11, 0.16});
+  v.timing.figures["workloads"][0]["samples"] = 3;
+  CHECK_HAS(builder().feedback(task, v),
+            "timed only until clearly far below cuBLASLt (speedup between 0.11x and 0.16x at 95% confidence, "
+            "3 timed launches)");
+  v.timing.figures["workloads"][0]["speedup_ci95"] = json::array({0.0, nullptr});
+  CHECK(builder().feedback(task, v).find("timed only until") == std::string::npos);
+
+  // A record not of the protocol's form gives no timing rows rather than made-up ones.
+  v.timing.figures["workloads"][0]["stopped_by"] = "patience";
+  f = builder().feedback(task, v);
+  CHECK(f.find("yours 0.7718 ms") == std::string::npos);
+  CHECK(f.find("Geomean speedup") == std::string::npos);
 }
 
 TEST_CASE("feedback: the hardware profile replaces fixed tips; absent, skipped and measured read apart") {

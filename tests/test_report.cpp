@@ -3,6 +3,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -469,6 +470,41 @@ TEST_CASE("trajectory view: feedback received, kernel diff against the previous 
   CHECK(text.find("=== turn 1: incorrect") != std::string::npos);
   CHECK(text.find("=== turn 0") == std::string::npos);
   CHECK(text.find("diff against turn 0") != std::string::npos);
+}
+
+TEST_CASE("trajectory view: timing rows read through the protocol's codec; a malformed record is named") {
+  auto run = load_run(kRuns / "two_models");
+  REQUIRE(run.has_value());
+  auto text = ptxbench::util::read_file(std::filesystem::path(PTXBENCH_TEST_DATA) / "timing" /
+                                        "gemm_h200_timing_figures.json");
+  REQUIRE(text.has_value());
+  const nlohmann::json timing = nlohmann::json::parse(*text);
+  auto figures_with = [&](const nlohmann::json &figures) {
+    LoadedRun copy = *run;
+    for (auto &t : copy.turns)
+      if (t.trajectory_id == "alpha/gemm_a/0" && t.turn == 2)
+        t.verdict["stages"]["timing"]["figures"] = figures;
+    for (const auto &page : build_trajectory_pages({copy}, {}))
+      if (page.trajectory_id == "alpha/gemm_a/0") return page.turns.at(2).figures;
+    FAIL("no page");
+    return std::vector<std::string>{};
+  };
+  auto has = [](const std::vector<std::string> &lines, const std::string &line) {
+    return std::find(lines.begin(), lines.end(), line) != lines.end();
+  };
+  const auto lines = figures_with(timing);
+  CHECK(has(lines, "timing M=8192: candidate 0.7718 ms, library 0.7318 ms, speedup 0.948x"));
+  CHECK(has(lines, "geomean speedup 0.948x"));
+
+  nlohmann::json bad = timing;
+  bad["workloads"][0]["stopped_by"] = "patience";
+  const auto named = figures_with(bad);
+  CHECK(std::any_of(named.begin(), named.end(), [](const std::string &l) {
+    return l.rfind("timing figures unreadable: workloads[0].stopped_by: unknown value", 0) == 0;
+  }));
+  CHECK_FALSE(std::any_of(named.begin(), named.end(),
+                          [](const std::string &l) { return l.rfind("geomean", 0) == 0; }));
+  CHECK(figures_with(nlohmann::json::object()).size() < lines.size());  // not timed: no timing lines
 }
 
 TEST_CASE("line diff: common prefix and suffix kept, changes marked, long runs folded") {

@@ -5,6 +5,8 @@
 
 #include <fmt/core.h>
 
+#include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/timing.hpp"
 #include "traces/detail/run_view.hpp"
 
 namespace ptxbench::traces {
@@ -89,6 +91,23 @@ std::string value_text(const Json &j, std::string_view key) {
   return v->dump();
 }
 
+/// The timing stage's rows and geomean, read through the protocol's codec (a malformed record is named).
+void timing_lines(const Json &figures, std::vector<std::string> &out) {
+  std::optional<protocol::TimingFigures> timing;
+  try {
+    timing = protocol::timing_figures_from_figures(figures);
+  } catch (const protocol::ProtocolError &e) {
+    out.push_back(std::string("timing figures unreadable: ") + e.what());
+    return;
+  }
+  if (!timing) return;
+  for (const protocol::TimingWorkload &w : timing->workloads)
+    out.push_back(fmt::format("timing {}: candidate {} ms, library {} ms, speedup {:.3f}x",
+                              w.name.empty() ? "?" : w.name, num(w.candidate_ms), num(w.library_ms),
+                              w.speedup));
+  out.push_back(fmt::format("geomean speedup {:.3f}x", timing->geomean_speedup));
+}
+
 /// The figures a reader looks for first.
 std::vector<std::string> key_figures(const Json *verdict) {
   std::vector<std::string> out;
@@ -169,20 +188,7 @@ std::vector<std::string> key_figures(const Json *verdict) {
     if (!families.empty()) line += " (" + families + ")";
     out.push_back(line);
   }
-  const Json *timing = figures_of(stage_of(verdict, "timing"));
-  for (const auto &w : array_of(timing, "workloads")) {
-    auto cand = detail::number_field(w, "candidate_ms"), lib = detail::number_field(w, "library_ms");
-    if (!cand && !lib) continue;
-    std::string line = fmt::format("timing {}: candidate {} ms, library {} ms",
-                                   detail::string_field(w, "name").value_or("?"), cand ? num(*cand) : "?",
-                                   lib ? num(*lib) : "?");
-    if (auto s = detail::number_field(w, "speedup")) line += fmt::format(", speedup {:.3f}x", *s);
-    out.push_back(line);
-  }
-  if (timing) {
-    if (auto g = detail::number_field(*timing, "geomean_speedup"))
-      out.push_back(fmt::format("geomean speedup {:.3f}x", *g));
-  }
+  if (const Json *timing = figures_of(stage_of(verdict, "timing"))) timing_lines(*timing, out);
   return out;
 }
 

@@ -15,6 +15,7 @@
 #include "evaluator/protocol/error.hpp"
 #include "evaluator/protocol/margin.hpp"
 #include "evaluator/protocol/matrix_work.hpp"
+#include "evaluator/protocol/timing.hpp"
 #include "evaluator/target_work.hpp"
 #include "util/strings.hpp"
 
@@ -276,40 +277,39 @@ std::string timing_section(const Verdict &v, const std::string &library) {
   const StageResult &t = v.timing;
   if (t.status == Status::skipped)
     return "Timing not measured" + (t.summary.empty() ? "." : ": " + t.summary + ".");
+  std::optional<protocol::TimingFigures> figures;
+  try {
+    figures = v.timing_figures();
+  } catch (const protocol::ProtocolError &) {
+    figures.reset();  // the evaluator warned in the stage's diagnostics
+  }
+  if (!figures) return "Timing (median, cold L2):\n";
   std::vector<std::string> rows;
-  for (const auto &w : array_at(t.figures, "workloads")) {
-    std::string row = str(w, "name", "?") + ": ";
-    auto cand = num(w, "candidate_ms"), lib = num(w, "library_ms");
-    row += cand ? fmt::format("yours {} ms", number(*cand)) : "yours ? ms";
-    const auto peak = num(w, "peak_tflops");
-    if (auto tf = num(w, "candidate_tflops")) {
-      row += fmt::format(" ({} TFLOP/s", number(*tf));
-      if (peak && *peak > 0)
-        row += fmt::format(", {:.0f}% of the {} TFLOP/s dense tensor-core peak", 100 * *tf / *peak,
-                           number(*peak));
-      row += ")";
-    }
-    row += lib ? fmt::format(", {} {} ms", library, number(*lib)) : "";
-    if (auto tf = num(w, "library_tflops")) row += fmt::format(" ({} TFLOP/s)", number(*tf));
-    if (auto s = num(w, "speedup")) row += fmt::format(", speedup {:.3f}x", *s);
-    if (auto floor = num(w, "sol_floor_ms")) row += fmt::format("; physical floor {} ms", number(*floor));
+  for (const protocol::TimingWorkload &w : figures->workloads) {
+    std::string row =
+        (w.name.empty() ? "?" : w.name) + ": " + fmt::format("yours {} ms", number(w.candidate_ms));
+    row += fmt::format(" ({} TFLOP/s", number(w.candidate_tflops));
+    if (w.peak_tflops > 0)
+      row += fmt::format(", {:.0f}% of the {} TFLOP/s dense tensor-core peak",
+                         100 * w.candidate_tflops / w.peak_tflops, number(w.peak_tflops));
+    row += ")";
+    row += fmt::format(", {} {} ms", library, number(w.library_ms));
+    row += fmt::format(" ({} TFLOP/s)", number(w.library_tflops));
+    row += fmt::format(", speedup {:.3f}x", w.speedup);
+    if (w.sol_floor_ms) row += fmt::format("; physical floor {} ms", number(*w.sol_floor_ms));
     // A kernel far below the library is timed only until that is certain: say how precise the figure is.
-    const json &ci = w.is_object() && w.contains("speedup_ci95") ? w["speedup_ci95"] : json();
-    if (str(w, "stopped_by") == "far_from_library" && ci.is_array() && ci.size() == 2 && ci[0].is_number() &&
-        ci[1].is_number())
+    if (w.stopped_by == protocol::TimingStop::far_from_library && std::isfinite(w.speedup_ci95.hi))
       row += fmt::format(
           "; timed only until clearly far below {} (speedup between {:.3g}x and {:.3g}x at 95% "
           "confidence, {} timed launches)",
-          library, ci[0].get<double>(), ci[1].get<double>(), number(num(w, "samples").value_or(0)));
+          library, w.speedup_ci95.lo, w.speedup_ci95.hi, number(static_cast<double>(w.samples)));
     rows.push_back(row);
   }
   std::string out = "Timing (median, cold L2):\n" + bullet_list(rows, kMaxListedWorkloads, 400);
-  auto geo = num(t.figures, "geomean_speedup"), mn = num(t.figures, "min_speedup");
-  if (geo) out += fmt::format("Geomean speedup {:.3f}x", *geo);
-  if (mn) out += fmt::format("{}min {:.3f}x", geo ? ", " : "", *mn);
-  if (geo || mn) out += ".\n";
-  if (auto mhz = num(t.figures, "sm_clock_mhz"); mhz && *mhz > 0)
-    out += fmt::format("SM clock right after the timed launches: {} MHz.\n", number(*mhz));
+  out +=
+      fmt::format("Geomean speedup {:.3f}x, min {:.3f}x.\n", figures->geomean_speedup, figures->min_speedup);
+  if (figures->sm_clock_mhz && *figures->sm_clock_mhz > 0)
+    out += fmt::format("SM clock right after the timed launches: {} MHz.\n", number(*figures->sm_clock_mhz));
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "evaluator/protocol/error.hpp"
 #include "evaluator/target_work.hpp"
 #include "util/strings.hpp"
 
@@ -80,9 +81,13 @@ AxesDecision decide_axes(const Verdict &verdict, bool task_has_targets, double m
                                                        min_byte_share, redundant_work);
   d.axes.targets_executed = executed.value;
   d.shortfalls = std::move(executed.shortfalls);
-  const json &timing = verdict.timing.figures;
-  if (verdict.timing.status == Status::ok && timing.contains("geomean_speedup"))
-    d.axes.speedup = timing["geomean_speedup"].get<double>();
+  if (verdict.timing.status == Status::ok) {
+    try {
+      if (const auto timing = verdict.timing_figures()) d.axes.speedup = timing->geomean_speedup;
+    } catch (const protocol::ProtocolError &) {
+      // figures not of the protocol's form: no speedup measured (the record keeps them as they came)
+    }
+  }
   return d;
 }
 

@@ -41,8 +41,8 @@ void Worker::generalization_stage(bool correct) {
     row["kind"] = ok ? "ok" : !c.ok() ? "incorrect" : "nondeterministic";
     if (ok && job_.time_hidden) {
       TimingRun run(job_.timing, device_.facts, device_.stream, job_.correctness.base_seed, "generalization");
-      if (time_workload(w, kHiddenIndexBase + i, run) && !run.workloads.empty())
-        row["timing"] = run.workloads.back();
+      if (time_workload(w, kHiddenIndexBase + i, run) && !run.figures.workloads.empty())
+        row["timing"] = run.figures.workloads.back();
       else
         row["timing"] =
             json{{"skipped", run.library_error.empty() ? std::string("not timed") : run.library_error}};

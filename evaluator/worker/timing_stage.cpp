@@ -27,14 +27,11 @@ struct Worker::TimingInputs {
 /// One workload's samples, ms, and the re-checks of timed launches' outputs.
 struct Worker::TimingSamples {
   std::vector<double> cand_ms, lib_ms;
-  json reverify = nullptr;
+  protocol::Reverified reverify;
   int last_set =
       0;  ///< input set of the last timed candidate launch (its output is re-checked after the loop)
   Clock::time_point loop_start;
-  /// what ended the sampling: "medians" (both medians settled), "ratio" (the paired ratio settled),
-  /// "far_from_library" (the speedup's 95% interval lies below TimingPolicy::far_from_library_speedup)
-  /// or "max_seconds"
-  std::string stopped_by = "max_seconds";
+  protocol::TimingStop stopped_by = protocol::TimingStop::max_seconds;  ///< what ended the sampling
   int warmup_launches = 0;        ///< untimed candidate launches before sampling (candidate_warmups)
   std::vector<double> poison_ms;  ///< GPU time of the output poison before each timed candidate launch
   bool inputs_mutated = false;    ///< an input set's checksum changed over the warm-ups and timed launches
@@ -76,7 +73,7 @@ bool Worker::time_workload(const JobWorkload &w, std::size_t wi, TimingRun &run)
     run.library_error = e.what();
     return false;
   }
-  run.library = {{"name", info.name}, {"version", info.version}, {"algo", info.algo}};
+  run.figures.library = {info.name, info.version, info.algo};
   run.phases.mark("library_selection");
 
   const int sets = tp.input_sets;
@@ -107,8 +104,8 @@ bool Worker::time_workload(const JobWorkload &w, std::size_t wi, TimingRun &run)
     // Also the LAST timed launch: a kernel that turns wrong (and cheap) only after the random
     // re-check would otherwise keep an inflated speedup.
     const std::uint64_t bad = wrong_outputs(w, in, samples.last_set);
-    samples.reverify["last_launch"] = {
-        {"launch", samples.cand_ms.size()}, {"input_set", samples.last_set}, {"mismatches", bad}};
+    samples.reverify.last_launch =
+        protocol::ReverifiedLaunch{static_cast<int>(samples.cand_ms.size()), samples.last_set, bad};
     if (bad) {
       run.suspicious = true;
       run.diagnostics.push_back(diag("workload " + w.spec.name + ": the output of the last timed launch (" +
@@ -131,7 +128,7 @@ bool Worker::time_workload(const JobWorkload &w, std::size_t wi, TimingRun &run)
   double workload_clock = 0;  // SM clock right after this workload's sampling
   if (auto mhz = detail::sm_clock_mhz(device_.facts.pci_bus_id)) run.sm_clock = workload_clock = *mhz;
   family_->release_library();
-  run.workloads.push_back(workload_timing(w, samples, workload_clock, run));
+  run.figures.workloads.push_back(workload_timing(w, samples, workload_clock, run));
   return true;
 }
 
@@ -218,7 +215,9 @@ void Worker::sample_workload(const JobWorkload &w, TimingInputs &in, TimingRun &
     }
     const SamplingStop stop = sampling_stop(out.cand_ms, out.lib_ms, seconds_since(out.loop_start), tp);
     if (stop != SamplingStop::go_on) {
-      out.stopped_by = std::string(to_string(stop));
+      // The rule's names are the protocol's `stopped_by` names.
+      out.stopped_by =
+          protocol::timing_stop_from_string(to_string(stop)).value_or(protocol::TimingStop::max_seconds);
       break;
     }
   }
@@ -238,7 +237,7 @@ void Worker::time_candidate_launch(const JobWorkload &w, TimingInputs &in, Timin
   if (i != reverify_at) return;
   // The output of a random timed launch must still be right (no caching across calls).
   const std::uint64_t bad = wrong_outputs(w, in, s);
-  out.reverify = {{"launch", i + 1}, {"input_set", s}, {"mismatches", bad}};
+  out.reverify.random = protocol::ReverifiedLaunch{i + 1, s, bad};
   if (bad) {
     run.suspicious = true;
     run.diagnostics.push_back(diag("workload " + w.spec.name + ": the output of timed launch " +
@@ -248,8 +247,8 @@ void Worker::time_candidate_launch(const JobWorkload &w, TimingInputs &in, Timin
   }
 }
 
-json Worker::workload_timing(const JobWorkload &w, const TimingSamples &samples, double workload_clock,
-                             TimingRun &run) {
+protocol::TimingWorkload Worker::workload_timing(const JobWorkload &w, const TimingSamples &samples,
+                                                 double workload_clock, TimingRun &run) {
   const std::vector<double> &cand_ms = samples.cand_ms, &lib_ms = samples.lib_ms;
   const double cmed = median_of(cand_ms), lmed = median_of(lib_ms);
   slowest_launch_ms_ = std::max(slowest_launch_ms_, cmed);
@@ -264,7 +263,7 @@ json Worker::workload_timing(const JobWorkload &w, const TimingSamples &samples,
   // See TimingPolicy::paired_min_samples.
   const double speedup = run.tp.paired_min_samples > 0 ? median_of(ratios) : (cmed > 0 ? lmed / cmed : 0);
   const RatioInterval interval = ratio_interval_95(ratios);
-  if (samples.stopped_by == "far_from_library")
+  if (samples.stopped_by == protocol::TimingStop::far_from_library)
     run.diagnostics.push_back(diag("workload " + w.spec.name + ": speedup " + fmt_num(speedup) +
                                        "x (95% interval " + fmt_num(interval.lo) + "-" +
                                        fmt_num(interval.hi) + "x from " + std::to_string(ratios.size()) +
@@ -272,7 +271,6 @@ json Worker::workload_timing(const JobWorkload &w, const TimingSamples &samples,
                                        "because the kernel is far slower than the library, so this figure is "
                                        "only as precise as that interval",
                                    "note"));
-  run.speedups.push_back(speedup);
   if (cmed < run.tp.sol_slack * floor_ms) {
     run.suspicious = true;
     run.diagnostics.push_back(
@@ -280,68 +278,59 @@ json Worker::workload_timing(const JobWorkload &w, const TimingSamples &samples,
              fmt_num(floor_ms) + " ms (peak " + fmt_num(peak.flops_per_s / 1e12) + " TFLOP/s, " +
              fmt_num(peak.bytes_per_s / 1e9) + " GB/s): the kernel cannot have done the work"));
   }
-  json wj = {{"name", w.spec.name},
-             {"candidate_ms", cmed},
-             {"candidate_spread", rel_spread(cand_ms)},
-             {"library_ms", lmed},
-             {"library_spread", rel_spread(lib_ms)},
-             {"speedup", speedup},
-             {"candidate_tflops", cmed > 0 ? w.spec.flops / (cmed * 1e9) : 0},
-             {"library_tflops", lmed > 0 ? w.spec.flops / (lmed * 1e9) : 0},
-             {"sol_floor_ms", floor_ms},
-             {"candidate_median_ci", median_ci_rel(cand_ms, run.tp.autocorrelated_ci)},
-             {"library_median_ci", median_ci_rel(lib_ms, run.tp.autocorrelated_ci)},
-             {"speedup_ratio_ci", median_ci_rel(ratios, run.tp.autocorrelated_ci)},
-             {"speedup_ci95", {interval.lo, interval.hi}},
-             {"warmup_launches", samples.warmup_launches},
-             {"lag1_autocorrelation",
-              {{"candidate", lag1_autocorrelation(cand_ms)},
-               {"library", lag1_autocorrelation(lib_ms)},
-               {"ratio", lag1_autocorrelation(ratios)}}},
-             {"speedup_of_medians", cmed > 0 ? lmed / cmed : 0},
-             {"stopped_by", samples.stopped_by},
-             {"sampling_seconds", seconds_since(samples.loop_start)},
-             {"samples", cand_ms.size()},
-             {"library_samples", lib_ms.size()},
-             {"reverified", samples.reverify},
-             {"inputs_mutated", samples.inputs_mutated},
-             {"output_poison_ms", median_of(samples.poison_ms)},
-             {"sm_clock_mhz_after", workload_clock > 0 ? json(workload_clock) : json(nullptr)},
-             {"flops", w.spec.flops},
-             {"bytes", w.spec.bytes}};
-  wj.update(peak.to_json());
+  protocol::TimingWorkload t;
+  t.name = w.spec.name;
+  t.candidate_ms = cmed;
+  t.candidate_spread = rel_spread(cand_ms);
+  t.library_ms = lmed;
+  t.library_spread = rel_spread(lib_ms);
+  t.speedup = speedup;
+  t.candidate_tflops = cmed > 0 ? w.spec.flops / (cmed * 1e9) : 0;
+  t.library_tflops = lmed > 0 ? w.spec.flops / (lmed * 1e9) : 0;
+  if (std::isfinite(floor_ms)) t.sol_floor_ms = floor_ms;  // unknown peak rates: null, as before
+  t.candidate_median_ci = median_ci_rel(cand_ms, run.tp.autocorrelated_ci);
+  t.library_median_ci = median_ci_rel(lib_ms, run.tp.autocorrelated_ci);
+  t.speedup_ratio_ci = median_ci_rel(ratios, run.tp.autocorrelated_ci);
+  t.speedup_ci95 = {interval.lo, interval.hi};
+  t.warmup_launches = samples.warmup_launches;
+  t.lag1_autocorrelation = {lag1_autocorrelation(cand_ms), lag1_autocorrelation(lib_ms),
+                            lag1_autocorrelation(ratios)};
+  t.speedup_of_medians = cmed > 0 ? lmed / cmed : 0;
+  t.stopped_by = samples.stopped_by;
+  t.sampling_seconds = seconds_since(samples.loop_start);
+  t.samples = cand_ms.size();
+  t.library_samples = lib_ms.size();
+  t.reverified = samples.reverify;
+  t.inputs_mutated = samples.inputs_mutated;
+  t.output_poison_ms = median_of(samples.poison_ms);
+  if (workload_clock > 0) t.sm_clock_mhz_after = workload_clock;
+  t.flops = w.spec.flops;
+  t.bytes = w.spec.bytes;
+  t.peak_tflops = peak.flops_per_s / 1e12;
+  t.peak_bandwidth_gbs = peak.bytes_per_s / 1e9;
   if (run.tp.record_samples) {
-    wj["candidate_samples_ms"] = cand_ms;
-    wj["library_samples_ms"] = lib_ms;
+    t.candidate_samples_ms = cand_ms;
+    t.library_samples_ms = lib_ms;
   }
-  return wj;
+  return t;
 }
 
 protocol::StageResult Worker::timing_result(const TimingRun &run, double wall_seconds) const {
-  double log_sum = 0, min_speedup = run.speedups.empty() ? 0 : run.speedups[0];
-  for (double s : run.speedups) {
-    log_sum += std::log(std::max(s, 1e-12));
-    min_speedup = std::min(min_speedup, s);
-  }
-  const double geomean =
-      run.speedups.empty() ? 0 : std::exp(log_sum / static_cast<double>(run.speedups.size()));
-  json figures = {{"workloads", run.workloads},
-                  {"geomean_speedup", geomean},
-                  {"min_speedup", min_speedup},
-                  {"sm_clock_mhz", run.sm_clock > 0 ? json(run.sm_clock) : json(nullptr)},
-                  {"library", run.library},
-                  {"l2_flush_bytes", run.scratch_bytes},
-                  {"phase_seconds", run.phases.seconds}};
-  std::string summary = "speedup " + fmt_num(geomean) + "x geomean (min " + fmt_num(min_speedup) +
-                        "x) over " + run.library.value("name", "library");
+  protocol::TimingFigures figures = run.figures;
+  protocol::set_speedup_summary(figures);
+  if (run.sm_clock > 0) figures.sm_clock_mhz = run.sm_clock;
+  figures.l2_flush_bytes = run.scratch_bytes;
+  figures.phase_seconds = run.phases.seconds.get<std::map<std::string, double>>();
+  std::string summary = "speedup " + fmt_num(figures.geomean_speedup) + "x geomean (min " +
+                        fmt_num(figures.min_speedup) + "x) over " +
+                        (figures.library.name.empty() ? std::string("library") : figures.library.name);
   if (run.suspicious) {
     for (const auto &d : run.diagnostics)
       if (d.value("severity", "") != "note") {
         summary = d["text"].get<std::string>();
         break;
       }
-  } else if (std::any_of(run.workloads.begin(), run.workloads.end(),
-                         [](const json &w) { return w.value("stopped_by", "") == "far_from_library"; })) {
+  } else if (figures.far_from_library()) {
     summary += " (far below the library: sampling stopped once the 95% interval showed it)";
   }
   return stage_json(run.suspicious ? Status::suspicious : Status::ok, summary, run.diagnostics, figures,

@@ -37,6 +37,15 @@ class FieldWriter {
   void operator()(const char *key, const std::filesystem::path &value, Bounds = {}) {
     out[key] = value.string();
   }
+  /// An optional value travels as the value or null.
+  template <class T>
+  void operator()(const char *key, const std::optional<T> &value, Bounds bounds = {}) {
+    if (!value) {
+      out[key] = nullptr;
+      return;
+    }
+    (*this)(key, *value, bounds);
+  }
   nlohmann::json out = nlohmann::json::object();
 };
 
@@ -82,6 +91,21 @@ class FieldReader {
         throw ProtocolError(key, e.what());
       }
     }
+  }
+
+  /// null reads as none; anything else as the value, with the value's checks. Absent: the default.
+  template <class T>
+  void operator()(const char *key, std::optional<T> &value, Bounds bounds = {}) {
+    known_.insert(key);
+    const auto it = in_.find(key);
+    if (it == in_.end()) return;
+    if (it->is_null()) {
+      value.reset();
+      return;
+    }
+    T inner{};
+    (*this)(key, inner, bounds);
+    value = std::move(inner);
   }
 
   /// Every key of the object must have been named.

@@ -18,13 +18,11 @@ struct DeviceRates {
   int bus_width_bits = 0;    ///< memory bus width, bits
 };
 
-/// Peak rates the speed-of-light floor uses (recorded in the timing figures).
+/// Peak rates the speed-of-light floor uses (recorded in the timing figures: TimingWorkload::peak_tflops,
+/// peak_bandwidth_gbs, evaluator/protocol/timing.hpp).
 struct PeakRates {
   double flops_per_s = 0;  ///< dense tensor-core FLOP/s for the input type at the maximum SM clock
   double bytes_per_s = 0;  ///< DRAM bytes/s (double data rate x bus width)
-  nlohmann::json to_json() const {
-    return nlohmann::json{{"peak_tflops", flops_per_s / 1e12}, {"peak_bandwidth_gbs", bytes_per_s / 1e9}};
-  }
 };
 
 /// Dense (not sparse) tensor-core peak: per clock per SM 4096 FLOPs for 16-bit inputs on sm_90, 8192

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "evaluator/protocol/profile.hpp"
+#include "evaluator/protocol/timing.hpp"
 #include "evaluator/worker/detail/candidate_kernel.hpp"
 #include "evaluator/worker/detail/worker_support.hpp"
 #include "evaluator/worker/family.hpp"
@@ -134,8 +135,8 @@ class Worker {
   void sample_workload(const JobWorkload &w, TimingInputs &in, TimingRun &run, TimingSamples &out);
   void time_candidate_launch(const JobWorkload &w, TimingInputs &in, TimingRun &run, TimingSamples &out,
                              int i, int s, int reverify_at);
-  json workload_timing(const JobWorkload &w, const TimingSamples &samples, double workload_clock,
-                       TimingRun &run);
+  protocol::TimingWorkload workload_timing(const JobWorkload &w, const TimingSamples &samples,
+                                           double workload_clock, TimingRun &run);
   protocol::StageResult timing_result(const TimingRun &run, double wall_seconds) const;
 
   // ---- execution (CUPTI SASS metrics) --------------------------------------------------

@@ -82,11 +82,13 @@ struct Worker::TimingRun {
   cudaEvent_t ev_poison_start = nullptr, ev_poison_stop = nullptr;
   std::mt19937_64 rng;
   int flush_counter = 0;
-  json workloads = json::array(), diagnostics = json::array(), library = json::object();
+  /// The figures so far: workloads, library, L2 flush size (sm_clock_mhz, speedups and phases are set
+  /// when the stage is written).
+  protocol::TimingFigures figures;
+  json diagnostics = json::array();
   std::string library_error;  ///< why the library could not run (time_workload returned false)
-  std::vector<double> speedups;
   bool suspicious = false;
-  double sm_clock = 0;
+  double sm_clock = 0;  ///< MHz after the latest workload; 0 = not read
 };
 
 }  // namespace ptxbench::worker::detail
