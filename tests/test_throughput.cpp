@@ -370,7 +370,7 @@ TEST_CASE("run seed: a job's input seed is a hash of the run seed and the task")
   ev::EvaluatorSettings s;
   s.run_seed = d1;
   CHECK(s.to_json()["run_seed"] == d1);
-  CHECK(s.to_json()["correctness"]["borderline"]["low"] == 0.5);
+  CHECK(s.to_json()["correctness"]["borderline"]["low"] == 0.6);
 }
 
 TEST_CASE("verdict cache: a resent identical kernel reuses its verdict; any change misses") {
