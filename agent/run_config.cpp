@@ -313,6 +313,17 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
     read_policy(r, "correctness", s.correctness);
     read_policy(r, "timing", s.timing);
     read_policy(r, "profile", s.profile);
+    auto &service = c.evaluator_service;
+    r.read("url", service.url);
+    if (!service.url.empty() && !service.url.starts_with("http://") && !service.url.starts_with("https://"))
+      r.error("url",
+              "expected an http:// or https:// URL of a `ptxbench serve`, got \"" + service.url + "\"");
+    while (service.url.ends_with("/")) service.url.pop_back();
+    r.read("token_env", service.token_env);
+    r.read("token", service.token);
+    r.read("deadline_seconds", service.deadline_s, 0.001);
+    r.read("retry_seconds", service.retry_s, 0.0);
+    r.read("in_flight", service.in_flight, 1, 1024);
     r.finish();
   }
   root.finish();
@@ -374,6 +385,18 @@ util::Expected<void> validate(const RunConfig &c) {
   if (c.tasks.empty()) problems.push_back("no tasks: give task ids, \"core\" or \"all\"");
   if (c.repairs && !c.variants.empty())
     problems.push_back("a repairs run has no variants: the seeds fix the prompts");
+  if (c.evaluator_service.enabled()) {
+    for (const auto &v : c.variants)
+      if (v.profile)
+        problems.push_back(fmt::format(
+            "variant '{}': \"profile\" cannot be chosen per variant with evaluator.url (the service decides "
+            "the profile stage)",
+            v.name));
+    if (!c.evaluator_service.token_env.empty() && !c.evaluator_service.token.empty())
+      problems.push_back("evaluator: give token_env or token, not both");
+  } else if (!c.evaluator_service.token_env.empty() || !c.evaluator_service.token.empty()) {
+    problems.push_back("evaluator: a token without evaluator.url");
+  }
   if (c.samples < 1) problems.push_back("samples must be >= 1");
   if (c.turns < 1) problems.push_back("turns must be >= 1");
   if (problems.empty()) return {};
@@ -439,6 +462,14 @@ nlohmann::json RunConfig::to_json() const {
     j["evaluator"]["hidden_workloads"] = {
         {"check", s.hidden.check}, {"time", s.hidden.time}, {"reveal", s.hidden.reveal}};
   if (s.profile != protocol::ProfilePolicy{}) j["evaluator"]["profile"] = s.profile;
+  // Only a run on a service has these keys (ordinary runs keep their config hash); never the token itself.
+  if (const auto &service = evaluator_service; service.enabled()) {
+    j["evaluator"]["url"] = service.url;
+    if (!service.token_env.empty()) j["evaluator"]["token_env"] = service.token_env;
+    j["evaluator"]["deadline_seconds"] = service.deadline_s;
+    j["evaluator"]["retry_seconds"] = service.retry_s;
+    j["evaluator"]["in_flight"] = service.in_flight;
+  }
   return j;
 }
 

@@ -71,7 +71,7 @@ struct Variant {
   /// the profile stage on or off for this arm (its feedback with or without the hardware profile);
   /// empty = the run's evaluator.profile.enabled
   std::optional<bool> profile;
-  llm::SamplingParams sampling;          ///< fields set here replace the run's (unset = the run's value)
+  llm::SamplingParams sampling;  ///< fields set here replace the run's (unset = the run's value)
 
   nlohmann::json to_json() const;
 };
@@ -89,6 +89,19 @@ struct RepairsConfig {
   nlohmann::json to_json() const;
 };
 
+/// `evaluator.url`: the run's verdicts come from a remote `ptxbench serve` (POST /v1/verdicts, then a
+/// blocking GET) instead of this process's evaluator. The token is sent, never recorded: run.json names only
+/// `token_env`, so a run that gave a literal `token` needs the variable to resume.
+struct EvaluatorService {
+  std::string url;          ///< e.g. http://gpu-balancer:8700; empty = evaluate in this process
+  std::string token_env;    ///< environment variable holding the bearer token ("" = none)
+  std::string token;        ///< a literal token (not written anywhere)
+  double deadline_s = 900;  ///< each answer's deadline_seconds at the service
+  double retry_s = 300;  ///< how long an unreachable service or its 429/5xx are retried before the run stops
+  int in_flight = 8;     ///< answers waiting on the service at once (the threads that wait)
+  bool enabled() const { return !url.empty(); }
+};
+
 struct RunConfig {
   std::vector<llm::EndpointConfig> endpoints;  ///< the models; names must be unique
   std::vector<std::string> tasks{"core"};      ///< task ids, or "core" (suite=core) / "all"
@@ -102,6 +115,7 @@ struct RunConfig {
   TokenBudgets budgets;
   Concurrency concurrency;
   evaluator::EvaluatorSettings evaluator;  ///< defaults with the config's "evaluator" overrides applied
+  EvaluatorService evaluator_service;      ///< evaluator.url and its settings: verdicts from a service
   std::filesystem::path out_dir;           ///< run directory; empty = runs/<run id> under the current dir
   /// Endpoint name -> token prices, USD per million tokens ({"prompt_usd_per_mtok",
   /// "completion_usd_per_mtok"}), for the report's costs; endpoints without an entry are reported without

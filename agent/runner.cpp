@@ -118,7 +118,9 @@ void Runner::Impl::start_threads(std::vector<std::thread> &threads) {
         std::min(effective_max_in_flight(config, config.endpoints[e].max_in_flight), std::max(1, pending));
     for (int i = 0; i < n; ++i) threads.emplace_back([this, e] { request_loop(e); });
   }
-  for (int i = 0; i < config.concurrency.compile_workers; ++i) threads.emplace_back([this] { cpu_loop(); });
+  // With evaluator.url the CPU loop's threads only wait on the service: as many as answers may wait there.
+  const int cpu_threads = service ? config.evaluator_service.in_flight : config.concurrency.compile_workers;
+  for (int i = 0; i < cpu_threads; ++i) threads.emplace_back([this] { cpu_loop(); });
   if (gpu_enabled) {
     for (int g : gpus) threads.emplace_back([this, g] { gpu_loop(g); });
   }

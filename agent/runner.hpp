@@ -88,9 +88,10 @@ util::Expected<std::vector<PlannedCell>> plan_cells(const RunConfig &config);
 RunSummary summarize(const traces::LoadedRun &run);
 
 enum class RunEnd {
-  completed,     ///< every trajectory stopped (target, turn limit, budget, failed request)
-  interrupted,   ///< Ctrl-C: in-flight turns finished or abandoned; resumable
-  write_failed,  ///< the trace could not be written (disk full); resumable once space returns
+  completed,         ///< every trajectory stopped (target, turn limit, budget, failed request)
+  interrupted,       ///< Ctrl-C: in-flight turns finished or abandoned; resumable
+  write_failed,      ///< the trace could not be written (disk full); resumable once space returns
+  evaluator_failed,  ///< the remote evaluator (evaluator.url) was down or answered garbage; resumable
 };
 
 struct RunResult {

@@ -22,9 +22,6 @@ namespace ptxbench::agent::slurm {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
-namespace {
-
-/// 'text' for bash: single quotes, each ' written as '\''.
 std::string shell_quote(const std::string &text) {
   std::string out = "'";
   for (char c : text) {
@@ -36,6 +33,8 @@ std::string shell_quote(const std::string &text) {
   }
   return out + "'";
 }
+
+namespace {
 
 std::optional<int> parse_int(std::string_view s) {
   int value = 0;
@@ -126,34 +125,39 @@ std::string job_name(const std::string &run_id) {
   return "ptxbench-" + run_id;
 }
 
-util::Expected<void> check_submit_options(const SubmitOptions &o) {
-  std::vector<std::string> problems;
-  if (o.shards < 1 || o.shards > 100000) problems.push_back("--shards must be between 1 and 100000");
-  if (o.gpus_per_shard < 0) problems.push_back("--gpus-per-shard must be >= 0");
-  if (o.cpus_per_shard < 0) problems.push_back("--cpus-per-shard must be >= 0");
-  if (!o.top_dir.is_absolute()) problems.push_back("the run directory must be an absolute path");
-  if (!o.ptxbench.is_absolute()) problems.push_back("the ptxbench path must be absolute");
+void check_job_paths_and_options(std::vector<std::string> &problems, const std::string &dir_name,
+                                 const fs::path &dir, const fs::path &ptxbench, const std::string &partition,
+                                 const std::string &time_limit, const std::string &account,
+                                 const std::vector<std::string> &sbatch_args) {
+  if (!dir.is_absolute()) problems.push_back(dir_name + " must be an absolute path");
+  if (!ptxbench.is_absolute()) problems.push_back("the ptxbench path must be absolute");
   auto no_newline = [&](const std::string &what, const std::string &value) {
     if (value.find_first_of("\r\n") != std::string::npos)
       problems.push_back(fmt::format("{} must not contain a line break", what));
   };
   // sbatch splits #SBATCH lines at blanks: paths on them must have none.
-  if (o.top_dir.string().find_first_of(" \t\r\n\"'") != std::string::npos)
-    problems.push_back(
-        fmt::format("the run directory '{}' must not contain blanks or quotes (it appears "
-                    "on #SBATCH lines)",
-                    o.top_dir.string()));
-  no_newline("the ptxbench path", o.ptxbench.string());
-  no_newline("--partition", o.partition);
-  no_newline("--time", o.time_limit);
-  no_newline("--account", o.account);
-  for (const auto &a : o.sbatch_args) {
+  if (dir.string().find_first_of(" \t\r\n\"'") != std::string::npos)
+    problems.push_back(fmt::format("{} '{}' must not contain blanks or quotes (it appears on #SBATCH lines)",
+                                   dir_name, dir.string()));
+  no_newline("the ptxbench path", ptxbench.string());
+  no_newline("--partition", partition);
+  no_newline("--time", time_limit);
+  no_newline("--account", account);
+  for (const auto &a : sbatch_args) {
     no_newline("--sbatch-arg " + a.substr(0, 40), a);
     if (a.rfind("-", 0) != 0)
-      problems.push_back(
-          fmt::format("--sbatch-arg '{}': expected an option such as "
-                      "--qos=high",
-                      a));
+      problems.push_back(fmt::format("--sbatch-arg '{}': expected an option such as --qos=high", a));
+  }
+}
+
+util::Expected<void> check_submit_options(const SubmitOptions &o) {
+  std::vector<std::string> problems;
+  if (o.shards < 1 || o.shards > 100000) problems.push_back("--shards must be between 1 and 100000");
+  if (o.gpus_per_shard < 0) problems.push_back("--gpus-per-shard must be >= 0");
+  if (o.cpus_per_shard < 0) problems.push_back("--cpus-per-shard must be >= 0");
+  check_job_paths_and_options(problems, "the run directory", o.top_dir, o.ptxbench, o.partition, o.time_limit,
+                              o.account, o.sbatch_args);
+  for (const auto &a : o.sbatch_args) {
     if (a.rfind("--array", 0) == 0 || a.rfind("-a", 0) == 0 || a.rfind("--output", 0) == 0 ||
         a.rfind("--job-name", 0) == 0)
       problems.push_back(
@@ -175,6 +179,19 @@ util::Expected<void> check_submit_options(const SubmitOptions &o) {
   return util::unexpected(message);
 }
 
+std::string sbatch_resource_lines(int gpus, int cpus, const std::string &partition,
+                                  const std::string &time_limit, const std::string &account,
+                                  const std::vector<std::string> &extra) {
+  std::string s;
+  if (gpus > 0) s += fmt::format("#SBATCH --gres=gpu:{}\n", gpus);
+  if (cpus > 0) s += fmt::format("#SBATCH --cpus-per-task={}\n", cpus);
+  if (!partition.empty()) s += fmt::format("#SBATCH --partition={}\n", partition);
+  if (!time_limit.empty()) s += fmt::format("#SBATCH --time={}\n", time_limit);
+  if (!account.empty()) s += fmt::format("#SBATCH --account={}\n", account);
+  for (const auto &a : extra) s += fmt::format("#SBATCH {}\n", a);
+  return s;
+}
+
 std::string sbatch_script(const SubmitOptions &o) {
   const std::string top = o.top_dir.string();
   std::string s;
@@ -190,12 +207,8 @@ std::string sbatch_script(const SubmitOptions &o) {
   s += "#SBATCH --ntasks=1\n";
   s += fmt::format("#SBATCH --chdir={}\n", top);
   s += fmt::format("#SBATCH --output={}/logs/shard-%a.%A.out\n", top);
-  if (o.gpus_per_shard > 0) s += fmt::format("#SBATCH --gres=gpu:{}\n", o.gpus_per_shard);
-  if (o.cpus_per_shard > 0) s += fmt::format("#SBATCH --cpus-per-task={}\n", o.cpus_per_shard);
-  if (!o.partition.empty()) s += fmt::format("#SBATCH --partition={}\n", o.partition);
-  if (!o.time_limit.empty()) s += fmt::format("#SBATCH --time={}\n", o.time_limit);
-  if (!o.account.empty()) s += fmt::format("#SBATCH --account={}\n", o.account);
-  for (const auto &a : o.sbatch_args) s += fmt::format("#SBATCH {}\n", a);
+  s += sbatch_resource_lines(o.gpus_per_shard, o.cpus_per_shard, o.partition, o.time_limit, o.account,
+                             o.sbatch_args);
   s += "\nset -u\n";
   s += "shard=\"${SLURM_ARRAY_TASK_ID:?submit this script with sbatch --array}\"\n";
   s += fmt::format("top={}\n", shell_quote(top));

@@ -44,6 +44,23 @@ struct SubmitOptions {
   std::vector<std::string> key_env_names;  ///< variables that must be set in the job (values never written)
 };
 
+/// 'text' for bash: single quotes, each ' written as '\''.
+std::string shell_quote(const std::string &text);
+
+/// The #SBATCH lines both job scripts share: --gres=gpu:G and --cpus-per-task=C (when > 0), partition, time
+/// and account (when given), then the extra options verbatim.
+std::string sbatch_resource_lines(int gpus, int cpus, const std::string &partition,
+                                  const std::string &time_limit, const std::string &account,
+                                  const std::vector<std::string> &extra);
+
+/// Checks both job scripts share, appended to `problems`: the directory (`dir_name` in messages) and the
+/// program absolute, no blanks or quotes in the directory, no line breaks, extra sbatch options start with
+/// '-'.
+void check_job_paths_and_options(std::vector<std::string> &problems, const std::string &dir_name,
+                                 const std::filesystem::path &dir, const std::filesystem::path &ptxbench,
+                                 const std::string &partition, const std::string &time_limit,
+                                 const std::string &account, const std::vector<std::string> &sbatch_args);
+
 /// Problems with the options (newlines in arguments, shard count, relative paths); one per line.
 util::Expected<void> check_submit_options(const SubmitOptions &options);
 

@@ -201,6 +201,13 @@ int finish_run_session(const agent::RunResult &r) {
     case agent::RunEnd::write_failed:
       fmt::print(stderr, "error: {}\n", r.message);
       return kExitEnvironment;
+    case agent::RunEnd::evaluator_failed:
+      fmt::print(
+          stderr,
+          "error: {}\nThe run stopped ({} in-flight turns abandoned, redone on resume). Once the service "
+          "answers again: ptxbench resume {}\n",
+          r.message, r.turns_abandoned, r.dir.string());
+      return kExitEnvironment;
   }
   return kExitInternal;
 }

@@ -1,5 +1,7 @@
 // `ptxbench serve [--host H] [--port P] [--token T] ...`: verdicts as an HTTP/1.1 JSON service (serve/,
 // docs/openapi.yaml). Only the options live here.
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <memory>
 
@@ -69,6 +71,16 @@ void register_serve_command(CLI::App &app, Action &action) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--device", config->device, "CUDA device of the GPU stages")->capture_default_str();
+  cmd->add_option(
+         "--id-prefix", config->service.id_prefix,
+         "Names this process in its request ids (v<prefix>.<random>-<n>) so a balancer can route a poll "
+         "to it (ptxbench slurm serve sets it)")
+      ->check([](const std::string &v) {
+        const bool ok = !v.empty() && v.size() <= 32 && std::all_of(v.begin(), v.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+        });
+        return ok ? std::string() : std::string("letters, digits and _ (at most 32)");
+      });
   cmd->callback([&action, config, reward] {
     action.run = [config, reward] {
       if (config->server.token.empty())

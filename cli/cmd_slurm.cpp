@@ -14,6 +14,7 @@
 #include "agent/runner.hpp"
 #include "agent/shard.hpp"
 #include "agent/slurm.hpp"
+#include "agent/slurm_serve.hpp"
 #include "cli/cli.hpp"
 #include "traces/shards.hpp"
 #include "util/files.hpp"
@@ -269,6 +270,85 @@ int run_merge(const std::vector<std::string> &dirs, const std::string &out) {
   return kExitOk;
 }
 
+struct ServeArgs {
+  slurm::ServeJobOptions options;
+  std::string dir, ptxbench;
+  bool dry_run = false;
+};
+
+int run_serve_job(ServeArgs a) {
+  slurm::ServeJobOptions &o = a.options;
+  std::error_code ec;
+  o.dir = fs::absolute(a.dir, ec).lexically_normal();
+  o.ptxbench = a.ptxbench.empty() ? util::own_executable() : fs::absolute(a.ptxbench, ec);
+  if (auto ok = slurm::check_serve_job_options(o); !ok) {
+    fmt::print(stderr, "error: {}\n", ok.error());
+    return kExitUsage;
+  }
+  const std::string script = slurm::serve_sbatch_script(o);
+  if (a.dry_run) {
+    fmt::print("{}", script);
+    fmt::print(stderr, "dry run: would write {} and run sbatch --parsable on it\n",
+               (o.dir / "serve.sbatch").string());
+    return kExitOk;
+  }
+  fs::create_directories(o.dir / "logs", ec);
+  if (ec) {
+    fmt::print(stderr, "error: cannot create {}: {}\n", (o.dir / "logs").string(), ec.message());
+    return kExitEnvironment;
+  }
+  // Endpoints of an earlier job are stale: the new job's services write theirs as they start.
+  if (fs::exists(o.dir / "endpoints.txt", ec))
+    fs::rename(o.dir / "endpoints.txt", o.dir / "endpoints.txt.old", ec);
+  if (auto ok = util::write_file_atomic(o.dir / "serve.sbatch", script); !ok) {
+    fmt::print(stderr, "error: cannot write {}: {}\n", (o.dir / "serve.sbatch").string(), ok.error());
+    return kExitEnvironment;
+  }
+  fs::permissions(o.dir / "serve.sbatch", fs::perms::owner_exec, fs::perm_options::add, ec);
+  auto result = slurm::default_command_runner()({"sbatch", "--parsable", (o.dir / "serve.sbatch").string()});
+  if (!result || !result->ok()) {
+    fmt::print(stderr, "error: sbatch: {}\n",
+               !result ? result.error() : result->describe() + ": " + result->stderr_text.substr(0, 2000));
+    return kExitEnvironment;
+  }
+  auto job = slurm::parse_sbatch_job_id(result->stdout_text);
+  if (!job) {
+    fmt::print(stderr, "error: {}\n", job.error());
+    return kExitEnvironment;
+  }
+  fmt::print("Submitted job {}: {} node(s) x {} service(s); endpoints appear in {} as they listen.\n", *job,
+             o.nodes, std::max(1, o.gpus_per_node), (o.dir / "endpoints.txt").string());
+  fmt::print("Balancer: ptxbench slurm balancer {} --out haproxy.cfg && haproxy -f haproxy.cfg\n",
+             o.dir.string());
+  return kExitOk;
+}
+
+int run_balancer(const std::string &source, const std::string &out, const slurm::BalancerOptions &options) {
+  fs::path file = source;
+  std::error_code ec;
+  if (fs::is_directory(file, ec)) file /= "endpoints.txt";
+  auto text = util::read_file(file);
+  if (!text) {
+    fmt::print(stderr, "error: {}: {}\n", file.string(), text.error());
+    return kExitEnvironment;
+  }
+  auto endpoints = slurm::parse_endpoints(*text);
+  if (!endpoints) {
+    fmt::print(stderr, "error: {}: {}\n", file.string(), endpoints.error());
+    return kExitUsage;
+  }
+  const std::string config = slurm::haproxy_config(*endpoints, options);
+  if (out.empty() || out == "-") {
+    fmt::print("{}", config);
+  } else if (auto ok = util::write_file_atomic(out, config); !ok) {
+    fmt::print(stderr, "error: cannot write {}: {}\n", out, ok.error());
+    return kExitEnvironment;
+  } else {
+    fmt::print(stderr, "{} service(s) -> {}\n", endpoints->size(), out);
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 void register_slurm_commands(CLI::App &app, Action &action) {
@@ -336,6 +416,62 @@ void register_slurm_commands(CLI::App &app, Action &action) {
   resubmit->add_flag("--dry-run", *re_dry, "say what would be resubmitted; submit nothing");
   resubmit->callback([re_dir, re_only, re_dry, &action] {
     action.run = [re_dir, re_only, re_dry] { return run_resubmit(*re_dir, *re_only, *re_dry); };
+  });
+
+  auto sv = std::make_shared<ServeArgs>();
+  CLI::App *serve = cmd->add_subcommand(
+      "serve",
+      "Submit verdict services: one job, one `ptxbench serve` per GPU on each node (ports --port, --port+1,\n"
+      "...), each appending \"<host>:<port> <id prefix> <job id>\" to DIR/endpoints.txt once it listens.\n"
+      "Put HAProxy in front with `ptxbench slurm balancer DIR`. The token passes by environment variable.");
+  serve->add_option("--dir", sv->dir, "directory every node sees (script, endpoints.txt, logs/)")->required();
+  serve->add_option("--nodes", sv->options.nodes, "nodes")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  serve
+      ->add_option("--gpus-per-node", sv->options.gpus_per_node,
+                   "GPUs per node, one service each (0: one "
+                   "service without GPU stages)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
+  serve->add_option("--cpus-per-node", sv->options.cpus_per_node, "CPUs per node (--cpus-per-task)")
+      ->check(CLI::Range(0, 4096));
+  serve->add_option("--port", sv->options.port, "first service's port on each node")->capture_default_str();
+  serve->add_option("--partition", sv->options.partition, "Slurm partition");
+  serve->add_option("--time", sv->options.time_limit, "time limit (Slurm format)");
+  serve->add_option("--account", sv->options.account, "Slurm account");
+  serve
+      ->add_option("--sbatch-arg", sv->options.sbatch_args, "extra sbatch option, as --sbatch-arg=--qos=high")
+      ->allow_extra_args(false);
+  serve->add_option("--serve-arg", sv->options.serve_args, "extra serve option, as --serve-arg=--workers=4")
+      ->allow_extra_args(false);
+  serve->add_option("--token-env", sv->options.token_env,
+                    "variable holding the services' bearer token (exported to them as PTXBENCH_SERVE_TOKEN)");
+  serve->add_option("--ptxbench", sv->ptxbench, "ptxbench program the nodes run (default: this one)");
+  serve->add_flag("--dry-run", sv->dry_run, "print the script; write and submit nothing");
+  serve->callback([sv, &action] { action.run = [sv] { return run_serve_job(*sv); }; });
+
+  auto lb_source = std::make_shared<std::string>();
+  auto lb_out = std::make_shared<std::string>();
+  auto lb = std::make_shared<slurm::BalancerOptions>();
+  CLI::App *balancer = cmd->add_subcommand(
+      "balancer",
+      "An HAProxy configuration from the endpoints file of `slurm serve`: submissions to the least busy\n"
+      "healthy service, each poll to the service holding its request; rerun it when services change.");
+  balancer->add_option("endpoints", *lb_source, "DIR of `slurm serve` or its endpoints.txt")->required();
+  balancer->add_option("--out", *lb_out, "write here (default: stdout)");
+  balancer->add_option("--bind", lb->bind, "where HAProxy listens")->capture_default_str();
+  balancer->add_option("--max-wait", lb->max_wait_s, "the services' --max-wait, seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  balancer->callback([lb_source, lb_out, lb, &action] {
+    action.run = [lb_source, lb_out, lb] {
+      if (lb->bind.find_first_of(" \t\r\n#") != std::string::npos || lb->bind.empty()) {
+        fmt::print(stderr, "error: --bind '{}': an address:port without blanks\n", lb->bind);
+        return static_cast<int>(kExitUsage);
+      }
+      return run_balancer(*lb_source, *lb_out, *lb);
+    };
   });
 }
 

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "llm_clients/detail/protocol.hpp"
+#include "llm_clients/http.hpp"
 
 namespace ptxbench::llm::detail {
 
@@ -152,14 +153,6 @@ struct CurlHeaders {
   }
   ~CurlHeaders() { curl_slist_free_all(list); }
 };
-
-void init_curl_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-      throw std::runtime_error("curl_global_init failed");
-  });
-}
 
 std::string strip_trailing_slashes(std::string url) {
   while (!url.empty() && url.back() == '/') url.pop_back();

@@ -71,7 +71,8 @@ VerdictService::VerdictService(ServiceOptions options, std::vector<tasks::Task> 
       started_(Clock::now()),
       started_wall_(std::chrono::system_clock::now()) {
   std::random_device rd;
-  id_prefix_ = fmt::format("{:08x}", rd());
+  id_prefix_ = options_.id_prefix.empty() ? fmt::format("{:08x}", rd())
+                                          : fmt::format("{}.{:08x}", options_.id_prefix, rd());
   const int n = std::max(1, options_.workers);
   for (int i = 0; i < n; ++i) threads_.emplace_back([this] { worker_loop(); });
 }

@@ -46,6 +46,9 @@ struct ServiceOptions {
   double max_deadline_s = 3600;        ///< the largest deadline a request may ask for, seconds
   std::size_t max_retained = 100'000;  ///< finished requests kept for polling; the oldest go first
   RewardFormula reward;
+  /// Names this process in its request ids ("v<id_prefix>.<random>-<n>"), so a balancer in front of several
+  /// services can send a poll to the one holding the request (`ptxbench slurm balancer`); letters, digits, _.
+  std::string id_prefix;
 };
 
 /// One request as submitted (validated by serve/request.hpp).

@@ -344,3 +344,67 @@ TEST_CASE(
   CHECK(run["throughput"]["verdicts_reused"] == 3);
   CHECK(run["throughput"]["verdicts_per_gpu_hour"].is_null());  // no GPU in this run
 }
+
+TEST_CASE("evaluator.url: a remote evaluator's settings are read, written without the token, and checked") {
+  auto parsed = agent::parse_run_config(Json::parse(R"({
+      "endpoints": [{"name": "m", "kind": "scripted", "scripted_file": "x.json"}],
+      "evaluator": {"url": "http://gpu-lb:8700/", "token_env": "SERVE_TOKEN", "deadline_seconds": 120,
+                    "retry_seconds": 30, "in_flight": 16}})"),
+                                        "c", "/");
+  REQUIRE_MESSAGE(parsed, parsed.error());
+  const auto &s = parsed->evaluator_service;
+  CHECK(s.enabled());
+  CHECK(s.url == "http://gpu-lb:8700");
+  CHECK(s.token_env == "SERVE_TOKEN");
+  CHECK(s.deadline_s == 120);
+  CHECK(s.retry_s == 30);
+  CHECK(s.in_flight == 16);
+  const Json j = parsed->to_json();
+  CHECK(j["evaluator"]["url"] == "http://gpu-lb:8700");
+  CHECK(j["evaluator"]["token_env"] == "SERVE_TOKEN");
+  // Read back from run.json the same way (resume).
+  auto again = agent::parse_run_config(j, "run.json", "/");
+  REQUIRE_MESSAGE(again, again.error());
+  CHECK(again->evaluator_service.url == s.url);
+  CHECK(agent::config_hash(*again) == agent::config_hash(*parsed));
+
+  // A literal token is used but never written.
+  auto literal = agent::parse_run_config(
+      Json::parse(R"({"endpoints": [{"name": "m", "kind": "scripted", "scripted_file": "x.json"}],
+                      "evaluator": {"url": "http://h:1", "token": "s3cret"}})"),
+      "c", "/");
+  REQUIRE(literal);
+  CHECK(literal->evaluator_service.token == "s3cret");
+  CHECK(literal->to_json().dump().find("s3cret") == std::string::npos);
+
+  // Without a URL the config's JSON (and hash) is what it was.
+  auto local = agent::parse_run_config(
+      Json::parse(R"({"endpoints": [{"name": "m", "kind": "scripted", "scripted_file": "x.json"}]})"), "c",
+      "/");
+  REQUIRE(local);
+  CHECK_FALSE(local->evaluator_service.enabled());
+  CHECK_FALSE(local->to_json()["evaluator"].contains("url"));
+
+  auto bad = agent::parse_run_config(Json::parse(R"({"evaluator": {"url": "gpu-lb:8700", "in_flight": 0}})"),
+                                     "c", "/");
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().find("c: evaluator.url: expected an http:// or https:// URL") != std::string::npos);
+  CHECK(bad.error().find("evaluator.in_flight") != std::string::npos);
+
+  agent::RunConfig both = *parsed;
+  both.evaluator_service.token = "x";
+  auto checked = agent::validate(both);
+  REQUIRE_FALSE(checked);
+  CHECK(checked.error().find("token_env or token, not both") != std::string::npos);
+  agent::RunConfig profiled = *parsed;
+  profiled.variants.push_back({});
+  profiled.variants.back().name = "p";
+  profiled.variants.back().profile = false;
+  checked = agent::validate(profiled);
+  REQUIRE_FALSE(checked);
+  CHECK(checked.error().find("variant 'p': \"profile\" cannot be chosen per variant with evaluator.url") !=
+        std::string::npos);
+  agent::RunConfig token_only = *local;
+  token_only.evaluator_service.token_env = "T";
+  CHECK_FALSE(agent::validate(token_only));
+}

@@ -18,6 +18,7 @@
 #include "agent/runner.hpp"
 #include "agent/shard.hpp"
 #include "agent/slurm.hpp"
+#include "agent/slurm_serve.hpp"
 #include "support/support.hpp"
 #include "traces/record.hpp"
 #include "traces/shards.hpp"
@@ -511,4 +512,111 @@ TEST_CASE("status: squeue first, sacct for the rest, exit files without accounti
   CHECK(without->shards[1].needs_resubmit());                   // its records decide: unfinished
   REQUIRE(without->notes.size() == 1);
   CHECK(without->notes[0].find("accounting storage is disabled") != std::string::npos);
+}
+
+// ---------------------------------------------------------------- verdict services (slurm serve)
+
+namespace {
+slurm::ServeJobOptions serve_options() {
+  slurm::ServeJobOptions o;
+  o.nodes = 3;
+  o.gpus_per_node = 2;
+  o.port = 9100;
+  o.partition = "gpu";
+  o.time_limit = "8:00:00";
+  o.sbatch_args = {"--qos=high"};
+  o.serve_args = {"--workers=4", "--max-queue=512"};
+  o.dir = "/shared/serve";
+  o.ptxbench = "/opt/ptxbench/bin/ptxbench";
+  o.token_env = "SERVE_TOKEN";
+  return o;
+}
+}  // namespace
+
+TEST_CASE(
+    "slurm serve: the sbatch script starts one service per GPU and records each endpoint when it listens") {
+  const auto o = serve_options();
+  REQUIRE(slurm::check_serve_job_options(o));
+  const std::string s = slurm::serve_sbatch_script(o);
+  for (const char *line :
+       {"#SBATCH --job-name=ptxbench-serve\n", "#SBATCH --nodes=3\n", "#SBATCH --ntasks-per-node=1\n",
+        "#SBATCH --gres=gpu:2\n", "#SBATCH --output=/shared/serve/logs/serve.%j.out\n",
+        "#SBATCH --partition=gpu\n", "#SBATCH --time=8:00:00\n", "#SBATCH --qos=high\n",
+        "srun --nodes=3 --ntasks-per-node=1 --kill-on-bad-exit=0 bash \"$dir/serve.sbatch\" node\n",
+        "for i in $(seq 0 1); do\n", "  port=$((9100 + i))\n", "  prefix=\"n${SLURM_NODEID:-0}g$i\"\n",
+        "serve --host 0.0.0.0 --port \"$port\" --id-prefix \"$prefix\" --device \"$i\" '--workers=4' "
+        "'--max-queue=512' >\"$log\" 2>&1 &\n",
+        "if grep -q 'listening on' \"$log\"; then\n",
+        "flock \"$endpoints.lock\" sh -c 'printf \"%s\\n\" \"$1\" >> \"$2\"' _ \"$host:$port $prefix $job\" "
+        "\"$endpoints\"\n",
+        "export PTXBENCH_SERVE_TOKEN=\"$SERVE_TOKEN\"\n"})
+    CHECK_MESSAGE(s.find(line) != std::string::npos, line);
+  CHECK(s.rfind("#!/bin/bash\n", 0) == 0);
+  CHECK(s.find("endpoints=\"$dir/endpoints.txt\"") != std::string::npos);
+  // The batch step hands over to srun before any service starts; the node part never calls srun.
+  CHECK(s.find("srun") < s.find("\"$ptxbench\" serve"));
+
+  auto cpu = serve_options();
+  cpu.gpus_per_node = 0;
+  const std::string c = slurm::serve_sbatch_script(cpu);
+  CHECK(c.find("--gres") == std::string::npos);
+  CHECK(c.find("for i in $(seq 0 0); do") != std::string::npos);
+  CHECK(c.find("--no-gpu") != std::string::npos);
+
+  auto bad = serve_options();
+  bad.dir = "relative/dir";
+  bad.serve_args = {"--port=1", "workers"};
+  bad.sbatch_args = {"--nodes=4"};
+  bad.token_env = "NOT A NAME";
+  bad.port = 65535;
+  auto problems = slurm::check_serve_job_options(bad);
+  REQUIRE_FALSE(problems);
+  for (const char *p : {"absolute", "--serve-arg '--port=1'", "--serve-arg 'workers'",
+                        "--sbatch-arg '--nodes=4'", "'NOT A NAME'", "65535"})
+    CHECK_MESSAGE(problems.error().find(p) != std::string::npos, problems.error());
+}
+
+TEST_CASE("slurm balancer: HAProxy config from an endpoints file; polls routed by id prefix") {
+  const std::string file =
+      "# written by the services\n"
+      "gpu-a:9100 n0g0 4242\n"
+      "gpu-a:9101 n0g1 4242\n"
+      "\n"
+      "10.1.2.3:9100 n1g0\n"
+      "gpu-a-new:9200 n0g0 4300   # a resubmitted job: the later line wins\n";
+  auto endpoints = slurm::parse_endpoints(file);
+  REQUIRE_MESSAGE(endpoints, endpoints.error());
+  REQUIRE(endpoints->size() == 3);
+  CHECK(endpoints->at(0).id_prefix == "n0g1");
+  CHECK(endpoints->at(1).host == "10.1.2.3");
+  CHECK(endpoints->at(1).job_id.empty());
+  CHECK(endpoints->at(2).host == "gpu-a-new");
+  CHECK(endpoints->at(2).port == 9200);
+
+  slurm::BalancerOptions options;
+  options.bind = "0.0.0.0:8700";
+  options.max_wait_s = 60;
+  const std::string cfg = slurm::haproxy_config(*endpoints, options);
+  for (const char *line :
+       {"frontend ptxbench\n  bind 0.0.0.0:8700\n",
+        "  use_backend poll_n0g1 if { path_beg /v1/verdicts/vn0g1. }\n",
+        "  use_backend poll_n1g0 if { path_beg /v1/verdicts/vn1g0. }\n",
+        "  use_backend poll_n0g0 if { path_beg /v1/verdicts/vn0g0. }\n", "  default_backend services\n",
+        "backend services\n  balance leastconn\n  option httpchk GET /healthz\n",
+        "  http-check expect string \\\"status\\\":\\\"ok\\\"\n", "  server n0g1 gpu-a:9101 check inter 5s\n",
+        "  server n0g0 gpu-a-new:9200 check inter 5s\n",
+        "backend poll_n1g0\n  server n1g0 10.1.2.3:9100 check inter 5s\n", "  timeout server 120s\n"})
+    CHECK_MESSAGE(cfg.find(line) != std::string::npos, line);
+  CHECK(cfg.find("gpu-a:9100") == std::string::npos);  // replaced by the resubmitted service
+
+  // Nothing from the file reaches the configuration unchecked.
+  auto bad = slurm::parse_endpoints(
+      "gpu-a:9100 n0g0\nhost;rm:80 x\ngpu-b:99999 y\ngpu-c:80 bad-prefix\nonly-one-field\ngpu-d:80 z 1 "
+      "extra\n");
+  REQUIRE_FALSE(bad);
+  for (const char *p : {"line 2: 'host;rm:80'", "line 3: port '99999'", "line 4: id prefix 'bad-prefix'",
+                        "line 5: 1 fields", "line 6: 4 fields"})
+    CHECK_MESSAGE(bad.error().find(p) != std::string::npos, bad.error());
+  CHECK(bad.error().find("line 1") == std::string::npos);
+  CHECK_FALSE(slurm::parse_endpoints("# nothing yet\n"));
 }

@@ -179,6 +179,10 @@ void Runner::Impl::cpu_loop() {
       const auto t0 = std::chrono::steady_clock::now();
       const std::int64_t c0 = thread_cpu_ns();
       if (reuse_verdict(job)) return;
+      if (service) {
+        evaluate_remotely(std::move(job));
+        return;
+      }
       job->compiled.emplace(services.cpu_stages(task, job->response->content, settings_for(*job)));
       const std::int64_t c1 = thread_cpu_ns();
       job->evaluator_ns = c1 - c0;
@@ -201,6 +205,35 @@ void Runner::Impl::cpu_loop() {
       finish_turn(std::move(job));
     });
   }
+}
+
+void Runner::Impl::evaluate_remotely(JobPtr job) {
+  const tasks::Task &task = *job->trajectory->task;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::int64_t c0 = thread_cpu_ns();
+  auto verdict = service->evaluate(task.id, job->response->content, settings_for(*job));
+  job->client_ns += thread_cpu_ns() - c0;
+  if (!verdict) {
+    if (verdict.error().kind != detail::ServiceFailure::Kind::cancelled && !stopping) {
+      request_stop(RunEnd::evaluator_failed,
+                   fmt::format("the evaluator service (evaluator.url) failed on {} turn {}: {}",
+                               job->trajectory->id, job->turn, verdict.error().message));
+    }
+    abandon(std::move(job));  // redone on resume
+    return;
+  }
+  // The candidate as sent (for the record and the feedback's source lines); the verdict as the service made
+  // it.
+  evaluator::CompiledCandidate c;
+  if (auto parsed = evaluator::parse_response(job->response->content, config.evaluator.parse)) {
+    c.response = std::move(*parsed);
+    if (c.response.language == evaluator::KernelLanguage::ptx) c.ptx = c.response.kernel_source;
+  }
+  c.verdict = std::move(*verdict);
+  job->compiled.emplace(std::move(c));
+  job->cpu_stages_s = detail::seconds_since(t0);
+  remember_verdict(*job);
+  finish_turn(std::move(job));
 }
 
 evaluator::EvaluatorSettings Runner::Impl::settings_for(const TurnJob &job) const {

@@ -150,6 +150,11 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
   tasks = std::move(*selected);
   if (auto ok = load_prompts(); !ok) return ok;
   if (auto ok = make_clients(); !ok) return ok;
+  if (config.evaluator_service.enabled()) {
+    auto client = detail::ServiceClient::connect(config.evaluator_service, &stopping);
+    if (!client) return util::unexpected(client.error());
+    service = std::move(*client);
+  }
   const Json environment = probe_gpus();
   if (config.concurrency.compile_workers <= 0) {
     config.concurrency.compile_workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -212,7 +217,12 @@ util::Expected<void> Runner::Impl::make_clients() {
 
 Json Runner::Impl::probe_gpus() {
   Json environment = Json::object();
-  if (!config.evaluator.run_gpu) {
+  if (service) {
+    // No local GPU stage: the service runs them (or says why not in each verdict).
+    gpu_enabled = false;
+    gpu_skip_reason = fmt::format("evaluated by the service at {}", config.evaluator_service.url);
+    environment["evaluator_service"] = service->record();
+  } else if (!config.evaluator.run_gpu) {
     gpu_skip_reason = "disabled by --no-gpu";
   } else {
     gpu_skip_reason = services.gpu_unavailable_reason(config.evaluator);
@@ -401,6 +411,7 @@ util::Expected<void> Runner::Impl::write_run_json(bool resuming, const Json &env
                 {"resumes", Json::array()}};
     run_json["config_hash"] = config_hash(config);
     run_json["run_seed"] = run_seed;
+    if (service) run_json["evaluator_service"] = service->record();
     if (config.shard)
       run_json["shard"] = shard_json(*config.shard, config_hash(config), trajectories.size(), cells_total);
   } else {
@@ -411,6 +422,7 @@ util::Expected<void> Runner::Impl::write_run_json(bool resuming, const Json &env
                                    {"git_revision", detail::build_git_revision()},
                                    {"gpu_stages", gpu_stages_json(gpu_enabled, gpus, gpu_skip_reason)},
                                    {"environment", environment}});
+    if (service) run_json["evaluator_service"] = service->record();  // the latest session's service
   }
   if (auto w = util::write_file_atomic(dir / "run.json", run_json.dump(2) + "\n"); !w) {
     return util::unexpected(fmt::format("cannot write {}: {}", (dir / "run.json").string(), w.error()));

@@ -22,6 +22,7 @@
 #include "agent/conversation.hpp"
 #include "agent/detail/progress.hpp"
 #include "agent/detail/queues.hpp"
+#include "agent/detail/service_client.hpp"
 #include "agent/prompt_builder.hpp"
 #include "agent/repair_selection.hpp"
 #include "agent/runner.hpp"
@@ -128,6 +129,8 @@ struct Runner::Impl {
   /// verdict made with other inputs.
   std::uint64_t run_seed = 0;
   std::unique_ptr<evaluator::VerdictCache> verdict_cache;  ///< resent identical kernels reuse their verdict
+  /// evaluator.url: verdicts come from this service; the CPU loop's threads wait on it (no local stages).
+  std::unique_ptr<detail::ServiceClient> service;
   std::mutex busy_mutex;
   std::map<int, double> gpu_busy_s;  ///< GPU ordinal -> seconds its GPU stage ran (guarded by busy_mutex)
   std::atomic<int> verdicts_made{0}, verdicts_reused{0};
@@ -186,6 +189,9 @@ struct Runner::Impl {
   void request_failed(std::size_t endpoint_index, JobPtr job, const llm::ChatError &error);
   void cpu_loop();
   void gpu_loop(int ordinal);
+  /// evaluator.url: the turn's verdict from the service; a service that stays down or answers garbage
+  /// stops the run (RunEnd::evaluator_failed; the turn is redone on resume).
+  void evaluate_remotely(JobPtr job);
   /// A resent identical kernel: its earlier verdict is recorded (reused_from names the turn) and the
   /// turn finalized, with no compile and no GPU time. False: evaluate it (its key is kept for later).
   bool reuse_verdict(JobPtr &job);
