@@ -99,10 +99,12 @@ std::string serve_sbatch_script(const ServeJobOptions &o) {
     s += fmt::format("export PTXBENCH_SERVE_TOKEN=\"${}\"\n", o.token_env);
   }
   s += "if [ \"${1:-}\" != node ]; then\n";
-  s += "  # The batch step: one task per node, each running this file's node part.\n";
+  s += "  # The batch step: one task per node, each running this file's node part with the node's GPUs (a "
+       "step\n";
+  s += "  # gets GRES only when it asks for them on newer Slurm).\n";
   s += fmt::format(
-      "  srun --nodes={} --ntasks-per-node=1 --kill-on-bad-exit=0 bash \"$dir/serve.sbatch\" node\n",
-      o.nodes);
+      "  srun --nodes={} --ntasks-per-node=1{} --kill-on-bad-exit=0 bash \"$dir/serve.sbatch\" node\n",
+      o.nodes, o.gpus_per_node > 0 ? fmt::format(" --gres=gpu:{}", o.gpus_per_node) : "");
   s += "  exit $?\n";
   s += "fi\n";
   s += "host=\"${SLURMD_NODENAME:-$(hostname)}\"\n";

@@ -542,7 +542,8 @@ TEST_CASE(
        {"#SBATCH --job-name=ptxbench-serve\n", "#SBATCH --nodes=3\n", "#SBATCH --ntasks-per-node=1\n",
         "#SBATCH --gres=gpu:2\n", "#SBATCH --output=/shared/serve/logs/serve.%j.out\n",
         "#SBATCH --partition=gpu\n", "#SBATCH --time=8:00:00\n", "#SBATCH --qos=high\n",
-        "srun --nodes=3 --ntasks-per-node=1 --kill-on-bad-exit=0 bash \"$dir/serve.sbatch\" node\n",
+        "srun --nodes=3 --ntasks-per-node=1 --gres=gpu:2 --kill-on-bad-exit=0 bash \"$dir/serve.sbatch\" "
+        "node\n",
         "for i in $(seq 0 1); do\n", "  port=$((9100 + i))\n", "  prefix=\"n${SLURM_NODEID:-0}g$i\"\n",
         "serve --host 0.0.0.0 --port \"$port\" --id-prefix \"$prefix\" --device \"$i\" '--workers=4' "
         "'--max-queue=512' >\"$log\" 2>&1 &\n",
@@ -559,7 +560,7 @@ TEST_CASE(
   auto cpu = serve_options();
   cpu.gpus_per_node = 0;
   const std::string c = slurm::serve_sbatch_script(cpu);
-  CHECK(c.find("--gres") == std::string::npos);
+  CHECK(c.find("--gres") == std::string::npos);  // neither on #SBATCH nor on srun
   CHECK(c.find("for i in $(seq 0 0); do") != std::string::npos);
   CHECK(c.find("--no-gpu") != std::string::npos);
 
