@@ -3,12 +3,9 @@
 #include <map>
 #include <vector>
 
-#include "evaluator/protocol/error.hpp"
 #include "util/strings.hpp"
 
 namespace ptxbench::evaluator {
-
-using nlohmann::json;
 
 std::string family_words(const std::string &family) {
   static const std::map<std::string, std::string> kWords = {
@@ -32,28 +29,19 @@ std::string non_target_work_text(const protocol::MatrixWork &w, const protocol::
   return util::join(parts, ", ");
 }
 
-std::optional<std::string> redundant_work_shortfall(const json &figures, double min_work_share,
+std::optional<std::string> redundant_work_shortfall(const protocol::ExecutionFigures &figures,
+                                                    double min_work_share,
                                                     const protocol::RedundantWorkPolicy &policy) {
-  if (!figures.is_object() || !figures.contains("targets") || !figures["targets"].is_array())
-    return std::nullopt;
   std::vector<std::string> ran;  // "wgmma, doing 100% of the task's FLOPs"
-  for (const auto &t : figures["targets"]) {
-    if (!t.value("matrix_target", false) || !t.value("executed", false)) continue;
-    const json share = t.value("work_share", json());
-    if (share.is_number() && share.get<double>() < min_work_share) return std::nullopt;
-    ran.push_back(t.value("name", std::string("?")) +
-                  (share.is_number()
-                       ? " did " + util::percent_text(share.get<double>()) + " of the task's FLOPs"
-                       : " executed"));
+  for (const auto &t : figures.targets) {
+    if (!t.matrix_target || !t.executed) continue;
+    if (t.work_share && *t.work_share < min_work_share) return std::nullopt;
+    ran.push_back(t.name + (t.work_share
+                                ? " did " + util::percent_text(*t.work_share) + " of the task's FLOPs"
+                                : std::string(" executed")));
   }
   if (ran.empty()) return std::nullopt;
-  std::optional<protocol::MatrixWork> work;
-  try {
-    work = protocol::matrix_work_from_figures(figures);
-  } catch (const protocol::ProtocolError &e) {
-    return "the execution figures' multiply-add record is malformed (" + std::string(e.what()) +
-           "), so the targets cannot be shown to do the work themselves";
-  }
+  const std::optional<protocol::MatrixWork> &work = figures.matrix_work;
   if (!work || !policy.exceeded(*work)) return std::nullopt;
   const double outside = policy.non_target_share(*work);
   std::string line =

@@ -10,8 +10,7 @@
 #include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
+#include "evaluator/protocol/execution.hpp"
 #include "evaluator/protocol/matrix_work.hpp"
 
 namespace ptxbench::evaluator {
@@ -28,9 +27,9 @@ std::string non_target_work_text(const protocol::MatrixWork &w, const protocol::
 /// The rule on an execution stage's figures: the sentence saying why the targets' work counts as repeated,
 /// or nullopt when the rule holds or does not apply: no tensor-core target (`matrix_target` rows) executed,
 /// one of them did less than `min_work_share` of the FLOPs (the work-share rule's shortfall, not this
-/// one's), no `matrix_work` record (not counted, or an older verdict), or the workload's FLOPs unknown. A
-/// malformed record is a shortfall naming the field (the rule cannot be shown to hold).
-std::optional<std::string> redundant_work_shortfall(const nlohmann::json &execution_figures,
+/// one's), no `matrix_work` record (not counted, or an older verdict), or the workload's FLOPs unknown.
+/// (Malformed figures do not decode: the axis that reads them says so.)
+std::optional<std::string> redundant_work_shortfall(const protocol::ExecutionFigures &execution_figures,
                                                     double min_work_share,
                                                     const protocol::RedundantWorkPolicy &policy);
 

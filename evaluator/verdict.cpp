@@ -126,6 +126,10 @@ std::optional<protocol::TimingFigures> Verdict::timing_figures() const {
   return protocol::timing_figures_from_figures(timing.figures);
 }
 
+std::optional<protocol::ExecutionFigures> Verdict::execution_figures() const {
+  return protocol::execution_figures_from_figures(execution.figures);
+}
+
 void Verdict::finalize_status() {
   status = Status::ok;
   for (auto member : kPipeline) {

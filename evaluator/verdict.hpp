@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "evaluator/protocol/execution.hpp"
 #include "evaluator/protocol/profile.hpp"
 #include "evaluator/protocol/result.hpp"
 #include "evaluator/protocol/timing.hpp"
@@ -97,6 +98,9 @@ struct Verdict {
   /// The typed figures of the timing stage, whatever its status (a suspicious stage has them too);
   /// nullopt when it timed nothing. Throws protocol::ProtocolError naming the field when malformed.
   std::optional<protocol::TimingFigures> timing_figures() const;
+  /// The typed figures of the execution stage (counted, not instrumented, or skipped with its estimate);
+  /// nullopt when it wrote none. Throws protocol::ProtocolError naming the field when malformed.
+  std::optional<protocol::ExecutionFigures> execution_figures() const;
 };
 
 }  // namespace ptxbench::evaluator

@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 
 #include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/execution.hpp"
 #include "evaluator/protocol/timing.hpp"
 #include "serve/detail/key_values.hpp"
 
@@ -69,19 +70,25 @@ json optional_json(const std::optional<bool> &b) {
   return b ? json(*b) : json(nullptr);
 }
 
-/// The execution stage's targets: name, executed, counts and shares as the worker reported them.
+/// The execution stage's targets: name, executed, counts and shares as the worker reported them (through
+/// the protocol's codec; none when not counted or malformed, which the evaluator warned about).
 json target_parts(const evaluator::Verdict &v) {
-  json out = json::array();
-  const json &targets = v.execution.figures.value("targets", json::array());
-  if (!targets.is_array()) return out;
-  for (const auto &t : targets) {
-    if (!t.is_object()) continue;
-    json row = json::object();
-    for (const char *key :
-         {"name", "executed", "present_in_sass", "warp_executions", "work_flops", "work_share", "byte_share"})
-      row[key] = t.contains(key) ? t[key] : json(nullptr);
-    out.push_back(std::move(row));
+  std::optional<protocol::ExecutionFigures> figures;
+  try {
+    figures = v.execution_figures();
+  } catch (const protocol::ProtocolError &) {
   }
+  json out = json::array();
+  if (!figures) return out;
+  const auto or_null = [](const auto &value) { return value ? json(*value) : json(nullptr); };
+  for (const auto &t : figures->targets)
+    out.push_back({{"name", t.name},
+                   {"executed", t.executed},
+                   {"present_in_sass", t.present_in_sass},
+                   {"warp_executions", or_null(t.warp_executions)},
+                   {"work_flops", or_null(t.work_flops)},
+                   {"work_share", or_null(t.work_share)},
+                   {"byte_share", or_null(t.byte_share)}});
   return out;
 }
 

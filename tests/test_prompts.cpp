@@ -78,10 +78,11 @@ Verdict with_gpu_results(double speedup, double wgmma_runs) {
   v.correctness.status = Status::ok;
   v.correctness.figures = {{"workloads", json::array({{{"name", "M=8192"}, {"trials", 3}, {"passed", 3}}})}};
   v.execution.status = Status::ok;
+  const auto runs = static_cast<std::uint64_t>(wgmma_runs);  // a count, as the worker writes it
   v.execution.figures = {{"targets", json::array({{{"name", "wgmma"},
                                                    {"sass_families", {"HGMMA"}},
                                                    {"present_in_sass", true},
-                                                   {"warp_executions", wgmma_runs},
+                                                   {"warp_executions", runs},
                                                    {"executed", wgmma_runs > 0}},
                                                   {{"name", "tma_load"},
                                                    {"sass_families", {"UTMALDG"}},
@@ -902,7 +903,7 @@ TEST_CASE("feedback: a target whose work is done again outside it is named, with
   v.settings = evaluator::EvaluatorSettings{}.to_json();
   json &targets = v.execution.figures["targets"];
   targets[0]["matrix_target"] = true;
-  targets[0]["threads_on"] = 3.84e7;
+  targets[0]["threads_on"] = std::uint64_t{38400000};
   targets[0]["work_share"] = 1.024;
   targets[1]["matrix_target"] = false;
   protocol::MatrixWork work;

@@ -774,6 +774,42 @@ TEST_CASE("trajectory view: show gives the multiply-add work outside the targets
   CHECK(text[2].find("multiply-adds outside the targets") == std::string::npos);
 }
 
+TEST_CASE("trajectory view: show gives each target's executions through the execution codec") {
+  LoadedRun run;
+  run.dir = "targets-run";
+  run.run = {{"run_id", "r"}};
+  const nlohmann::json counted = {{"targets", nlohmann::json::array({{{"name", "wgmma"},
+                                                                      {"sass_families", {"HGMMA"}},
+                                                                      {"present_in_sass", true},
+                                                                      {"warp_executions", 4096},
+                                                                      {"threads_on", 524288},
+                                                                      {"executed", true},
+                                                                      {"work_share", 0.5}},
+                                                                     {{"name", "tma_load"},
+                                                                      {"sass_families", {"UTMALDG"}},
+                                                                      {"present_in_sass", false},
+                                                                      {"warp_executions", nullptr},
+                                                                      {"executed", false}}})}};
+  nlohmann::json malformed = counted;
+  malformed["targets"][0]["executed"] = "yes";
+  for (int sample = 0; sample < 2; ++sample) {
+    nlohmann::json r = no_gpu_record("gemm_a", sample, false);
+    auto &e = r["verdict"]["stages"]["execution"];
+    e["status"] = "ok";
+    e["figures"] = sample == 0 ? counted : malformed;
+    run.turns.push_back(TurnRecord::from_json(r));
+  }
+  const auto pages = build_trajectory_pages({run}, {});
+  REQUIRE(pages.size() == 2);
+  std::map<int, std::string> text;
+  for (const auto &p : pages) text[p.sample] = render_trajectory_text(p, std::nullopt);
+  CHECK(text[0].find("target wgmma: executed 4096 times (warp-level), 50.0% of the task's FLOPs, in SASS") !=
+        std::string::npos);
+  CHECK(text[0].find("target tma_load: execution not measured, not in SASS") != std::string::npos);
+  CHECK(text[1].find("execution figures unreadable: targets[0].executed: expected true or false") !=
+        std::string::npos);
+}
+
 namespace {
 
 /// The profile stage the H200 wrote for the wgmma+TMA GEMM (tests/data/profile): tensor pipe 87.18% of

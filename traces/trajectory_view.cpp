@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/execution.hpp"
 #include "evaluator/protocol/timing.hpp"
 #include "traces/detail/run_view.hpp"
 
@@ -92,14 +93,51 @@ std::string value_text(const Json &j, std::string_view key) {
 }
 
 /// The timing stage's rows and geomean, read through the protocol's codec (a malformed record is named).
-void timing_lines(const Json &figures, std::vector<std::string> &out) {
-  std::optional<protocol::TimingFigures> timing;
+// A stage's typed figures through its codec; none when it wrote none, and a line saying why when they do not
+// decode.
+template <class T>
+std::optional<T> decoded(const Json &figures, std::optional<T> (*decode)(const Json &),
+                         const char *unreadable, std::vector<std::string> &out) {
   try {
-    timing = protocol::timing_figures_from_figures(figures);
+    return decode(figures);
   } catch (const protocol::ProtocolError &e) {
-    out.push_back(std::string("timing figures unreadable: ") + e.what());
-    return;
+    out.push_back(unreadable + std::string(e.what()));
+    return std::nullopt;
   }
+}
+
+// Per target its executions, FLOP share and presence in the SASS; then the multiply-add work outside the
+// targets (the execution figures' matrix_work), per SASS family.
+void execution_lines(const Json &figures, std::vector<std::string> &out) {
+  const auto execution =
+      decoded(figures, protocol::execution_figures_from_figures, "execution figures unreadable: ", out);
+  if (!execution) return;
+  for (const protocol::TargetExecution &t : execution->targets) {
+    std::string line = fmt::format("target {}: ", t.name.empty() ? "?" : t.name);
+    line += t.warp_executions
+                ? fmt::format("executed {} times (warp-level)", num(static_cast<double>(*t.warp_executions)))
+                : "execution not measured";
+    if (t.work_share) line += fmt::format(", {:.1f}% of the task's FLOPs", 100 * *t.work_share);
+    line += t.present_in_sass ? ", in SASS" : ", not in SASS";
+    out.push_back(line);
+  }
+  if (const auto &work = execution->matrix_work; work && work->workload_flops > 0) {
+    std::string line = fmt::format(
+        "multiply-adds outside the targets: {:.1f}% of the task's FLOPs on other tensor-core instructions, "
+        "{:.1f}% on the FMA pipe",
+        100 * work->non_target_tensor_share, 100 * work->fma_share);
+    std::string families;
+    for (const auto &f : work->families)
+      if (f.share >= 0.0005)
+        families += fmt::format("{}{} {:.1f}%", families.empty() ? "" : ", ", f.family, 100 * f.share);
+    if (!families.empty()) line += " (" + families + ")";
+    out.push_back(line);
+  }
+}
+
+void timing_lines(const Json &figures, std::vector<std::string> &out) {
+  const auto timing =
+      decoded(figures, protocol::timing_figures_from_figures, "timing figures unreadable: ", out);
   if (!timing) return;
   for (const protocol::TimingWorkload &w : timing->workloads)
     out.push_back(fmt::format("timing {}: candidate {} ms, library {} ms, speedup {:.3f}x",
@@ -161,33 +199,7 @@ std::vector<std::string> key_figures(const Json *verdict) {
     }
     out.push_back(line);
   }
-  for (const auto &t : array_of(figures_of(stage_of(verdict, "execution")), "targets")) {
-    std::string line = fmt::format("target {}: ", detail::string_field(t, "name").value_or("?"));
-    auto runs = detail::number_field(t, "warp_executions");
-    line += runs ? fmt::format("executed {} times (warp-level)", num(*runs)) : "execution not measured";
-    if (auto share = detail::number_field(t, "work_share"))
-      line += fmt::format(", {:.1f}% of the task's FLOPs", 100 * *share);
-    if (auto in_sass = detail::bool_field(t, "present_in_sass"))
-      line += *in_sass ? ", in SASS" : ", not in SASS";
-    out.push_back(line);
-  }
-  // Multiply-add work outside the targets (the execution figures' matrix_work), per SASS family.
-  const Json *execution = figures_of(stage_of(verdict, "execution"));
-  if (const Json *work = execution ? detail::object_field(*execution, "matrix_work") : nullptr;
-      work && detail::number_field(*work, "workload_flops").value_or(0) > 0) {
-    std::string line = fmt::format(
-        "multiply-adds outside the targets: {:.1f}% of the task's FLOPs on other tensor-core instructions, "
-        "{:.1f}% on the FMA pipe",
-        100 * detail::number_field(*work, "non_target_tensor_share").value_or(0),
-        100 * detail::number_field(*work, "fma_share").value_or(0));
-    std::string families;
-    for (const auto &f : array_of(work, "families"))
-      if (auto share = detail::number_field(f, "share"); share && *share >= 0.0005)
-        families += fmt::format("{}{} {:.1f}%", families.empty() ? "" : ", ",
-                                detail::string_field(f, "family").value_or("?"), 100 * *share);
-    if (!families.empty()) line += " (" + families + ")";
-    out.push_back(line);
-  }
+  if (const Json *execution = figures_of(stage_of(verdict, "execution"))) execution_lines(*execution, out);
   if (const Json *timing = figures_of(stage_of(verdict, "timing"))) timing_lines(*timing, out);
   return out;
 }

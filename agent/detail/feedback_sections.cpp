@@ -13,6 +13,7 @@
 #include "agent/detail/feedback_mismatch.hpp"
 #include "agent/detail/template.hpp"
 #include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/execution.hpp"
 #include "evaluator/protocol/margin.hpp"
 #include "evaluator/protocol/matrix_work.hpp"
 #include "evaluator/protocol/timing.hpp"
@@ -396,23 +397,34 @@ std::string generalization_section(const tasks::Task &task, const Verdict &v) {
 /// The multiply-add work outside the target instructions (the execution figures' matrix_work), when it is
 /// at least 1% of the task's FLOPs, and the evaluator's reason when the targets do not count because of it
 /// (evaluator/target_work.hpp, with the thresholds the verdict recorded).
-std::string non_target_work_lines(const Verdict &v) {
-  std::optional<protocol::MatrixWork> work;
+std::string non_target_work_lines(const Verdict &v,
+                                  const std::optional<protocol::ExecutionFigures> &figures) {
   protocol::RedundantWorkPolicy policy;
   try {
-    work = protocol::matrix_work_from_figures(v.execution.figures);
     if (v.settings.is_object() && v.settings.contains("redundant_work"))
       policy = v.settings["redundant_work"].get<protocol::RedundantWorkPolicy>();
   } catch (const protocol::ProtocolError &) {
     return "";
   }
-  if (!work || work->workload_flops <= 0 || policy.non_target_share(*work) < 0.01) return "";
+  if (!figures || !figures->matrix_work) return "";
+  const protocol::MatrixWork &work = *figures->matrix_work;
+  if (work.workload_flops <= 0 || policy.non_target_share(work) < 0.01) return "";
   const double min_share = num(v.settings, "min_target_work_share").value_or(0.75);
   if (v.axes.targets_executed == false)
-    if (auto why = evaluator::redundant_work_shortfall(v.execution.figures, min_share, policy))
+    if (auto why = evaluator::redundant_work_shortfall(*figures, min_share, policy))
       return "The targets do not count: " + *why + ".\n";  // names the families itself
   return "Multiply-add work outside the target instructions: " +
-         evaluator::non_target_work_text(*work, policy) + " of the task's FLOPs.\n";
+         evaluator::non_target_work_text(work, policy) + " of the task's FLOPs.\n";
+}
+
+/// The execution figures through the protocol's codec; none when the stage wrote none or they are
+/// malformed (the evaluator warned about that in the stage's diagnostics).
+std::optional<protocol::ExecutionFigures> execution_of(const Verdict &v) {
+  try {
+    return v.execution_figures();
+  } catch (const protocol::ProtocolError &) {
+    return std::nullopt;
+  }
 }
 
 /// Per-target lines joining what the static, compile and execution stages saw.
@@ -424,20 +436,19 @@ std::string execution_section(const tasks::Task &task, const Verdict &v) {
   const json &in_sass = v.compile.figures.is_object() && v.compile.figures.contains("targets_in_sass")
                             ? v.compile.figures["targets_in_sass"]
                             : json::object();
-  const json &executed = array_at(v.execution.figures, "targets");
+  const std::optional<protocol::ExecutionFigures> figures = execution_of(v);
   std::string out;
   std::vector<std::string> rows;
   for (const auto &target : task.targets) {
-    const json *row = nullptr;
-    for (const auto &e : executed)
-      if (str(e, "name") == target.name) row = &e;
+    const protocol::TargetExecution *row = figures ? figures->target(target.name) : nullptr;
     std::optional<bool> ptx = boolean(in_ptx, target.name.c_str());
-    std::optional<bool> sass = row ? boolean(*row, "present_in_sass") : boolean(in_sass, target.name.c_str());
+    std::optional<bool> sass =
+        row ? std::optional<bool>(row->present_in_sass) : boolean(in_sass, target.name.c_str());
     // Executions with some thread's predicate on (a predicated-off issue does no work); plain value + flag:
     // GCC 12 reports optional<double> here as maybe-uninitialized (a false positive).
-    std::optional<double> measured = row ? num(*row, "warp_executions") : std::nullopt;
-    if (const auto threads = row ? num(*row, "threads_on") : std::nullopt; threads && *threads == 0)
-      measured = 0.0;
+    std::optional<double> measured;
+    if (row && row->warp_executions) measured = static_cast<double>(*row->warp_executions);
+    if (row && row->threads_on == std::uint64_t{0}) measured = 0.0;
     const bool has_runs = measured.has_value();
     const double run_count = measured.value_or(0.0);
     std::string line = fmt::format("{} ({}): in PTX {}, in SASS ({}) {}", target.ptx_mnemonic, target.name,
@@ -449,7 +460,7 @@ std::string execution_section(const tasks::Task &task, const Verdict &v) {
     // Share of the task's FLOPs the target's instructions did (tensor-core targets): running once
     // beside the real loop does not count (EvaluatorSettings::min_target_work_share).
     // (plain value + flag, as above: GCC 12's maybe-uninitialized false positive on optional<double>)
-    const auto share_figure = row ? num(*row, "work_share") : std::nullopt;
+    const auto share_figure = row ? row->work_share : std::nullopt;
     const bool has_share = share_figure.has_value();
     const double work_share = share_figure.value_or(0.0);
     const double min_share = num(v.settings, "min_target_work_share").value_or(0.5);
@@ -470,16 +481,17 @@ std::string execution_section(const tasks::Task &task, const Verdict &v) {
     rows.push_back(line);
   }
   out += "Target instructions:\n" + bullet_list(rows, kMaxListedWorkloads, 400);
-  out += non_target_work_lines(v);
+  out += non_target_work_lines(v, figures);
+  if (!figures) return out;
   std::vector<std::string> top;
-  for (const auto &op : array_at(v.execution.figures, "top_opcodes")) {
+  for (const auto &op : figures->top_opcodes) {
     if (top.size() >= kMaxTopOpcodes) break;
-    if (auto n = num(op, "warp_executions"))
-      top.push_back(fmt::format("{} {}", str(op, "family", "?"), number(*n)));
+    top.push_back(fmt::format("{} {}", op.family, number(static_cast<double>(op.warp_executions))));
   }
   if (!top.empty()) out += "Top executed opcodes (warp-level counts): " + join(top, ", ") + "\n";
-  if (auto share = num(v.execution.figures, "tensor_core_share"))
-    out += fmt::format("Tensor-core instructions are {:.1f}% of executed instructions.\n", *share * 100);
+  if (figures->instrumented)
+    out += fmt::format("Tensor-core instructions are {:.1f}% of executed instructions.\n",
+                       figures->tensor_core_share * 100);
   return out;
 }
 

@@ -12,14 +12,13 @@ namespace {
 using nlohmann::json;
 
 // "FFMA 1.23e+09, IMAD 4.5e+08, LDS 2e+08": the busiest opcode families, where the work ran instead.
-std::string top_opcodes_text(const json &figures, std::size_t limit) {
+std::string top_opcodes_text(const protocol::ExecutionFigures &figures, std::size_t limit) {
   std::string out;
-  if (!figures.contains("top_opcodes") || !figures["top_opcodes"].is_array()) return out;
-  for (const auto &op : figures["top_opcodes"]) {
+  for (const auto &op : figures.top_opcodes) {
     if (limit-- == 0) break;
     char count[32];
-    std::snprintf(count, sizeof count, "%.3g", op.value("warp_executions", 0.0));
-    out += (out.empty() ? "" : ", ") + op.value("family", std::string("?")) + " " + count;
+    std::snprintf(count, sizeof count, "%.3g", static_cast<double>(op.warp_executions));
+    out += (out.empty() ? "" : ", ") + op.family + " " + count;
   }
   return out;
 }
@@ -30,33 +29,35 @@ TargetsExecutedAxis targets_executed_axis(const StageResult &execution, bool tas
                                           double min_work_share, double min_byte_share,
                                           const protocol::RedundantWorkPolicy &redundant_work) {
   TargetsExecutedAxis axis;
-  const json &f = execution.figures;
-  if (execution.status != Status::ok || !task_has_targets || !f.is_object() || !f.contains("targets") ||
-      !f["targets"].is_array())
+  if (execution.status != Status::ok || !task_has_targets) return axis;
+  std::optional<protocol::ExecutionFigures> figures;
+  try {
+    figures = protocol::execution_figures_from_figures(execution.figures);
+  } catch (const protocol::ProtocolError &e) {
+    // Fails closed: the record keeps the figures as they came, and the warning names the field.
+    axis.value = false;
+    axis.shortfalls.push_back("the execution figures are malformed (" + std::string(e.what()) +
+                              "), so the targets cannot be shown to execute and do the work");
     return axis;
+  }
+  if (!figures) return axis;
+  const protocol::ExecutionFigures &f = *figures;
   bool all = true;
-  for (const auto &t : f["targets"]) {
-    const bool executed = t.value("executed", false);
-    all = all && executed;
-    if (executed && t.contains("byte_share") && t["byte_share"].is_number()) {
-      const double bytes = t["byte_share"].get<double>();
-      if (bytes < min_byte_share) {
-        all = false;
-        axis.shortfalls.push_back("target " + t.value("name", std::string("?")) +
-                                  ": executed, but it delivered at most " + util::percent_text(bytes) +
-                                  " of the bytes the kernel read from global memory (the rest came by plain "
-                                  "loads); a TMA target counts as executed only when it delivers at least " +
-                                  util::percent_text(min_byte_share) + " of them");
-      }
+  for (const auto &t : f.targets) {
+    all = all && t.executed;
+    if (t.executed && t.byte_share && *t.byte_share < min_byte_share) {
+      all = false;
+      axis.shortfalls.push_back("target " + t.name + ": executed, but it delivered at most " +
+                                util::percent_text(*t.byte_share) +
+                                " of the bytes the kernel read from global memory (the rest came by plain "
+                                "loads); a TMA target counts as executed only when it delivers at least " +
+                                util::percent_text(min_byte_share) + " of them");
     }
-    // Targets without a FLOP meaning (TMA loads) or whose work is unknown have a null work_share.
-    if (!executed || !t.contains("work_share") || !t["work_share"].is_number()) continue;
-    const double share = t["work_share"].get<double>();
-    if (share >= min_work_share) continue;
+    // Targets without a FLOP meaning (TMA loads) or whose work is unknown have no work_share.
+    if (!t.executed || !t.work_share || *t.work_share >= min_work_share) continue;
     all = false;
-    std::string line = "target " + t.value("name", std::string("?")) +
-                       ": executed, but its instructions did " + util::percent_text(share) +
-                       " of the task's FLOPs";
+    std::string line = "target " + t.name + ": executed, but its instructions did " +
+                       util::percent_text(*t.work_share) + " of the task's FLOPs";
     if (const std::string top = top_opcodes_text(f, 3); !top.empty())
       line += " (the rest ran on other units: top opcodes " + top + ")";
     line += "; targets count as executed only when they do at least " + util::percent_text(min_work_share) +

@@ -10,6 +10,9 @@
 namespace ptxbench::protocol {
 
 using detail::Bounds;
+using detail::erase_if_null;
+using detail::plain_json;
+using detail::read_plain;
 using nlohmann::json;
 
 namespace {
@@ -19,22 +22,6 @@ constexpr util::EnumName<TimingStop> kTimingStopNames[] = {{TimingStop::medians,
                                                            {TimingStop::ratio, "ratio"},
                                                            {TimingStop::far_from_library, "far_from_library"},
                                                            {TimingStop::max_seconds, "max_seconds"}};
-
-// The codec of a struct whose JSON is its field list, no more.
-template <class T>
-json plain_json(const T &value) {
-  return detail::write_fields(const_cast<T &>(value));
-}
-template <class T>
-void read_plain(const json &j, T &value) {
-  value = T{};
-  detail::read_fields(j, value);
-}
-
-// Keys written only when there is something under them (absent otherwise, as the worker always wrote).
-void erase_if_null(json &j, const char *key) {
-  if (j.contains(key) && j[key].is_null()) j.erase(key);
-}
 
 }  // namespace
 
@@ -221,15 +208,7 @@ void from_json(const json &j, TimingFigures &f) {
   if (!j.is_object()) throw ProtocolError("", "expected an object, got " + std::string(j.type_name()));
   json rest = j;
   if (const auto it = rest.find("workloads"); it != rest.end()) {
-    if (!it->is_array()) throw ProtocolError("workloads", "expected an array, got " + it->dump());
-    for (std::size_t i = 0; i < it->size(); ++i) {
-      try {
-        f.workloads.push_back((*it)[i].get<TimingWorkload>());
-      } catch (const ProtocolError &e) {
-        throw ProtocolError(
-            "workloads[" + std::to_string(i) + "]" + (e.field().empty() ? "" : "." + e.field()), e.message());
-      }
-    }
+    f.workloads = detail::read_rows<TimingWorkload>(*it, "workloads");
     rest.erase(it);
   }
   detail::read_fields(rest, f);

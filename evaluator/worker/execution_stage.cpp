@@ -52,28 +52,28 @@ double largest_box_bytes(const JobWorkload &w) {
 }
 
 /// One line per target for the model: absent, never executed, or executed with its work and byte shares.
-std::string target_line(const json &t, const JobWorkload &w, const std::string &top_text) {
-  const std::string name = t["name"];
+std::string target_line(const protocol::TargetExecution &t, const JobWorkload &w,
+                        const std::string &top_text) {
   std::string line;
-  if (!t["present_in_sass"].get<bool>())
-    line =
-        "target " + name + " is not in the compiled SASS (no " + t["sass_families"].dump() + " instructions)";
-  else if (!t["executed"].get<bool>())
-    line = "target " + name +
+  if (!t.present_in_sass)
+    line = "target " + t.name + " is not in the compiled SASS (no " + json(t.sass_families).dump() +
+           " instructions)";
+  else if (!t.executed)
+    line = "target " + t.name +
            " is in the SASS but never executed (0 warp executions: it sits on a path the "
            "kernel never takes)";
   else
-    line = "target " + name + " executed: " + std::to_string(t["warp_executions"].get<std::uint64_t>()) +
+    line = "target " + t.name + " executed: " + std::to_string(t.warp_executions.value_or(0)) +
            " warp instructions";
-  if (t["executed"].get<bool>() && t["work_share"].is_number()) {
+  if (t.executed && t.work_share) {
     // The evaluator decides whether this share is enough (settings.min_target_work_share).
-    const double share = t["work_share"].get<double>();
+    const double share = *t.work_share;
     line += " doing " + util::percent_text(share) + " of workload " + w.spec.name + "'s " +
             fmt_num(w.spec.flops) + " FLOPs";
     if (share < 0.99) line += " (the rest ran on other units; top opcodes: " + top_text + ")";
   }
-  if (t["executed"].get<bool>() && t.contains("byte_share") && t["byte_share"].is_number())
-    line += " loading " + util::percent_text(t["byte_share"].get<double>()) +
+  if (t.executed && t.byte_share)
+    line += " loading " + util::percent_text(*t.byte_share) +
             " of the bytes read from global memory (at most, counting every box at the largest size)";
   return line;
 }
@@ -113,25 +113,25 @@ void Worker::execution_stage(bool correct) {
                    json::array({diag(counts.reason, "warning")}), json::object(), seconds_since(start)));
     return;
   }
-  json figures =
+  protocol::ExecutionFigures figures =
       detail::execution_figures(job_.sass, job_.targets, counts.counts, w.spec.flops, largest_box_bytes(w));
-  figures["workload"] = w.spec.name;
-  figures["instrumented"] = true;
-  figures["dropped_records"] = counts.dropped_records;
+  figures.workload = w.spec.name;
+  figures.instrumented = true;
+  figures.dropped_records = counts.dropped_records;
   // The busiest opcode families, named when a target did only part of the work.
   std::string top_text;
-  for (std::size_t i = 0; i < figures["top_opcodes"].size() && i < 3; ++i)
-    top_text += (i ? ", " : "") + figures["top_opcodes"][i]["family"].get<std::string>() + " " +
-                fmt_num(figures["top_opcodes"][i]["warp_executions"].get<double>());
+  for (std::size_t i = 0; i < figures.top_opcodes.size() && i < 3; ++i)
+    top_text += (i ? ", " : "") + figures.top_opcodes[i].family + " " +
+                fmt_num(static_cast<double>(figures.top_opcodes[i].warp_executions));
   json diagnostics = json::array();
   std::string summary;
-  for (const auto &t : figures["targets"]) {
+  for (const auto &t : figures.targets) {
     const std::string line = target_line(t, w, top_text);
-    diagnostics.push_back(diag(line, t["executed"].get<bool>() ? "note" : "warning"));
+    diagnostics.push_back(diag(line, t.executed ? "note" : "warning"));
     summary += (summary.empty() ? "" : "; ") + line;
   }
   if (summary.empty()) summary = "the task names no target instructions";
-  set_stage("execution", stage_json(Status::ok, summary, diagnostics, figures, seconds_since(start)));
+  set_stage("execution", stage_json(Status::ok, summary, diagnostics, json(figures), seconds_since(start)));
 }
 
 std::optional<protocol::StageResult> Worker::execution_skipped(bool correct, Clock::time_point start) {
@@ -161,8 +161,8 @@ std::optional<protocol::StageResult> Worker::execution_skipped(bool correct, Clo
       json diagnostics = json::array();
       for (const auto &name : plan.absent_targets)
         diagnostics.push_back(diag("target " + name + " is not in the compiled SASS", "warning"));
-      return stage_json(Status::ok, why, diagnostics, detail::uncounted_figures(job_.sass, job_.targets, why),
-                        seconds_since(start));
+      return stage_json(Status::ok, why, diagnostics,
+                        json(detail::uncounted_figures(job_.sass, job_.targets, why)), seconds_since(start));
     }
     case detail::Instrumentation::over_feedback_budget:
       break;
@@ -177,10 +177,12 @@ std::optional<protocol::StageResult> Worker::execution_skipped(bool correct, Clo
                             "were not counted: " +
                             cost;
     return stage_json(Status::ok, why, json::array({diag(why, "warning")}),
-                      detail::uncounted_figures(job_.sass, job_.targets, why), seconds_since(start));
+                      json(detail::uncounted_figures(job_.sass, job_.targets, why)), seconds_since(start));
   }
-  return stage_json(Status::skipped, "not counted: the outputs were not correct and " + cost, json::array(),
-                    json{{"estimated_seconds", estimated_ms / 1000.0}}, seconds_since(start));
+  return stage_json(
+      Status::skipped, "not counted: the outputs were not correct and " + cost, json::array(),
+      json(protocol::ExecutionFigures{.instrumented = false, .estimated_seconds = estimated_ms / 1000.0}),
+      seconds_since(start));
 }
 
 }  // namespace ptxbench::worker::detail

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -132,6 +133,39 @@ void read_fields(const nlohmann::json &j, T &value) {
   FieldReader r(j);
   fields(r, value);
   r.finish();
+}
+
+/// The codec of a struct whose JSON is its field list, no more: write, and read into a fresh value.
+template <class T>
+nlohmann::json plain_json(const T &value) {
+  return write_fields(const_cast<T &>(value));
+}
+template <class T>
+void read_plain(const nlohmann::json &j, T &value) {
+  value = T{};
+  read_fields(j, value);
+}
+
+/// Drops `key` when it holds null: for keys written only when there is something under them.
+inline void erase_if_null(nlohmann::json &j, const char *key) {
+  if (const auto it = j.find(key); it != j.end() && it->is_null()) j.erase(it);
+}
+
+/// An array of records under `key`, read one by one so an error names the row ("workloads[1].name").
+template <class T>
+std::vector<T> read_rows(const nlohmann::json &rows, const std::string &key) {
+  if (!rows.is_array()) throw ProtocolError(key, "expected an array, got " + rows.dump());
+  std::vector<T> out;
+  out.reserve(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    try {
+      out.push_back(rows[i].template get<T>());
+    } catch (const ProtocolError &e) {
+      throw ProtocolError(key + "[" + std::to_string(i) + "]" + (e.field().empty() ? "" : "." + e.field()),
+                          e.message());
+    }
+  }
+  return out;
 }
 
 /// A typed record kept under `key` in a stage's figures: nullopt when absent or null; a malformed one

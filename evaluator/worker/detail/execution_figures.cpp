@@ -181,10 +181,10 @@ std::optional<MmaWork> mma_work(const std::string &opcode) {
   return MmaWork{flops, threads};
 }
 
-nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
-                                 const std::vector<TargetSpec> &targets, const std::vector<PcCount> &counts,
-                                 double workload_flops, double tma_box_bytes) {
-  using nlohmann::json;
+protocol::ExecutionFigures execution_figures(const std::vector<SassInstruction> &listing,
+                                             const std::vector<TargetSpec> &targets,
+                                             const std::vector<PcCount> &counts, double workload_flops,
+                                             double tma_box_bytes) {
   std::map<std::pair<std::string, std::uint32_t>, const SassInstruction *> by_pc;
   std::set<std::string> functions;
   for (const auto &i : listing) {
@@ -230,12 +230,12 @@ nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
   for (const auto &i : listing) ++static_count[i.family];
 
   const auto share_of = [&](double flops) {
-    return workload_flops > 0 ? json(flops / workload_flops) : json(nullptr);
+    return workload_flops > 0 ? std::optional<double>(flops / workload_flops) : std::nullopt;
   };
-  const json tma_share = tma_box_bytes > 0 && tma_bytes + plain_bytes > 0
-                             ? json(tma_bytes / (tma_bytes + plain_bytes))
-                             : json(nullptr);
-  json target_list = json::array();
+  const std::optional<double> tma_share = tma_box_bytes > 0 && tma_bytes + plain_bytes > 0
+                                              ? std::optional<double>(tma_bytes / (tma_bytes + plain_bytes))
+                                              : std::nullopt;
+  protocol::ExecutionFigures figures;
   for (const auto &t : targets) {
     bool present = false;
     std::uint64_t warps = 0, threads = 0;
@@ -252,40 +252,41 @@ nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
       if (no_shape.count(f)) unknown.insert(unknown.end(), no_shape[f].begin(), no_shape[f].end());
     }
     if (!unknown.empty()) flops_known = false;
-    json row = {{"name", t.name},
-                {"sass_families", t.sass_families},
-                {"present_in_sass", present},
-                {"warp_executions", warps},
-                {"threads_on", threads},
-                // Executed = some thread had its predicate on: ptxas often turns a short
-                // dead branch into a predicated instruction that warps issue but never run.
-                {"executed", threads > 0},
-                {"work_flops", flops_known ? json(flops) : json(nullptr)},
-                {"work_share", flops_known ? share_of(flops) : json(nullptr)},
-                {"matrix_target", is_matrix_target(t)}};
-    if (!unknown.empty()) row["work_unknown_opcodes"] = unknown;
-    const bool all_tma = !t.sass_families.empty() &&
-                         std::all_of(t.sass_families.begin(), t.sass_families.end(), is_tma_load_family);
-    if (all_tma) row["byte_share"] = tma_share;
-    target_list.push_back(std::move(row));
+    protocol::TargetExecution row;
+    row.name = t.name;
+    row.sass_families = t.sass_families;
+    row.present_in_sass = present;
+    row.warp_executions = warps;
+    row.threads_on = threads;
+    // Executed = some thread had its predicate on: ptxas often turns a short dead branch into a
+    // predicated instruction that warps issue but never run.
+    row.executed = threads > 0;
+    if (flops_known) {
+      row.work_flops = flops;
+      row.work_share = share_of(flops);
+    }
+    row.matrix_target = is_matrix_target(t);
+    row.work_unknown_opcodes = std::move(unknown);
+    row.tma_load_target = !t.sass_families.empty() &&
+                          std::all_of(t.sass_families.begin(), t.sass_families.end(), is_tma_load_family);
+    if (row.tma_load_target) row.byte_share = tma_share;
+    figures.targets.push_back(std::move(row));
   }
   std::vector<std::pair<std::string, std::uint64_t>> top(family_warps.begin(), family_warps.end());
   std::sort(top.begin(), top.end(), [](const auto &a, const auto &b) { return a.second > b.second; });
-  json top_list = json::array();
   for (std::size_t i = 0; i < top.size() && i < 12; ++i)
-    top_list.push_back({{"family", top[i].first}, {"warp_executions", top[i].second}});
-  return json{{"targets", target_list},
-              {"top_opcodes", top_list},
-              {"tensor_core_share", total ? static_cast<double>(tensor) / static_cast<double>(total) : 0.0},
-              {"tensor_core_flops", tensor_flops},
-              {"tensor_core_work_share", share_of(tensor_flops)},
-              {"workload_flops", workload_flops > 0 ? json(workload_flops) : json(nullptr)},
-              {"total_warp_instructions", total},
-              {"load_bytes", {{"tma", tma_bytes}, {"plain", plain_bytes}, {"tma_share", tma_share}}},
-              {"matrix_work", matrix_work(targets, family_flops, no_shape, family_fma_flops, workload_flops)},
-              {"functions", std::vector<std::string>(functions.begin(), functions.end())},
-              {"records", counts.size()},
-              {"unmatched_records", unmatched}};
+    figures.top_opcodes.push_back({top[i].first, top[i].second});
+  figures.tensor_core_share = total ? static_cast<double>(tensor) / static_cast<double>(total) : 0.0;
+  figures.tensor_core_flops = tensor_flops;
+  figures.tensor_core_work_share = share_of(tensor_flops);
+  if (workload_flops > 0) figures.workload_flops = workload_flops;
+  figures.total_warp_instructions = total;
+  figures.load_bytes = {tma_bytes, plain_bytes, tma_share};
+  figures.matrix_work = matrix_work(targets, family_flops, no_shape, family_fma_flops, workload_flops);
+  figures.functions.assign(functions.begin(), functions.end());
+  figures.records = counts.size();
+  figures.unmatched_records = unmatched;
+  return figures;
 }
 
 namespace {
@@ -321,26 +322,27 @@ InstrumentationPlan plan_instrumentation(const std::vector<SassInstruction> &lis
   return plan;
 }
 
-nlohmann::json uncounted_figures(const std::vector<SassInstruction> &listing,
-                                 const std::vector<TargetSpec> &targets, const std::string &why) {
-  using nlohmann::json;
+protocol::ExecutionFigures uncounted_figures(const std::vector<SassInstruction> &listing,
+                                             const std::vector<TargetSpec> &targets, const std::string &why) {
   const std::set<std::string> families = listing_families(listing);
-  json rows = json::array();
+  protocol::ExecutionFigures figures;
+  figures.instrumented = false;
+  figures.not_instrumented = why;
   for (const auto &t : targets) {
     const bool present = in_listing(t, families);
-    const json zero_or_unknown = present ? json(nullptr) : json(0);
-    rows.push_back({{"name", t.name},
-                    {"sass_families", t.sass_families},
-                    {"present_in_sass", present},
-                    {"warp_executions", zero_or_unknown},
-                    {"threads_on", zero_or_unknown},
-                    {"executed", false},
-                    {"counted", !present},
-                    {"work_flops", nullptr},
-                    {"work_share", nullptr},
-                    {"matrix_target", is_matrix_target(t)}});
+    protocol::TargetExecution row;
+    row.name = t.name;
+    row.sass_families = t.sass_families;
+    row.present_in_sass = present;
+    if (!present) {  // what is not in the SASS cannot run: 0 is exact; the present ones were not counted
+      row.warp_executions = 0;
+      row.threads_on = 0;
+    }
+    row.counted = !present;
+    row.matrix_target = is_matrix_target(t);
+    figures.targets.push_back(std::move(row));
   }
-  return json{{"targets", rows}, {"instrumented", false}, {"not_instrumented", why}};
+  return figures;
 }
 
 }  // namespace ptxbench::worker::detail

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "evaluator/protocol/execution.hpp"
 #include "evaluator/protocol/matrix_work.hpp"
 #include "evaluator/worker/job.hpp"
 
@@ -71,9 +72,11 @@ bool is_matrix_target(const TargetSpec &t);
 /// (protocol::MatrixWork): the FLOPs of the targets' MMAs, of tensor-core MMAs no target names (mma.sync
 /// beside wgmma) and of FMA-pipe instructions (fma_flops_per_thread), each also as a share of
 /// workload_flops, per family.
-nlohmann::json execution_figures(const std::vector<SassInstruction> &listing,
-                                 const std::vector<TargetSpec> &targets, const std::vector<PcCount> &counts,
-                                 double workload_flops = 0, double tma_box_bytes = 0);
+/// The stage adds `workload` and `dropped_records`.
+protocol::ExecutionFigures execution_figures(const std::vector<SassInstruction> &listing,
+                                             const std::vector<TargetSpec> &targets,
+                                             const std::vector<PcCount> &counts, double workload_flops = 0,
+                                             double tma_box_bytes = 0);
 
 /// Whether the execution stage launches the candidate under CUPTI, decided before the GPU is touched.
 enum class Instrumentation {
@@ -102,7 +105,7 @@ InstrumentationPlan plan_instrumentation(const std::vector<SassInstruction> &lis
 /// The execution figures of a kernel that was not instrumented: each target's row with present_in_sass,
 /// 0 executions for the absent ones (exact: what is not in the SASS cannot run) and null counts for the
 /// present ones; `instrumented` false and `not_instrumented` saying why.
-nlohmann::json uncounted_figures(const std::vector<SassInstruction> &listing,
-                                 const std::vector<TargetSpec> &targets, const std::string &why);
+protocol::ExecutionFigures uncounted_figures(const std::vector<SassInstruction> &listing,
+                                             const std::vector<TargetSpec> &targets, const std::string &why);
 
 }  // namespace ptxbench::worker::detail
