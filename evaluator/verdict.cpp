@@ -130,6 +130,10 @@ std::optional<protocol::ExecutionFigures> Verdict::execution_figures() const {
   return protocol::execution_figures_from_figures(execution.figures);
 }
 
+std::optional<protocol::CorrectnessFigures> Verdict::correctness_figures() const {
+  return protocol::correctness_figures_from_figures(correctness.figures);
+}
+
 void Verdict::finalize_status() {
   status = Status::ok;
   for (auto member : kPipeline) {

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "evaluator/protocol/correctness.hpp"
 #include "evaluator/protocol/execution.hpp"
 #include "evaluator/protocol/profile.hpp"
 #include "evaluator/protocol/result.hpp"
@@ -101,6 +102,9 @@ struct Verdict {
   /// The typed figures of the execution stage (counted, not instrumented, or skipped with its estimate);
   /// nullopt when it wrote none. Throws protocol::ProtocolError naming the field when malformed.
   std::optional<protocol::ExecutionFigures> execution_figures() const;
+  /// The typed figures of the correctness stage; nullopt when it wrote none. Throws
+  /// protocol::ProtocolError naming the field when malformed.
+  std::optional<protocol::CorrectnessFigures> correctness_figures() const;
 };
 
 }  // namespace ptxbench::evaluator

@@ -8,6 +8,7 @@
 
 #include <fmt/core.h>
 
+#include "evaluator/protocol/correctness.hpp"
 #include "evaluator/protocol/error.hpp"
 #include "evaluator/protocol/execution.hpp"
 #include "evaluator/protocol/timing.hpp"
@@ -140,17 +141,17 @@ json suspicious_flags(const evaluator::Verdict &v) {
     if (s->status == Status::suspicious) flags.push_back(fmt::format("suspicious:{}", name));
     if (s->status == Status::nondeterministic) flags.push_back(fmt::format("nondeterministic:{}", name));
   }
-  const json &workloads = v.correctness.figures.value("workloads", json::array());
-  if (workloads.is_array()) {
-    for (const auto &w : workloads) {
-      if (!w.is_object()) continue;
-      if (w.value("inputs_mutated", false) == true)
-        flags.push_back(fmt::format("inputs_mutated:{}", w.value("name", "")));
-      const json &guard = w.value("guard_damage", json(nullptr));
-      if ((guard.is_boolean() && guard.get<bool>()) || (guard.is_number() && guard.get<double>() > 0))
-        flags.push_back(fmt::format("guard_damage:{}", w.value("name", "")));
-    }
+  std::optional<protocol::CorrectnessFigures> correctness;
+  try {
+    correctness = v.correctness_figures();
+  } catch (const protocol::ProtocolError &) {
+    // figures this build cannot read: no flags from them (the stage's status still counts)
   }
+  if (correctness)
+    for (const protocol::CorrectnessWorkload &w : correctness->workloads) {
+      if (w.inputs_mutated) flags.push_back(fmt::format("inputs_mutated:{}", w.name));
+      if (w.guard_damage > 0) flags.push_back(fmt::format("guard_damage:{}", w.name));
+    }
   for (const protocol::TimingWorkload &w : timing_of(v).workloads)
     if (w.inputs_mutated) flags.push_back(fmt::format("inputs_mutated:{}", w.name));
   std::sort(flags.begin(), flags.end());

@@ -355,7 +355,7 @@ TEST_CASE("feedback: incorrect and nondeterministic report coordinates and count
              {"first_mismatch", {{"tensor", "C"}, {"index", {2944, 17}}, {"got", 1.5}, {"expected", 2.25}}},
              {"nan_count", 512},
              {"unwritten_count", 512},
-             {"guard_damage", true},
+             {"guard_damage", 64},  // bytes, as the worker counts them
              {"inputs_mutated", false},
              {"deterministic", true}}})}};
   v.finalize_status();
@@ -364,7 +364,7 @@ TEST_CASE("feedback: incorrect and nondeterministic report coordinates and count
             "M=3000: 0 of 3 trials passed; max abs error 41.5, max rel error 1; 1234 mismatching elements");
   CHECK_HAS(f, "first mismatch C[2944, 17]: got 1.5, expected 2.25");
   CHECK_HAS(f, "512 output elements never written");
-  CHECK_HAS(f, "guard region damaged");
+  CHECK_HAS(f, "wrote outside a tensor (64 guard bytes damaged)");
   CHECK_FALSE(has(f, "M=4096:"));  // passing workloads are not listed
 
   Verdict nd = compiled_verdict();
@@ -376,7 +376,11 @@ TEST_CASE("feedback: incorrect and nondeterministic report coordinates and count
   nd.finalize_status();
   std::string g = builder().feedback(task, nd);
   CHECK_HAS(g, "(17 elements)");
-  CHECK_HAS(g, "M=4096: 3 of 3 trials passed; a second identical launch gave different bits");
+  // The row as a worker's record renders (every count written, 0 here).
+  CHECK_HAS(
+      g,
+      "M=4096: 3 of 3 trials passed; max abs error 0, max rel error 0; 0 mismatching elements; a second "
+      "identical launch gave different bits");
 }
 
 TEST_CASE("feedback: a kernel near the tolerance is told so, correct or not; others are not") {

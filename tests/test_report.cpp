@@ -774,6 +774,38 @@ TEST_CASE("trajectory view: show gives the multiply-add work outside the targets
   CHECK(text[2].find("multiply-adds outside the targets") == std::string::npos);
 }
 
+TEST_CASE("trajectory view: show gives a failed workload's row through the correctness codec") {
+  LoadedRun run;
+  run.dir = "incorrect-run";
+  run.run = {{"run_id", "r"}};
+  const nlohmann::json rows = nlohmann::json::array(
+      {{{"name", "M=4096"}, {"trials", 3}, {"passed", 3}},
+       {{"name", "M=3000"},
+        {"trials", 1},
+        {"passed", 0},
+        {"mismatches", 1234},
+        {"max_abs_error", 41.5},
+        {"first_mismatch", {{"tensor", "C"}, {"index", {2944, 17}}, {"got", "NaN"}, {"expected", 2.25}}},
+        {"unwritten_count", 512}}});
+  for (int sample = 0; sample < 2; ++sample) {
+    nlohmann::json r = no_gpu_record("gemm_a", sample, false);
+    auto &c = r["verdict"]["stages"]["correctness"];
+    c["status"] = "incorrect";
+    c["figures"] = {{"workloads", rows}};
+    if (sample == 1) c["figures"]["workloads"][1]["passed"] = "none";
+    run.turns.push_back(TurnRecord::from_json(r));
+  }
+  const auto pages = build_trajectory_pages({run}, {});
+  REQUIRE(pages.size() == 2);
+  std::map<int, std::string> text;
+  for (const auto &p : pages) text[p.sample] = render_trajectory_text(p, std::nullopt);
+  CHECK(text[0].find("correctness M=3000: 0 of 1 trials passed, 1234 mismatches, max abs error 41.5, first "
+                     "mismatch C[2944, 17]: got NaN, expected 2.25, 512 never written") != std::string::npos);
+  CHECK(text[0].find("correctness M=4096") == std::string::npos);  // passing rows are not listed
+  CHECK(text[1].find("correctness figures unreadable: workloads[1].passed: expected a number") !=
+        std::string::npos);
+}
+
 TEST_CASE("trajectory view: show gives each target's executions through the execution codec") {
   LoadedRun run;
   run.dir = "targets-run";

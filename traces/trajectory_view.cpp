@@ -1,10 +1,12 @@
 #include "traces/trajectory_view.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include <fmt/core.h>
 
+#include "evaluator/protocol/correctness.hpp"
 #include "evaluator/protocol/error.hpp"
 #include "evaluator/protocol/execution.hpp"
 #include "evaluator/protocol/timing.hpp"
@@ -77,19 +79,16 @@ const Json *figures_of(const Json *stage) {
   return stage ? detail::object_field(*stage, "figures") : nullptr;
 }
 
-std::string index_text(const Json *index) {
-  if (!index || !index->is_array()) return "";
+std::string index_text(const std::vector<std::int64_t> &index) {
   std::string s = "[";
-  for (std::size_t i = 0; i < index->size(); ++i) s += (i ? ", " : "") + (*index)[i].dump();
+  for (std::size_t i = 0; i < index.size(); ++i) s += (i ? ", " : "") + std::to_string(index[i]);
   return s + "]";
 }
 
-std::string value_text(const Json &j, std::string_view key) {
-  const Json *v = detail::field(j, key);
-  if (!v) return "?";
-  if (v->is_number()) return num(v->get<double>());
-  if (v->is_string()) return v->get<std::string>();
-  return v->dump();
+// A value of the first mismatch: the number, "NaN", or "null" for an infinity (as its JSON says).
+std::string value_text(double v) {
+  if (std::isnan(v)) return "NaN";
+  return std::isfinite(v) ? num(v) : "null";
 }
 
 /// The timing stage's rows and geomean, read through the protocol's codec (a malformed record is named).
@@ -103,6 +102,44 @@ std::optional<T> decoded(const Json &figures, std::optional<T> (*decode)(const J
   } catch (const protocol::ProtocolError &e) {
     out.push_back(unreadable + std::string(e.what()));
     return std::nullopt;
+  }
+}
+
+// The workloads that failed (trials or the determinism relaunch) with their errors and first mismatch;
+// then every workload's margin: each output's largest |error| / tolerance, and the borderline extra trials.
+void correctness_lines(const Json &figures, std::vector<std::string> &out) {
+  const auto correctness =
+      decoded(figures, protocol::correctness_figures_from_figures, "correctness figures unreadable: ", out);
+  if (!correctness) return;
+  for (const protocol::CorrectnessWorkload &w : correctness->workloads) {
+    if (w.passed >= w.trials && w.deterministic) continue;
+    std::string line = fmt::format("correctness {}: {} of {} trials passed", w.name.empty() ? "?" : w.name,
+                                   num(w.passed), num(w.trials));
+    line += fmt::format(", {} mismatches", num(static_cast<double>(w.mismatches)));
+    line += fmt::format(", max abs error {}", num(w.max_abs_error));
+    if (const auto &first = w.first_mismatch)
+      line += fmt::format(", first mismatch {}{}: got {}, expected {}", first->tensor,
+                          index_text(first->index), value_text(first->got), value_text(first->expected));
+    if (w.unwritten_count > 0)
+      line += fmt::format(", {} never written", num(static_cast<double>(w.unwritten_count)));
+    if (!w.deterministic) line += ", nondeterministic";
+    out.push_back(line);
+  }
+  for (const protocol::CorrectnessWorkload &w : correctness->workloads) {
+    if (!w.margin) continue;
+    const protocol::WorkloadMargin &m = *w.margin;
+    std::string line = fmt::format("margin {}: largest |error| / tolerance", w.name.empty() ? "?" : w.name);
+    const char *sep = " ";
+    for (const auto &t : m.tensors) {
+      line += fmt::format("{}{} {}", sep, t.tensor, num(t.max_error_ratio));
+      sep = ", ";
+    }
+    if (m.borderline) {
+      line += fmt::format(" — borderline: {} of {} trials failed ({} extra", num(m.trials_failed),
+                          num(m.trials_run), num(m.extra_trials));
+      line += (m.extra_stopped_by == "budget" ? ", stopped by the time budget)" : ")");
+    }
+    out.push_back(line);
   }
 }
 
@@ -156,49 +193,8 @@ std::vector<std::string> key_figures(const Json *verdict) {
                               num(detail::number_field(*f, "spill_load_bytes").value_or(0)),
                               num(detail::number_field(*f, "shared_bytes").value_or(0))));
   }
-  for (const auto &w : array_of(figures_of(stage_of(verdict, "correctness")), "workloads")) {
-    auto passed = detail::number_field(w, "passed"), trials = detail::number_field(w, "trials");
-    const bool failed =
-        (passed && trials && *passed < *trials) || detail::bool_field(w, "deterministic") == false;
-    if (!failed) continue;
-    std::string line =
-        fmt::format("correctness {}: {} of {} trials passed", detail::string_field(w, "name").value_or("?"),
-                    num(passed.value_or(0)), num(trials.value_or(0)));
-    if (auto m = detail::number_field(w, "mismatches")) line += fmt::format(", {} mismatches", num(*m));
-    if (auto e = detail::number_field(w, "max_abs_error")) line += fmt::format(", max abs error {}", num(*e));
-    if (const Json *first = detail::object_field(w, "first_mismatch")) {
-      line += fmt::format(", first mismatch {}{}: got {}, expected {}",
-                          detail::string_field(*first, "tensor").value_or("?"),
-                          index_text(detail::field(*first, "index")), value_text(*first, "got"),
-                          value_text(*first, "expected"));
-    }
-    if (auto n = detail::number_field(w, "unwritten_count"); n && *n > 0)
-      line += fmt::format(", {} never written", num(*n));
-    if (detail::bool_field(w, "deterministic") == false) line += ", nondeterministic";
-    out.push_back(line);
-  }
-  // Every workload's margin: each output's largest |error| / tolerance, and the borderline extra trials.
-  for (const auto &w : array_of(figures_of(stage_of(verdict, "correctness")), "workloads")) {
-    const Json *m = detail::object_field(w, "margin");
-    if (!m) continue;
-    std::string line =
-        fmt::format("margin {}: largest |error| / tolerance", detail::string_field(w, "name").value_or("?"));
-    const char *sep = " ";
-    for (const auto &t : array_of(m, "tensors")) {
-      line += fmt::format("{}{} {}", sep, detail::string_field(t, "tensor").value_or("?"),
-                          num(detail::number_field(t, "max_error_ratio").value_or(0)));
-      sep = ", ";
-    }
-    if (detail::bool_field(*m, "borderline") == true) {
-      line += fmt::format(" — borderline: {} of {} trials failed ({} extra",
-                          num(detail::number_field(*m, "trials_failed").value_or(0)),
-                          num(detail::number_field(*m, "trials_run").value_or(0)),
-                          num(detail::number_field(*m, "extra_trials").value_or(0)));
-      const std::string stop = detail::string_field(*m, "extra_stopped_by").value_or("");
-      line += (stop == "budget" ? ", stopped by the time budget)" : ")");
-    }
-    out.push_back(line);
-  }
+  if (const Json *correctness = figures_of(stage_of(verdict, "correctness")))
+    correctness_lines(*correctness, out);
   if (const Json *execution = figures_of(stage_of(verdict, "execution"))) execution_lines(*execution, out);
   if (const Json *timing = figures_of(stage_of(verdict, "timing"))) timing_lines(*timing, out);
   return out;

@@ -182,19 +182,8 @@ std::string render_mismatch_pattern(const MismatchPattern &p, const tasks::Task 
 }
 
 std::string mismatch_pattern_section(const tasks::Task &task, const evaluator::Verdict &v) {
-  for (const auto &w : array_at(v.correctness.figures, "workloads")) {
-    if (!w.is_object()) continue;
-    const auto it = w.find("mismatch_pattern");
-    if (it == w.end() || !it->is_object()) continue;
-    try {
-      const auto p = it->get<MismatchPattern>();
-      return render_mismatch_pattern(p, &task, str(w, "name"));
-    } catch (const protocol::ProtocolError &) {
-      continue;  // a record this build cannot read: the rows above still say what failed
-    } catch (const json::exception &) {
-      continue;
-    }
-  }
+  for (const protocol::CorrectnessWorkload &w : correctness_rows(v))
+    if (w.mismatch_pattern) return render_mismatch_pattern(*w.mismatch_pattern, &task, w.name);
   return "";
 }
 

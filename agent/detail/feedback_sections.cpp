@@ -12,6 +12,7 @@
 
 #include "agent/detail/feedback_mismatch.hpp"
 #include "agent/detail/template.hpp"
+#include "evaluator/protocol/correctness.hpp"
 #include "evaluator/protocol/error.hpp"
 #include "evaluator/protocol/execution.hpp"
 #include "evaluator/protocol/margin.hpp"
@@ -203,29 +204,24 @@ std::string resources_section(const Verdict &v) {
   return out;
 }
 
-std::string index_text(const json &index) {
-  if (!index.is_array()) return "?";
+std::string index_text(const std::vector<std::int64_t> &index) {
   std::vector<std::string> parts;
-  for (const auto &i : index) parts.push_back(i.is_number() ? number(i.get<double>()) : i.dump());
+  for (const auto i : index) parts.push_back(number(static_cast<double>(i)));
   return "[" + join(parts, ", ") + "]";
 }
 
-std::string value_text(const json &j, const char *key) {
-  if (!j.is_object() || !j.contains(key)) return "?";
-  const json &v = j[key];
-  if (v.is_number()) return number(v.get<double>());
-  if (v.is_string()) return v.get<std::string>();  // e.g. "nan"
-  return v.dump();
+/// A value of the first mismatch: the number, "NaN", or "null" for an infinity (as its JSON says).
+std::string value_text(double v) {
+  if (std::isnan(v)) return "NaN";
+  return std::isfinite(v) ? number(v) : "null";
 }
 
-/// A workload row's margin record (figures.workloads[i].margin); none in verdicts made before it existed.
-std::optional<protocol::WorkloadMargin> margin_of(const json &workload) {
-  if (!workload.is_object() || !workload.contains("margin")) return std::nullopt;
+std::vector<protocol::CorrectnessWorkload> correctness_rows(const Verdict &v) {
   try {
-    return workload["margin"].get<protocol::WorkloadMargin>();
-  } catch (const std::exception &) {
-    return std::nullopt;
+    if (auto figures = v.correctness_figures()) return std::move(figures->workloads);
+  } catch (const protocol::ProtocolError &) {
   }
+  return {};
 }
 
 /// "the largest error is 1.04x the tolerance (1 = the limit); 3 of 11 trials on fresh inputs failed"
@@ -237,38 +233,27 @@ std::string margin_words(const protocol::WorkloadMargin &m) {
 
 std::string correctness_workloads_section(const tasks::Task &task, const Verdict &v, bool only_failed) {
   std::vector<std::string> rows;
-  for (const auto &w : array_at(v.correctness.figures, "workloads")) {
-    auto passed = num(w, "passed"), trials = num(w, "trials");
-    bool failed = (passed && trials && *passed < *trials) || boolean(w, "deterministic") == false ||
-                  boolean(w, "guard_damage") == true || boolean(w, "inputs_mutated") == true;
-    if (only_failed && !failed) continue;
-    std::string row = str(w, "name", "?") + ": ";
-    if (passed && trials) row += fmt::format("{} of {} trials passed", *passed, *trials);
-    if (auto e = num(w, "max_abs_error")) row += fmt::format("; max abs error {}", number(*e));
-    if (auto e = num(w, "max_rel_error")) row += fmt::format(", max rel error {}", number(*e));
-    if (auto m = num(w, "mismatches")) row += fmt::format("; {} mismatching elements", *m);
-    const json &first = w.is_object() && w.contains("first_mismatch") ? w["first_mismatch"] : json();
-    if (first.is_object()) {
-      const std::string tensor = str(first, "tensor", "?");
-      row += fmt::format("; first mismatch {}{}: got {}, expected {}", tensor,
-                         index_text(first.contains("index") ? first["index"] : json()),
-                         value_text(first, "got"), value_text(first, "expected"));
-      if (auto tol = task.tolerances.find(tensor); tol != task.tolerances.end())
+  for (const protocol::CorrectnessWorkload &w : correctness_rows(v)) {
+    if (only_failed && !w.failed()) continue;
+    std::string row = (w.name.empty() ? "?" : w.name) + ": ";
+    row += fmt::format("{} of {} trials passed", w.passed, w.trials);
+    row += fmt::format("; max abs error {}", number(w.max_abs_error));
+    row += fmt::format(", max rel error {}", number(w.max_rel_error));
+    row += fmt::format("; {} mismatching elements", w.mismatches);
+    if (const auto &first = w.first_mismatch) {
+      row += fmt::format("; first mismatch {}{}: got {}, expected {}", first->tensor,
+                         index_text(first->index), value_text(first->got), value_text(first->expected));
+      if (auto tol = task.tolerances.find(first->tensor); tol != task.tolerances.end())
         row += fmt::format(" (tolerance {:g} + {:g}·|expected|)", tol->second.atol, tol->second.rtol);
     }
-    if (auto n = num(w, "nan_count"); n && *n > 0) row += fmt::format("; {} NaN outputs", *n);
-    if (auto n = num(w, "unwritten_count"); n && *n > 0)
-      row += fmt::format("; {} output elements never written (still NaN poison)", *n);
-    if (auto g = w.is_object() && w.contains("guard_damage") ? w["guard_damage"] : json();
-        g.is_boolean() && g.get<bool>())
-      row += "; wrote outside a tensor (guard region damaged)";
-    else if (g.is_number() && g.get<double>() > 0)
-      row += fmt::format("; wrote outside a tensor ({} guard bytes damaged)", g.get<double>());
-    else if (g.is_string() && !g.get<std::string>().empty())
-      row += "; wrote outside a tensor: " + g.get<std::string>();
-    if (boolean(w, "inputs_mutated") == true) row += "; modified an input tensor";
-    if (boolean(w, "deterministic") == false) row += "; a second identical launch gave different bits";
-    if (auto m = margin_of(w); m && m->borderline) row += "; near the tolerance: " + margin_words(*m);
+    if (w.nan_count > 0) row += fmt::format("; {} NaN outputs", w.nan_count);
+    if (w.unwritten_count > 0)
+      row += fmt::format("; {} output elements never written (still NaN poison)", w.unwritten_count);
+    if (w.guard_damage > 0)
+      row += fmt::format("; wrote outside a tensor ({} guard bytes damaged)", w.guard_damage);
+    if (w.inputs_mutated) row += "; modified an input tensor";
+    if (!w.deterministic) row += "; a second identical launch gave different bits";
+    if (w.margin && w.margin->borderline) row += "; near the tolerance: " + margin_words(*w.margin);
     rows.push_back(row);
   }
   return bullet_list(rows, kMaxListedWorkloads, kMaxDiagnosticChars);
@@ -524,12 +509,8 @@ std::string verified_section(const tasks::Task &task, const Verdict &v) {
 /// Workload names of the failed rows correctness_workloads_section lists.
 std::vector<std::string> failed_workloads(const Verdict &v) {
   std::vector<std::string> names;
-  for (const auto &w : array_at(v.correctness.figures, "workloads")) {
-    auto passed = num(w, "passed"), trials = num(w, "trials");
-    if ((passed && trials && *passed < *trials) || boolean(w, "deterministic") == false ||
-        boolean(w, "guard_damage") == true || boolean(w, "inputs_mutated") == true)
-      names.push_back(str(w, "name", "?"));
-  }
+  for (const protocol::CorrectnessWorkload &w : correctness_rows(v))
+    if (w.failed()) names.push_back(w.name.empty() ? "?" : w.name);
   return names;
 }
 
@@ -577,7 +558,7 @@ std::string correctness_feedback(const tasks::Task &task, const Verdict &verdict
   const StageResult rest = without_workload_repeats(full_stage, listed, summary_repeated);
   const StageResult shown = without_summary_repeats(rest);
   const std::string rows = correctness_workloads_section(task, verdict, /*only_failed=*/true);
-  const int total = static_cast<int>(array_at(verdict.correctness.figures, "workloads").size());
+  const int total = static_cast<int>(correctness_rows(verdict).size());
   if (summary_repeated)
     values["summary"] =
         fmt::format("{} of {} workload{} failed", listed.size(), total, total == 1 ? "" : "s");
@@ -592,9 +573,9 @@ std::string correctness_feedback(const tasks::Task &task, const Verdict &verdict
 
 std::string near_tolerance_section(const Verdict &v) {
   std::vector<std::string> notes;
-  for (const auto &w : array_at(v.correctness.figures, "workloads"))
-    if (auto m = margin_of(w); m && m->borderline)
-      notes.push_back(str(w, "name", "?") + ": " + margin_words(*m));
+  for (const protocol::CorrectnessWorkload &w : correctness_rows(v))
+    if (w.margin && w.margin->borderline)
+      notes.push_back((w.name.empty() ? "?" : w.name) + ": " + margin_words(*w.margin));
   if (notes.empty()) return "";
   if (v.status == Status::ok)
     return "Near the tolerance on " + join(notes, "; on ") +

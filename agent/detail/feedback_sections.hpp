@@ -44,6 +44,9 @@ std::string static_details(const tasks::Task &task, const evaluator::Verdict &v)
 /// verdict, how near and how often it failed on fresh inputs, and that it can fail on others; for an
 /// incorrect one, that errors just past the tolerance point at precision. "" when none is borderline.
 std::string near_tolerance_section(const evaluator::Verdict &v);
+/// The correctness stage's rows through the protocol's codec; none when it wrote none or they do not
+/// decode (the stage's summary and diagnostics still say what failed).
+std::vector<protocol::CorrectnessWorkload> correctness_rows(const evaluator::Verdict &v);
 
 /// Compile and static errors: the whole list, each error with its source line quoted, and a count as
 /// summary when the summary would repeat one of them.

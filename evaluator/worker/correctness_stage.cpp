@@ -25,7 +25,8 @@ struct Worker::CorrectnessBuffers {
 bool Worker::correctness_stage() {
   const auto start = Clock::now();
   PhaseSeconds phases{device_.stream};
-  json workloads = json::array(), diagnostics = json::array();
+  protocol::CorrectnessFigures figures;
+  json diagnostics = json::array();
   bool all_correct = true, all_deterministic = true, stopped_early = false;
   const bool sanitize = job_.mode == JobMode::sanitize;
   std::size_t workloads_skipped = 0;
@@ -39,7 +40,7 @@ bool Worker::correctness_stage() {
     const WorkloadCheck c = check_workload("correctness", w, wi, phases, stopped_early);
     all_correct = all_correct && c.ok();
     all_deterministic = all_deterministic && c.deterministic;
-    workloads.push_back(workload_check_json(w, c));
+    figures.workloads.push_back(workload_row(w, c));
     if (c.margin.borderline) near_edge.push_back("workload " + w.spec.name + ": " + margin_text(c));
     if (!c.ok()) {
       diagnostics.push_back(diag(correctness_failure_text(w, c)));
@@ -66,34 +67,35 @@ bool Worker::correctness_stage() {
     }
   }
   phases.mark("buffers");  // freeing them
-  json figures = {{"workloads", workloads},
-                  {"base_seed", job_.correctness.base_seed},
-                  {"borderline", !near_edge.empty()},
-                  {"stopped_early", stopped_early},
-                  {"workloads_skipped", workloads_skipped},
-                  {"slowest_launch_ms", correctness_launch_ms_},
-                  {"phase_seconds", phases.seconds}};
-  set_stage("correctness", stage_json(status, summary, diagnostics, figures, seconds_since(start)));
+  figures.base_seed = job_.correctness.base_seed;
+  figures.borderline = !near_edge.empty();
+  figures.stopped_early = stopped_early;
+  figures.workloads_skipped = workloads_skipped;
+  figures.slowest_launch_ms = correctness_launch_ms_;
+  figures.phase_seconds = phases.seconds;
+  set_stage("correctness", stage_json(status, summary, diagnostics, json(figures), seconds_since(start)));
   return status == Status::ok;
 }
 
-json Worker::workload_check_json(const JobWorkload &w, const WorkloadCheck &c) const {
-  return {{"name", w.spec.name},
-          {"trials", c.trials_run},
-          {"trials_planned", c.trials},
-          {"passed", c.passed},
-          {"max_abs_error", c.max_abs},
-          {"max_rel_error", c.max_rel},
-          {"mismatches", c.mismatches},
-          {"first_mismatch", c.worst_first},
-          {"mismatch_pattern", c.pattern ? json(*c.pattern) : json(nullptr)},
-          {"nan_count", c.nans},
-          {"unwritten_count", c.unwritten},
-          {"guard_damage", c.damage},
-          {"inputs_mutated", c.mutated},
-          {"deterministic", c.deterministic},
-          {"margin", c.margin},
-          {"output_elements", output_elements(w.spec)}};
+protocol::CorrectnessWorkload Worker::workload_row(const JobWorkload &w, const WorkloadCheck &c) const {
+  protocol::CorrectnessWorkload row;
+  row.name = w.spec.name;
+  row.trials = c.trials_run;
+  row.trials_planned = c.trials;
+  row.passed = c.passed;
+  row.max_abs_error = c.max_abs;
+  row.max_rel_error = c.max_rel;
+  row.mismatches = c.mismatches;
+  row.first_mismatch = c.worst_first;
+  row.mismatch_pattern = c.pattern;
+  row.nan_count = c.nans;
+  row.unwritten_count = c.unwritten;
+  row.guard_damage = c.damage;
+  row.inputs_mutated = c.mutated;
+  row.deterministic = c.deterministic;
+  row.margin = c.margin;
+  row.output_elements = output_elements(w.spec);
+  return row;
 }
 
 Worker::WorkloadCheck Worker::check_workload(const char *stage, const JobWorkload &w, std::size_t wi,
@@ -206,13 +208,11 @@ bool Worker::run_trial(const char *stage, const JobWorkload &w, std::size_t wi, 
     c.unwritten += s.unwritten_count;
     if (s.mismatches) {
       trial_ok = false;
-      if (c.worst_first.is_null())
-        c.worst_first = {{"tensor", t.name},
-                         {"index", unflatten(s.first_mismatch, t.shape)},
-                         {"got", std::isnan(s.first_got) ? json("NaN") : json(s.first_got)},
-                         {"expected", s.first_expected},
-                         {"trial", trial + 1},
-                         {"unwritten", s.unwritten_count > 0 && std::isnan(s.first_got)}};
+      if (!c.worst_first)
+        c.worst_first =
+            protocol::FirstMismatch{t.name,      unflatten(s.first_mismatch, t.shape),
+                                    s.first_got, s.first_expected,
+                                    trial + 1,   s.unwritten_count > 0 && std::isnan(s.first_got)};
     }
   }
   if (want_pattern && !trial_ok) c.pattern = std::move(pattern);
@@ -248,13 +248,13 @@ std::string Worker::correctness_failure_text(const JobWorkload &w, const Workloa
   if (c.mismatches) {
     text += "; " + std::to_string(c.mismatches) + " mismatching elements over all trials (of " +
             std::to_string(elements) + " per trial)";
-    if (!c.worst_first.is_null()) {
-      const json &first = c.worst_first;
-      const auto &tensor_spec = *w.spec.find_tensor(first["tensor"].get<std::string>());
-      text += "; first at " + first["tensor"].get<std::string>() +
-              coord_text(first["index"].get<std::vector<std::int64_t>>()) + ": got " + first["got"].dump() +
-              ", expected " + fmt_num(first["expected"].get<double>()) + " (tolerance " +
-              fmt_num(tensor_spec.atol) + " + " + fmt_num(tensor_spec.rtol) + "·|expected|)";
+    if (const auto &first = c.worst_first) {
+      const auto &tensor_spec = *w.spec.find_tensor(first->tensor);
+      // got as the figures write it: a number, "NaN" or null (infinite)
+      text += "; first at " + first->tensor + coord_text(first->index) + ": got " +
+              (std::isnan(first->got) ? std::string("\"NaN\"") : json(first->got).dump()) + ", expected " +
+              fmt_num(first->expected) + " (tolerance " + fmt_num(tensor_spec.atol) + " + " +
+              fmt_num(tensor_spec.rtol) + "·|expected|)";
     }
   }
   if (c.margin.borderline) text += "; " + margin_text(c);

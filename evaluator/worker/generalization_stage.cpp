@@ -34,7 +34,7 @@ void Worker::generalization_stage(bool correct) {
     bool stopped = false;
     const WorkloadCheck c = check_workload("generalization", w, kHiddenIndexBase + i, phases, stopped);
     const bool ok = c.ok() && c.deterministic;
-    json row = workload_check_json(w, c);
+    json row = workload_row(w, c);
     // A hidden shape must not be given away: its mismatch pattern without sizes, indices or counts.
     if (c.pattern) row["mismatch_pattern"] = protocol::coarse_pattern(*c.pattern);
     row["correct"] = ok;

@@ -6,6 +6,8 @@
 
 #include <fmt/core.h>
 
+#include "evaluator/protocol/correctness.hpp"
+#include "evaluator/protocol/error.hpp"
 #include "util/files.hpp"
 
 namespace ptxbench::traces::detail {
@@ -162,7 +164,13 @@ std::optional<bool> borderline_of(const TurnRecord &record) {
   const Json *stages = v ? object_field(*v, "stages") : nullptr;
   const Json *c = stages ? object_field(*stages, "correctness") : nullptr;
   const Json *f = c ? object_field(*c, "figures") : nullptr;
-  return f ? bool_field(*f, "borderline") : std::nullopt;
+  if (!f) return std::nullopt;
+  try {
+    const auto figures = protocol::correctness_figures_from_figures(*f);
+    return figures ? std::optional<bool>(figures->borderline) : std::nullopt;
+  } catch (const protocol::ProtocolError &) {
+    return std::nullopt;  // figures this build cannot read: not known
+  }
 }
 
 std::optional<double> speedup_of(const TurnRecord &record) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "evaluator/protocol/correctness.hpp"
 #include "evaluator/protocol/profile.hpp"
 #include "evaluator/protocol/timing.hpp"
 #include "evaluator/worker/detail/candidate_kernel.hpp"
@@ -102,7 +103,7 @@ class Worker {
   /// "borderline: the largest error is 0.93x the tolerance; 8 extra trials ..., 0 of 11 trials failed".
   static std::string margin_text(const WorkloadCheck &c);
   /// One workload's row of correctness figures.
-  json workload_check_json(const JobWorkload &w, const WorkloadCheck &c) const;
+  protocol::CorrectnessWorkload workload_row(const JobWorkload &w, const WorkloadCheck &c) const;
 
   // ---- generalization (the hidden workloads) --------------------------------------------
   /// Hidden workload i is keyed kHiddenIndexBase + i for its trial seeds and kept inputs, apart from

@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "evaluator/protocol/correctness.hpp"
 #include "evaluator/protocol/margin.hpp"
 #include "evaluator/protocol/mismatch.hpp"
 #include "evaluator/worker/detail/stage_runner.hpp"
@@ -15,8 +16,8 @@ namespace ptxbench::worker::detail {
 
 /// One workload's trials, summed.
 struct Worker::WorkloadCheck {
-  json worst_first = nullptr;
-  std::optional<protocol::MismatchPattern> pattern;  ///< of the first trial with mismatches
+  std::optional<protocol::FirstMismatch> worst_first;  ///< of the first trial with mismatches
+  std::optional<protocol::MismatchPattern> pattern;    ///< of the first trial with mismatches
   double max_abs = 0, max_rel = 0;
   std::uint64_t mismatches = 0, nans = 0, unwritten = 0, damage = 0;
   bool mutated = false, deterministic = true;
