@@ -154,8 +154,8 @@ int main(int argc, char **argv) {
     profile["stages"][stage] = {{"status", st.value("status", "")}, {"s", st.value("wall_seconds", 0.0)}};
     const nlohmann::json &figures = st.value("figures", nlohmann::json::object());
     if (std::string_view(stage) == "timing") {  // typed (protocol/timing.hpp); the others still by key
-      if (const auto timing = ptxbench::protocol::timing_figures_from_figures(figures))
-        profile["stages"][stage]["phases"] = timing->phase_seconds;
+      if (const auto typed_timing = ptxbench::protocol::timing_figures_from_figures(figures))
+        profile["stages"][stage]["phases"] = typed_timing->phase_seconds;
     } else if (figures.contains("phase_seconds")) {
       profile["stages"][stage]["phases"] = figures["phase_seconds"];
     }

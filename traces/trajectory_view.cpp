@@ -64,12 +64,6 @@ std::vector<std::string_view> split_lines(std::string_view s) {
   return lines;
 }
 
-const Json &array_of(const Json *j, std::string_view key) {
-  static const Json empty = Json::array();
-  const Json *f = j ? detail::field(*j, key) : nullptr;
-  return f && f->is_array() ? *f : empty;
-}
-
 const Json *stage_of(const Json *verdict, std::string_view name) {
   const Json *stages = verdict ? detail::object_field(*verdict, "stages") : nullptr;
   return stages ? detail::object_field(*stages, name) : nullptr;
