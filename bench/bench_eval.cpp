@@ -10,6 +10,7 @@
 //              medians), to compare policies within one session)
 //              [--verdicts FILE]  (every run's verdict, one JSON line each, with every timing sample)
 //              [--no-hidden] [--time-hidden]  (the task's hidden workloads: not checked / also timed)
+//              [--no-profile] [--no-pc-sampling]  (the profile stage off / without its PC-sampled launch)
 // Prints one line per run, the profile of the median run, the cost of a resent
 // identical kernel (verdict cache), and a JSON summary last.
 #include <algorithm>
@@ -49,7 +50,9 @@ int main(int argc, char **argv) {
       {"--no-autocorrelated-ci", [&] { timing.autocorrelated_ci = false; }},
       {"--no-library-preroll", [&] { timing.library_preroll = false; }},
       {"--no-hidden", [&] { settings.hidden.check = false; }},
-      {"--time-hidden", [&] { settings.hidden.time = true; }}};
+      {"--time-hidden", [&] { settings.hidden.time = true; }},
+      {"--no-profile", [&] { settings.profile.enabled = false; }},
+      {"--no-pc-sampling", [&] { settings.profile.pc_sampling = false; }}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (auto it = switches.find(a); it != switches.end()) {

@@ -5,6 +5,7 @@
 // launch, and never changes the status or the axes.
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 #include "evaluator/worker/detail/pc_sampling.hpp"
 #include "evaluator/worker/detail/profile_metrics.hpp"
@@ -175,6 +176,7 @@ void Worker::profile_stage(bool correct) {
   phases.mark("candidate");
   if (cand.passes > 0) selection_cache_put(passes_key, cand.passes);
   phases.seconds["candidate_cupti_setup"] = cand.setup_seconds;
+  for (const auto &[step, s] : cand.setup_steps) phases.seconds["candidate_cupti_" + step] = s;
   phases.seconds["candidate_passes"] = cand.passes_seconds;
   if (!cand.available && cand.passes > max_passes) {
     too_slow(std::to_string(cand.passes) + " passes");
@@ -219,7 +221,7 @@ void Worker::profile_stage(bool correct) {
                                    " ms launch with the sampler's set-up does not fit the " +
                                    fmt_num(sampling_budget_ms / 1000.0) + " s sampling budget";
     else
-      kp.pc_sampling = sample_launch(w, tensors, params, cand.values, launch_ms);
+      kp.pc_sampling = sample_launch(w, tensors, params, cand.values, launch_ms, phases.seconds);
     phases.mark("pc_sampling");
   }
   std::string summary = "profiled workload " + w.spec.name + " (" + std::to_string(kp.passes) + " passes)";
@@ -234,7 +236,8 @@ void Worker::profile_stage(bool correct) {
 
 protocol::PcSampling Worker::sample_launch(const JobWorkload &w, const TensorSet &tensors,
                                            detail::PackedParams &params,
-                                           const std::map<std::string, double> &measured, double launch_ms) {
+                                           const std::map<std::string, double> &measured, double launch_ms,
+                                           json &phase_seconds) {
   protocol::PcSampling out;
   // The period from the profiled launch's own duration and clock where measured.
   const auto figure = [&](const char *name, double fallback) {
@@ -245,28 +248,47 @@ protocol::PcSampling Worker::sample_launch(const JobWorkload &w, const TensorSet
   const double mhz = figure("sm__cycles_elapsed.avg.per_second", 1.755e9) / 1e6;
   const int period = detail::pc_sampling_period_log2(ms, device_.facts.sm_count, mhz,
                                                      static_cast<double>(job_.profile.pc_samples));
-  detail::CandidateKernel sampled;
-  const detail::PcSamples samples = detail::sample_pcs(
-      device_.ctx, period,
-      [&]() -> std::string {
-        // A second copy of the module, loaded while sampling is on (see sample_pcs).
-        std::string why = sampled.load(read_all(job_.cubin_path), job_.entry);
-        if (why.empty()) why = sampled.prepare_launch(w.launch);
-        if (!why.empty()) return "the module could not be loaded again for sampling: " + why;
-        poison_outputs(w.spec, tensors);
-        reset_workspace(tensors);
-        PTXB_CUDA(cudaStreamSynchronize(device_.stream));
-        return "";
-      },
-      [&] {
-        const CUresult r = sampled.launch(w.launch, params, device_.stream);
-        if (r != CUDA_SUCCESS)
-          fatal("profile", detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
-                "the PC-sampled launch failed: " + detail::describe(r));
-        if (const CUresult s = cuStreamSynchronize(device_.stream); s != CUDA_SUCCESS)
-          fatal("profile", Status::runtime_error,
-                "the kernel faulted while PC-sampled: " + detail::describe(s));
-      });
+  // Each try loads its own copy of the module while sampling is on (see sample_pcs).
+  std::vector<std::unique_ptr<detail::CandidateKernel>> copies;
+  const auto sample = [&](detail::PcSamplingMode mode) {
+    detail::CandidateKernel &sampled = *copies.emplace_back(std::make_unique<detail::CandidateKernel>());
+    detail::PcSamples got = detail::sample_pcs(
+        device_.ctx, period,
+        [&]() -> std::string {
+          std::string why = sampled.load(read_all(job_.cubin_path), job_.entry);
+          if (why.empty()) why = sampled.prepare_launch(w.launch);
+          if (!why.empty()) return "the module could not be loaded again for sampling: " + why;
+          poison_outputs(w.spec, tensors);
+          reset_workspace(tensors);
+          PTXB_CUDA(cudaStreamSynchronize(device_.stream));
+          return "";
+        },
+        [&] {
+          const CUresult r = sampled.launch(w.launch, params, device_.stream);
+          if (r != CUDA_SUCCESS)
+            fatal("profile", detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
+                  "the PC-sampled launch failed: " + detail::describe(r));
+          if (const CUresult s = cuStreamSynchronize(device_.stream); s != CUDA_SUCCESS)
+            fatal("profile", Status::runtime_error,
+                  "the kernel faulted while PC-sampled: " + detail::describe(s));
+        },
+        mode);
+    const std::string prefix =
+        mode == detail::PcSamplingMode::continuous ? "pc_sampling_continuous_" : "pc_sampling_";
+    for (const auto &[step, seconds] : got.steps)
+      phase_seconds[prefix + step] = phase_seconds.value(prefix + step, 0.0) + seconds;
+    return got;
+  };
+  detail::PcSamples samples = sample(detail::PcSamplingMode::kernel_serialized);
+  // Kernel-serialized sampling returned nothing at all for some kernels (seen on an H100 with two wgmma
+  // kernels that use setmaxnreg): one more try in continuous mode, the only other mode CUPTI has.
+  if (!samples.available && samples.collected && samples.total_samples == 0) {
+    detail::PcSamples again = sample(detail::PcSamplingMode::continuous);
+    if (again.available)
+      samples = std::move(again);
+    else
+      samples.reason += "; continuous mode: " + again.reason;
+  }
   out.period_log2 = samples.period_log2;
   out.dropped_samples = samples.dropped_samples;
   if (!samples.available) {

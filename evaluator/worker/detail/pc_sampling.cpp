@@ -87,7 +87,7 @@ int pc_sampling_period_log2(double launch_ms, int sm_count, double sm_clock_mhz,
 }
 
 PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::string()> &prepare,
-                     const std::function<void()> &work) {
+                     const std::function<void()> &work, PcSamplingMode sampling_mode) {
   PcSamples out;
   out.period_log2 = period_log2;
   const auto t0 = std::chrono::steady_clock::now();
@@ -99,8 +99,15 @@ PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::st
     out.reason = cupti_error(call, r);
     return finish();
   };
+  auto step_start = t0;
+  const auto step = [&](const char *name) {
+    const auto now = std::chrono::steady_clock::now();
+    out.steps[name] = std::chrono::duration<double>(now - step_start).count();
+    step_start = now;
+  };
   SamplingSession session(ctx);
   if (CUptiResult r = session.enable(); r != CUPTI_SUCCESS) return refuse("cuptiPCSamplingEnable", r);
+  step("enable");
 
   // The warp states this GPU reports; the "_not_issued" variants repeat the plain ones and are left out.
   std::size_t n_all = 0;
@@ -132,6 +139,7 @@ PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::st
     reason_of[all_index[i]] = std::move(shortened);
     collect.push_back(all_index[i]);
   }
+  step("stall_reasons");
 
   auto first = std::make_unique<CollectionBuffer>(kPcsPerBuffer, collect.size());
   std::vector<CUpti_PCSamplingConfigurationInfo> config;
@@ -143,7 +151,9 @@ PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::st
   reasons.attributeData.stallReasonData.pStallReasonIndex = collect.data();
   config.push_back(reasons);
   auto mode = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE);
-  mode.attributeData.collectionModeData.collectionMode = CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED;
+  mode.attributeData.collectionModeData.collectionMode =
+      sampling_mode == PcSamplingMode::continuous ? CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS
+                                                  : CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED;
   config.push_back(mode);
   auto start_stop = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL);
   start_stop.attributeData.enableStartStopControlData.enableStartStopControl = 1;
@@ -167,11 +177,13 @@ PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::st
                       c.attributeStatus);
     return refuse("cuptiPCSamplingSetConfigurationAttribute", r);
   }
+  step("configure");
 
   if (std::string why = prepare(); !why.empty()) {
     out.reason = why;
     return finish();
   }
+  step("prepare");
   CUpti_PCSamplingStartParams start = {CUpti_PCSamplingStartParamsSize};
   start.ctx = ctx;
   if (CUptiResult r = cuptiPCSamplingStart(&start); r != CUPTI_SUCCESS)
@@ -180,6 +192,7 @@ PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::st
   CUpti_PCSamplingStopParams stop = {CUpti_PCSamplingStopParamsSize};
   stop.ctx = ctx;
   if (CUptiResult r = cuptiPCSamplingStop(&stop); r != CUPTI_SUCCESS) return refuse("cuptiPCSamplingStop", r);
+  step("sampled_launch");
 
   // Records land in the configured buffer at the stop; what did not fit is fetched with GetData.
   std::map<std::pair<std::string, std::uint32_t>, SampledPcRow> rows;
@@ -222,6 +235,8 @@ PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::st
     absorb(more->data);
     remaining = more->data.remainingNumPcs;
   }
+  step("collect");
+  out.collected = true;
   for (auto &[key, row] : rows)
     if (row.samples > 0) out.rows.push_back(std::move(row));
   std::sort(out.rows.begin(), out.rows.end(), [](const SampledPcRow &a, const SampledPcRow &b) {

@@ -31,7 +31,15 @@ struct PcSamples {
   int period_log2 = 0;                ///< sampling period: 2^period_log2 SM cycles
   std::vector<SampledPcRow> rows;     ///< PCs with samples, most sampled first
   double seconds = 0;                 ///< s: set-up, the sampled launch and collection
+  bool collected = false;             ///< the launch was sampled and its buffers read (samples or none)
+  /// s per step (enable, stall_reasons, configure, prepare, sampled_launch, collect), so the cost can be
+  /// attributed
+  std::map<std::string, double> steps;
 };
+
+/// How CUPTI samples: kernel_serialized (each kernel alone, the default: samples belong to one launch) or
+/// continuous (concurrent kernels allowed; a fallback when the serialized mode returned no samples at all).
+enum class PcSamplingMode { kernel_serialized, continuous };
 
 /// Sampling period (log2 of SM cycles) that gives about `target_samples` samples for a launch of
 /// `launch_ms` on `sm_count` SMs at `sm_clock_mhz` (each SM takes one sample per period); 5..31.
@@ -43,7 +51,8 @@ int pc_sampling_period_log2(double launch_ms, int sm_count, double sm_clock_mhz,
 /// the module `work` launches; a non-empty answer from it is why nothing was sampled. Names of warp states
 /// are CUPTI's without the "smsp__pcsamp_warps_issue_stalled_" prefix; "_not_issued" duplicates are left out.
 PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::string()> &prepare,
-                     const std::function<void()> &work);
+                     const std::function<void()> &work,
+                     PcSamplingMode mode = PcSamplingMode::kernel_serialized);
 
 /// CUPTI's stall reason name in short form: "smsp__pcsamp_warps_issue_stalled_long_scoreboard" ->
 /// "long_scoreboard"; "" for the "_not_issued" variants (counted again under the plain name).

@@ -75,6 +75,12 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
     out.reason = cupti_error(call, r);
     return out;
   };
+  auto step_start = t0;
+  const auto step = [&](const char *name) {
+    const auto now = std::chrono::steady_clock::now();
+    out.setup_steps[name] = std::chrono::duration<double>(now - step_start).count();
+    step_start = now;
+  };
   CUpti_Profiler_Initialize_Params init = {CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
   if (CUptiResult r = cuptiProfilerInitialize(&init); r != CUPTI_SUCCESS)
     return refuse("cuptiProfilerInitialize", r);
@@ -82,6 +88,7 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
   chip.deviceIndex = static_cast<std::size_t>(device_ordinal);
   if (CUptiResult r = cuptiDeviceGetChipName(&chip); r != CUPTI_SUCCESS)
     return refuse("cuptiDeviceGetChipName", r);
+  step("initialize");
 
   CUpti_Profiler_GetCounterAvailability_Params avail = {
       CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
@@ -92,10 +99,12 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
   avail.pCounterAvailabilityImage = availability.data();
   if (CUptiResult r = cuptiProfilerGetCounterAvailability(&avail); r != CUPTI_SUCCESS)
     return refuse("cuptiProfilerGetCounterAvailability", r);
+  step("counter_availability");
 
   HostObject host;
   if (CUptiResult r = host.init(chip.pChipName, availability); r != CUPTI_SUCCESS)
     return refuse("cuptiProfilerHostInitialize", r);
+  step("host_object");
   // A metric this chip lacks is left out (by its base name against the chip's lists) instead of failing
   // the set: one refused name leaves the host object refusing every later one.
   std::set<std::string> bases;
@@ -146,6 +155,7 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
   if (CUptiResult r = cuptiProfilerHostGetNumOfPasses(&passes); r != CUPTI_SUCCESS)
     return refuse("cuptiProfilerHostGetNumOfPasses", r);
   out.passes = static_cast<int>(passes.numOfPasses);
+  step("config_image");
   if (out.passes > max_passes) {
     out.reason = "the metrics need " + std::to_string(out.passes) + " passes (limit " +
                  std::to_string(max_passes) + ")";
@@ -154,6 +164,7 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
 
   TargetObject target;
   if (CUptiResult r = target.enable(ctx); r != CUPTI_SUCCESS) return refuse("cuptiRangeProfilerEnable", r);
+  step("enable");
   CUpti_RangeProfiler_GetCounterDataSize_Params cds = {
       CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE};
   cds.pRangeProfilerObject = target.get();
@@ -186,6 +197,7 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
   set.targetNestingLevel = 1;
   if (CUptiResult r = cuptiRangeProfilerSetConfig(&set); r != CUPTI_SUCCESS)
     return refuse("cuptiRangeProfilerSetConfig", r);
+  step("counter_data");
 
   out.setup_seconds = seconds(t0);
   const auto t1 = std::chrono::steady_clock::now();

@@ -21,7 +21,10 @@ struct RangeMetrics {
   std::vector<std::string> unavailable;  ///< names CUPTI did not accept on this GPU
   int passes = 0;                        ///< passes the metrics took
   double setup_seconds = 0;              ///< s: CUPTI set-up before the first pass (config image, enable)
-  double passes_seconds = 0;             ///< s: the passes, decoding and evaluation
+  /// s per set-up step (initialize, counter_availability, host_object, config_image, enable, counter_data),
+  /// so the set-up's cost can be attributed
+  std::map<std::string, double> setup_steps;
+  double passes_seconds = 0;  ///< s: the passes, decoding and evaluation
 };
 
 /// Collects `metrics` over `work`, run once per pass the metrics need (at most `max_passes`). `prepare`

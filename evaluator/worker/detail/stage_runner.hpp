@@ -161,10 +161,12 @@ class Worker {
   std::string profile_library(const JobWorkload &w, const TensorSet &inputs,
                               const std::vector<std::string> &names, std::map<std::string, double> &out);
   /// PC sampling of one more launch: the kernel's warp states and its most sampled PCs. `measured` (the
-  /// range profiler's figures) sets the sampling period from the launch's duration and clock.
+  /// range profiler's figures) sets the sampling period from the launch's duration and clock. The
+  /// sampler's steps add their seconds to `phase_seconds` (keys "pc_sampling_<step>").
   protocol::PcSampling sample_launch(const JobWorkload &w, const TensorSet &tensors,
                                      detail::PackedParams &params,
-                                     const std::map<std::string, double> &measured, double launch_ms);
+                                     const std::map<std::string, double> &measured, double launch_ms,
+                                     json &phase_seconds);
 
   double kernel_hang_ms() const;                 ///< ms
   double incorrect_execution_budget_ms() const;  ///< ms
