@@ -18,10 +18,10 @@
 namespace ptxbench::tasks::flashinfer {
 
 using detail::lower;
-using util::unexpected;
 using detail::their_dtype;
 using nlohmann::json;
 using nlohmann::ordered_json;
+using util::unexpected;
 
 // ---------------------------------------------------------------------------------------------------------
 // Export.
@@ -106,34 +106,33 @@ std::string workload_uuid(const std::string &task_id, const std::string &workloa
                      h.substr(20, 12));
 }
 
-}  // namespace
-
-std::string Exported::workloads_jsonl() const {
-  std::string out;
-  for (const auto &w : workloads) out += w.dump() + "\n";
-  return out;
-}
-
-util::Expected<Exported> export_task(const Task &t) {
-  const std::string named = fmt::format("task '{}'", t.id);
+/// Every workload, shown then hidden.
+std::vector<const Workload *> all_workloads(const Task &t) {
   std::vector<const Workload *> all;
   for (const auto &w : t.workloads) all.push_back(&w);
   for (const auto &w : t.hidden_workloads) all.push_back(&w);
+  return all;
+}
+
+/// The symbols that are var axes: those with a range, or whose value differs between workloads.
+std::set<std::string> variable_symbols(const Task &t, const std::vector<const Workload *> &all) {
   std::set<std::string> variable;
   for (const auto &s : t.symbols) {
     if (t.ranges.count(s)) variable.insert(s);
     for (const auto *w : all)
       if (w->symbols.at(s) != all.front()->symbols.at(s)) variable.insert(s);
   }
-  ordered_json axes = ordered_json::object();
-  for (const auto &s : t.symbols) {
-    if (variable.count(s))
-      axes[their_axis(t, s)] = {{"type", "var"}};
-    else
-      axes[their_axis(t, s)] = {{"type", "const"}, {"value", all.front()->symbols.at(s)}};
-  }
+  return variable;
+}
+
+/// The definition's inputs and outputs, and the reference's argument names (inputs, then scalars).
+struct TensorSpecs {
   ordered_json inputs = ordered_json::object(), outputs = ordered_json::object();
   std::vector<std::string> args;
+};
+
+util::Expected<TensorSpecs> tensor_specs(const Task &t, const std::string &named) {
+  TensorSpecs out;
   for (std::size_t i = 0; i < t.tensors.size(); ++i) {
     const Tensor &x = t.tensors[i];
     ordered_json shape = ordered_json::array();
@@ -149,10 +148,10 @@ util::Expected<Exported> export_task(const Task &t) {
     if (!x.description.empty()) spec["description"] = x.description;
     const std::string name = their_tensor(t, x.name);
     if (x.role == TensorRole::input) {
-      inputs[name] = spec;
-      args.push_back(name);
+      out.inputs[name] = spec;
+      out.args.push_back(name);
     } else {
-      outputs[name] = spec;
+      out.outputs[name] = spec;
     }
   }
   for (std::size_t i = 0; i < t.scalars.size(); ++i) {
@@ -167,15 +166,72 @@ util::Expected<Exported> export_task(const Task &t) {
                       named, i, s.name, s.type));
     ordered_json spec = {{"shape", nullptr}, {"dtype", type->second}};
     if (!s.description.empty()) spec["description"] = s.description;
-    inputs[their_scalar(s.name)] = spec;
-    args.push_back(their_scalar(s.name));
+    out.inputs[their_scalar(s.name)] = spec;
+    out.args.push_back(their_scalar(s.name));
   }
+  return out;
+}
+
+/// The ranges as constraints: "lo <= X <= hi" and "X % m == 0".
+ordered_json constraints_of(const Task &t) {
   ordered_json constraints = ordered_json::array();
   for (const auto &[sym, r] : t.ranges) {
     const std::string axis = their_axis(t, sym);
     constraints.push_back(fmt::format("{} <= {} <= {}", r.min, axis, r.max));
     if (r.multiple_of > 1) constraints.push_back(fmt::format("{} % {} == 0", axis, r.multiple_of));
   }
+  return constraints;
+}
+
+/// The stage tag, and how many workloads are shown when that is not one.
+ordered_json definition_tags(const Task &t) {
+  ordered_json tags = ordered_json::array();
+  if (t.family == Family::attention_fwd) tags.push_back("stage:prefill");
+  if (t.family == Family::attention_bwd) tags.push_back("stage:backward");
+  if (t.workloads.size() != 1) tags.push_back(fmt::format("ptxbench.shown:{}", t.workloads.size()));
+  return tags;
+}
+
+/// One workload line: the var axes' values, random tensors and the scalars' values.
+ordered_json workload_line(const Task &t, const Workload &w, const std::set<std::string> &variable,
+                           const std::string &definition) {
+  ordered_json axes_values = ordered_json::object();
+  for (const auto &s : t.symbols)
+    if (variable.count(s)) axes_values[their_axis(t, s)] = w.symbols.at(s);
+  ordered_json input_specs = ordered_json::object();
+  for (const auto &x : t.tensors)
+    if (x.role == TensorRole::input) input_specs[their_tensor(t, x.name)] = {{"type", "random"}};
+  for (const auto &s : t.scalars)
+    input_specs[their_scalar(s.name)] = {{"type", "scalar"}, {"value", s.value}};
+  return {
+      {"definition", definition},
+      {"workload", {{"uuid", workload_uuid(t.id, w.name)}, {"axes", axes_values}, {"inputs", input_specs}}},
+      {"solution", nullptr},
+      {"evaluation", nullptr}};
+}
+
+}  // namespace
+
+std::string Exported::workloads_jsonl() const {
+  std::string out;
+  for (const auto &w : workloads) out += w.dump() + "\n";
+  return out;
+}
+
+util::Expected<Exported> export_task(const Task &t) {
+  const std::string named = fmt::format("task '{}'", t.id);
+  const std::vector<const Workload *> all = all_workloads(t);
+  const std::set<std::string> variable = variable_symbols(t, all);
+  ordered_json axes = ordered_json::object();
+  for (const auto &s : t.symbols) {
+    if (variable.count(s))
+      axes[their_axis(t, s)] = {{"type", "var"}};
+    else
+      axes[their_axis(t, s)] = {{"type", "const"}, {"value", all.front()->symbols.at(s)}};
+  }
+  auto specs = tensor_specs(t, named);
+  if (!specs) return unexpected(specs.error());
+  const ordered_json constraints = constraints_of(t);
   const auto tag = [&](const char *key) {
     const auto it = t.tags.find(key);
     return it == t.tags.end() ? std::string() : it->second;
@@ -183,10 +239,7 @@ util::Expected<Exported> export_task(const Task &t) {
   const std::string name = tag("flashinfer_definition").empty() ? t.id : tag("flashinfer_definition");
   const std::string description =
       tag("flashinfer_description").empty() ? t.description : tag("flashinfer_description");
-  ordered_json tags = ordered_json::array();
-  if (t.family == Family::attention_fwd) tags.push_back("stage:prefill");
-  if (t.family == Family::attention_bwd) tags.push_back("stage:backward");
-  if (t.workloads.size() != 1) tags.push_back(fmt::format("ptxbench.shown:{}", t.workloads.size()));
+  const ordered_json tags = definition_tags(t);
   Exported out;
   out.definition = {{"name", name},
                     {"description", description},
@@ -194,26 +247,11 @@ util::Expected<Exported> export_task(const Task &t) {
                     {"tags", tags},
                     {"axes", axes}};
   if (!constraints.empty()) out.definition["constraints"] = constraints;
-  out.definition["inputs"] = inputs;
-  out.definition["outputs"] = outputs;
-  out.definition["reference"] = reference_source(t, args);
+  out.definition["inputs"] = specs->inputs;
+  out.definition["outputs"] = specs->outputs;
+  out.definition["reference"] = reference_source(t, specs->args);
   if (tags.empty()) out.definition.erase("tags");
-  for (const auto *w : all) {
-    ordered_json axes_values = ordered_json::object();
-    for (const auto &s : t.symbols)
-      if (variable.count(s)) axes_values[their_axis(t, s)] = w->symbols.at(s);
-    ordered_json input_specs = ordered_json::object();
-    for (const auto &x : t.tensors)
-      if (x.role == TensorRole::input) input_specs[their_tensor(t, x.name)] = {{"type", "random"}};
-    for (const auto &s : t.scalars)
-      input_specs[their_scalar(s.name)] = {{"type", "scalar"}, {"value", s.value}};
-    out.workloads.push_back(
-        {{"definition", name},
-         {"workload",
-          {{"uuid", workload_uuid(t.id, w->name)}, {"axes", axes_values}, {"inputs", input_specs}}},
-         {"solution", nullptr},
-         {"evaluation", nullptr}});
-  }
+  for (const auto *w : all) out.workloads.push_back(workload_line(t, *w, variable, name));
   return out;
 }
 

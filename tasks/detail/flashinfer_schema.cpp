@@ -213,18 +213,21 @@ std::string ragged_or_paged_reasons(const Definition &d) {
   return util::join(reasons, "; ");
 }
 
-util::Expected<Mapping> classify_gemm(const Definition &d) {
-  Mapping m;
-  m.family = Family::gemm;
+/// A GEMM definition's tensors: A, B, C and the names of its scale scalars.
+struct GemmTensors {
   const TensorDef *a = nullptr, *b = nullptr, *c = nullptr;
   std::set<std::string> scalars;
+};
+
+util::Expected<GemmTensors> gemm_tensors(const Definition &d) {
+  GemmTensors g;
   for (const auto &t : d.inputs) {
     if (t.name == "A")
-      a = &t;
+      g.a = &t;
     else if (t.name == "B")
-      b = &t;
+      g.b = &t;
     else if (t.is_scalar() && (t.name == "scale_a" || t.name == "scale_b"))
-      scalars.insert(t.name);
+      g.scalars.insert(t.name);
     else if (t.is_scalar())
       return unexpected(
           fmt::format("inputs.{}: a scalar the PTXBench GEMM reference does not take (it takes "
@@ -239,16 +242,21 @@ util::Expected<Mapping> classify_gemm(const Definition &d) {
   for (const auto &t : d.outputs) {
     if (t.name != "C")
       return unexpected(fmt::format("outputs.{}: a PTXBench GEMM writes exactly one output, C[M,N]", t.name));
-    c = &t;
+    g.c = &t;
   }
-  if (!a || !b || !c)
+  if (!g.a || !g.b || !g.c)
     return unexpected(
         std::string("inputs/outputs: a gemm definition maps when it has inputs "
                     "A[M,K], B[N,K] and output C[M,N]"));
-  for (const TensorDef *t : {a, b, c})
+  return g;
+}
+
+/// A[M,K], B[N,K] (the 'TN' layout), C[M,N], with M, N and K three different axes.
+util::Expected<void> check_gemm_shapes(const GemmTensors &g) {
+  for (const TensorDef *t : {g.a, g.b, g.c})
     if (t->is_scalar() || t->shape->size() != 2)
-      return unexpected(fmt::format("{}.{}.shape: must be 2-D", t == c ? "outputs" : "inputs", t->name));
-  const auto &sa = *a->shape, &sb = *b->shape, &sc = *c->shape;
+      return unexpected(fmt::format("{}.{}.shape: must be 2-D", t == g.c ? "outputs" : "inputs", t->name));
+  const auto &sa = *g.a->shape, &sb = *g.b->shape, &sc = *g.c->shape;
   if (sb[1] != sa[1]) {
     if (sb[0] == sa[1])
       return unexpected(fmt::format(
@@ -266,46 +274,62 @@ util::Expected<Mapping> classify_gemm(const Definition &d) {
         fmt::format("inputs: A {} and B {} share an axis between M, N and K; PTXBench GEMM symbols "
                     "M, N and K are independent",
                     shape_text(sa), shape_text(sb)));
-  if (a->dtype != b->dtype)
+  return {};
+}
+
+/// The input dtype (bf16, f16 or e4m3), checked against C's dtype and the scales fp8 needs.
+util::Expected<DType> gemm_input_dtype(const Definition &d, const GemmTensors &g) {
+  if (g.a->dtype != g.b->dtype)
     return unexpected(
         fmt::format("inputs.B.dtype '{}' differs from inputs.A.dtype '{}': A and B must share "
                     "one dtype",
-                    b->dtype, a->dtype));
-  const auto in = dtype_of(a->dtype), out = dtype_of(c->dtype);
+                    g.b->dtype, g.a->dtype));
+  const auto in = dtype_of(g.a->dtype), out = dtype_of(g.c->dtype);
   if (!in || (*in != DType::bf16 && *in != DType::f16 && *in != DType::e4m3))
     return unexpected(
         fmt::format("inputs.A.dtype '{}': PTXBench GEMM tasks take bfloat16, float16 or "
                     "float8_e4m3fn inputs",
-                    a->dtype));
-  m.input_dtype = *in;
+                    g.a->dtype));
   if (*in == DType::e4m3) {
     if (!out || *out != DType::bf16)
       return unexpected(
-          fmt::format("outputs.C.dtype '{}': the PTXBench fp8 GEMM writes a bfloat16 C", c->dtype));
-    if (scalars.size() != 2)
+          fmt::format("outputs.C.dtype '{}': the PTXBench fp8 GEMM writes a bfloat16 C", g.c->dtype));
+    if (g.scalars.size() != 2)
       return unexpected(
           std::string("inputs: the PTXBench fp8 GEMM takes per-tensor scales as the scalar inputs "
                       "scale_a and scale_b (shape null); this definition lacks them"));
   } else {
-    if (!scalars.empty())
-      return unexpected(fmt::format("inputs.{}: scales apply to fp8 inputs only", *scalars.begin()));
+    if (!g.scalars.empty())
+      return unexpected(fmt::format("inputs.{}: scales apply to fp8 inputs only", *g.scalars.begin()));
     if (!out || *out != *in)
       return unexpected(
           fmt::format("outputs.C.dtype '{}': PTXBench 16-bit GEMM tasks write C in the inputs' "
                       "dtype ('{}')",
-                      c->dtype, a->dtype));
+                      g.c->dtype, g.a->dtype));
   }
   for (const auto &s : d.inputs)
     if (s.is_scalar() && s.dtype != "float32")
       return unexpected(fmt::format("inputs.{}.dtype '{}': scales are float32", s.name, s.dtype));
+  return *in;
+}
+
+util::Expected<Mapping> classify_gemm(const Definition &d) {
+  auto g = gemm_tensors(d);
+  if (!g) return unexpected(g.error());
+  if (auto shapes = check_gemm_shapes(*g); !shapes) return unexpected(shapes.error());
+  auto in = gemm_input_dtype(d, *g);
+  if (!in) return unexpected(in.error());
+  Mapping m;
+  m.family = Family::gemm;
+  m.input_dtype = *in;
   return m;
 }
 
 struct AttentionNames {
   const TensorDef *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *d_o = nullptr, *lse = nullptr;
   const TensorDef *dq = nullptr, *dk = nullptr, *dv = nullptr, *scale = nullptr;
+  bool backward() const { return dq || dk || dv; }
 };
-
 
 const TensorDef *find_any(const std::vector<TensorDef> &list, const std::string_view *names, std::size_t n) {
   for (const auto &t : list)
@@ -314,13 +338,9 @@ const TensorDef *find_any(const std::vector<TensorDef> &list, const std::string_
   return nullptr;
 }
 
-util::Expected<Mapping> classify_attention(const Definition &d) {
-  for (const auto &t : d.inputs) {
-    const std::string n = lower(t.name);
-    if (contains(n, "indptr") || contains(n, "indices") || contains(n, "cache"))
-      return unexpected(ragged_or_paged_reasons(d));
-  }
-  Mapping m;
+/// The tensors an attention forward (q, k, v -> output, lse) or backward (q, k, v, o, do, lse -> dq, dk,
+/// dv) maps from, every one present, no other output and no other input.
+util::Expected<AttentionNames> attention_names(const Definition &d) {
   AttentionNames a;
   a.q = find(d.inputs, {"q"});
   a.k = find(d.inputs, {"k"});
@@ -329,8 +349,7 @@ util::Expected<Mapping> classify_attention(const Definition &d) {
   a.dk = find(d.outputs, {"dk"});
   a.dv = find(d.outputs, {"dv"});
   a.scale = find(d.inputs, {"sm_scale", "softmax_scale", "scale"});
-  const bool backward = a.dq || a.dk || a.dv;
-  m.family = backward ? Family::attention_bwd : Family::attention_fwd;
+  const bool backward = a.backward();
   std::set<const TensorDef *> known{a.q, a.k, a.v, a.scale};
   if (backward) {
     a.o = find_any(d.inputs, kO, std::size(kO));
@@ -362,6 +381,33 @@ util::Expected<Mapping> classify_attention(const Definition &d) {
           fmt::format("inputs.{}: the PTXBench attention {} takes no such input (no mask, bias, "
                       "dropout or positional tensors)",
                       t.name, backward ? "backward" : "forward"));
+  return a;
+}
+
+/// k or v, whose shape differs from q's: why (grouped-query heads, another sequence axis, or just unequal).
+std::string kv_shape_error(const Definition &d, const TensorDef &t, const std::vector<std::string> &q) {
+  const auto &s = *t.shape;
+  if (s.size() == 4 && s[0] == q[0] && s[2] == q[2] && s[3] == q[3] && s[1] != q[1]) {
+    const Axis &hq = d.axes.at(q[1]), &hk = d.axes.at(s[1]);
+    const std::string ratio = hq.is_const && hk.is_const && hk.value
+                                  ? fmt::format(" ({} / {} = {})", hq.value, hk.value, hq.value / hk.value)
+                                  : "";
+    return fmt::format(
+        "inputs.{}.shape {}: its head axis '{}' differs from q's '{}'{}: grouped-query "
+        "attention; the PTXBench "
+        "attention reference and cuDNN path run as many K/V heads as query heads",
+        t.name, shape_text(s), s[1], q[1], ratio);
+  }
+  if (s.size() == 4 && s[2] != q[2])
+    return fmt::format(
+        "inputs.{}.shape {}: its sequence axis '{}' differs from q's '{}'; PTXBench "
+        "attention tasks have one S for queries and keys",
+        t.name, shape_text(s), s[2], q[2]);
+  return fmt::format("inputs.{}.shape {}: must equal q's {}", t.name, shape_text(s), shape_text(q));
+}
+
+/// Every tensor [B, H, S, D] as q (head-major), lse [B, H, S]; the scale a float32 scalar.
+util::Expected<void> check_attention_shapes(const Definition &d, const AttentionNames &a) {
   if (a.scale && (!a.scale->is_scalar() || a.scale->dtype != "float32"))
     return unexpected(
         fmt::format("inputs.{}: the softmax scale must be a float32 scalar (shape null)", a.scale->name));
@@ -376,28 +422,8 @@ util::Expected<Mapping> classify_attention(const Definition &d) {
         fmt::format("inputs.{}.shape {}: sequence-major [B, S, H, D] (NHD); PTXBench attention "
                     "tensors are head-major [B, H, S, D]",
                     a.q->name, shape_text(q)));
-  for (const TensorDef *t : {a.k, a.v}) {
-    const auto &s = *t->shape;
-    if (s == q) continue;
-    if (s.size() == 4 && s[0] == q[0] && s[2] == q[2] && s[3] == q[3] && s[1] != q[1]) {
-      const Axis &hq = d.axes.at(q[1]), &hk = d.axes.at(s[1]);
-      const std::string ratio = hq.is_const && hk.is_const && hk.value
-                                    ? fmt::format(" ({} / {} = {})", hq.value, hk.value, hq.value / hk.value)
-                                    : "";
-      return unexpected(
-          fmt::format("inputs.{}.shape {}: its head axis '{}' differs from q's '{}'{}: grouped-query "
-                      "attention; the PTXBench "
-                      "attention reference and cuDNN path run as many K/V heads as query heads",
-                      t->name, shape_text(s), s[1], q[1], ratio));
-    }
-    if (s.size() == 4 && s[2] != q[2])
-      return unexpected(
-          fmt::format("inputs.{}.shape {}: its sequence axis '{}' differs from q's '{}'; PTXBench "
-                      "attention tasks have one S for queries and keys",
-                      t->name, shape_text(s), s[2], q[2]));
-    return unexpected(
-        fmt::format("inputs.{}.shape {}: must equal q's {}", t->name, shape_text(s), shape_text(q)));
-  }
+  for (const TensorDef *t : {a.k, a.v})
+    if (*t->shape != q) return unexpected(kv_shape_error(d, *t, q));
   for (const TensorDef *t : {a.o, a.d_o, a.dq, a.dk, a.dv})
     if (t && *t->shape != q)
       return unexpected(
@@ -406,6 +432,11 @@ util::Expected<Mapping> classify_attention(const Definition &d) {
   if (*a.lse->shape != bhs)
     return unexpected(fmt::format("lse.shape {}: must be {} (q's first three axes)",
                                   shape_text(*a.lse->shape), shape_text(bhs)));
+  return {};
+}
+
+/// A float32 natural-log LSE, every other tensor bfloat16.
+util::Expected<void> check_attention_dtypes(const AttentionNames &a) {
   if (a.lse->dtype != "float32")
     return unexpected(fmt::format("lse.dtype '{}': PTXBench attention LSE is float32", a.lse->dtype));
   const std::string lse_text = lower(a.lse->description);
@@ -419,14 +450,30 @@ util::Expected<Mapping> classify_attention(const Definition &d) {
     if (t && t->dtype != "bfloat16")
       return unexpected(fmt::format("{}.dtype '{}': the PTXBench attention reference runs bfloat16 only",
                                     t->name, t->dtype));
+  return {};
+}
+
+util::Expected<Mapping> classify_attention(const Definition &d) {
+  for (const auto &t : d.inputs) {
+    const std::string n = lower(t.name);
+    if (contains(n, "indptr") || contains(n, "indices") || contains(n, "cache"))
+      return unexpected(ragged_or_paged_reasons(d));
+  }
+  auto a = attention_names(d);
+  if (!a) return unexpected(a.error());
+  if (auto shapes = check_attention_shapes(d, *a); !shapes) return unexpected(shapes.error());
+  if (auto dtypes = check_attention_dtypes(*a); !dtypes) return unexpected(dtypes.error());
+  Mapping m;
+  m.family = a->backward() ? Family::attention_bwd : Family::attention_fwd;
   m.input_dtype = DType::bf16;
-  const Axis &head_dim = d.axes.at(q[3]);
+  const std::string &head_axis = (*a->q->shape)[3];
+  const Axis &head_dim = d.axes.at(head_axis);
   if (head_dim.is_const) {
     if (head_dim.value != 64 && head_dim.value != 128 && head_dim.value != 256)
       return unexpected(
           fmt::format("axes.{}: head_dim {}; the PTXBench attention reference supports 64, 128 and "
                       "256",
-                      q[3], head_dim.value));
+                      head_axis, head_dim.value));
     m.head_dim = head_dim.value;
   }
   m.causal = contains(lower(d.name), "causal");
