@@ -1,6 +1,8 @@
 #include "llm_clients/chat_client.hpp"
 
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -46,6 +48,86 @@ nlohmann::json EndpointConfig::to_json_redacted() const {
           {"scripted_file", scripted_file}};
 }
 
+namespace {
+
+using nlohmann::json;
+
+template <std::string EndpointConfig::*Field>
+bool read_string(EndpointConfig &c, const json &value) {
+  if (!value.is_string()) return false;
+  c.*Field = value.get<std::string>();
+  return true;
+}
+
+template <std::chrono::milliseconds EndpointConfig::*Field>
+bool read_ms(EndpointConfig &c, const json &value) {
+  if (!value.is_number_integer() || value.get<std::int64_t>() < 0) return false;
+  c.*Field = std::chrono::milliseconds(value.get<std::int64_t>());
+  return true;
+}
+
+template <int EndpointConfig::*Field, int Minimum>
+bool read_count(EndpointConfig &c, const json &value) {
+  if (!value.is_number_integer() || value.get<std::int64_t>() < Minimum || value.get<std::int64_t>() > 100000)
+    return false;
+  c.*Field = value.get<int>();
+  return true;
+}
+
+bool read_system_prompt(EndpointConfig &c, const json &value) {
+  return read_string<&EndpointConfig::system_prompt>(c, value) &&
+         (c.system_prompt == "system" || c.system_prompt == "user");
+}
+
+bool read_stream(EndpointConfig &c, const json &value) {
+  if (!value.is_boolean()) return false;
+  c.stream = value.get<bool>();
+  return true;
+}
+
+bool read_extra_body(EndpointConfig &c, const json &value) {
+  if (!value.is_object()) return false;
+  c.extra_body = value;
+  return true;
+}
+
+bool read_max_response_bytes(EndpointConfig &c, const json &value) {
+  if (!value.is_number_integer() || value.get<std::int64_t>() < 1024) return false;
+  c.max_response_bytes = value.get<std::size_t>();
+  return true;
+}
+
+/// One field of an endpoint object: what its value must be, and how it is read (false: it is not that).
+struct EndpointField {
+  std::string_view key;
+  const char *expected;
+  bool (*read)(EndpointConfig &, const json &);
+};
+
+constexpr const char *kMs = "an integer >= 0 (milliseconds)";
+constexpr EndpointField kEndpointFields[] = {
+    {"name", "a string", read_string<&EndpointConfig::name>},
+    {"kind", "a string", read_string<&EndpointConfig::kind>},
+    {"base_url", "a string", read_string<&EndpointConfig::base_url>},
+    {"model", "a string", read_string<&EndpointConfig::model>},
+    {"api_key_env", "a string", read_string<&EndpointConfig::api_key_env>},
+    {"scripted_file", "a string", read_string<&EndpointConfig::scripted_file>},
+    {"system_prompt", "\"system\" or \"user\"", read_system_prompt},
+    {"stream", "true or false", read_stream},
+    {"extra_body", "an object", read_extra_body},
+    {"max_retries", "an integer >= 0", read_count<&EndpointConfig::max_retries, 0>},
+    {"max_in_flight", "an integer >= 1", read_count<&EndpointConfig::max_in_flight, 1>},
+    {"max_response_bytes", "an integer >= 1024 (bytes)", read_max_response_bytes},
+    {"request_timeout_ms", kMs, read_ms<&EndpointConfig::request_timeout>},
+    {"connect_timeout_ms", kMs, read_ms<&EndpointConfig::connect_timeout>},
+    {"stream_idle_timeout_ms", kMs, read_ms<&EndpointConfig::stream_idle_timeout>},
+    {"backoff_initial_ms", kMs, read_ms<&EndpointConfig::backoff_initial>},
+    {"backoff_max_ms", kMs, read_ms<&EndpointConfig::backoff_max>},
+    {"retry_budget_ms", kMs, read_ms<&EndpointConfig::retry_budget>},
+};
+
+}  // namespace
+
 util::Expected<EndpointConfig> endpoint_config_from_json(const nlohmann::json &object,
                                                          const std::string &json_path) {
   auto fail = [&](const std::string &key, const std::string &what) {
@@ -54,65 +136,14 @@ util::Expected<EndpointConfig> endpoint_config_from_json(const nlohmann::json &o
   if (!object.is_object()) return fail("", std::string("must be an object, got ") + object.type_name());
   EndpointConfig c;
   for (const auto &item : object.items()) {
-    // Named references, not a structured binding: clang 14 cannot capture bindings in the lambdas below.
+    // Named references, not a structured binding: clang 14 cannot capture bindings in lambdas.
     const std::string &key = item.key();
     const nlohmann::json &value = item.value();
-    auto want_string = [&](std::string &out) -> bool {
-      if (!value.is_string()) return false;
-      out = value.get<std::string>();
-      return true;
-    };
-    auto want_ms = [&](std::chrono::milliseconds &out) -> bool {
-      if (!value.is_number_integer() || value.get<std::int64_t>() < 0) return false;
-      out = std::chrono::milliseconds(value.get<std::int64_t>());
-      return true;
-    };
-    bool ok = true;
-    std::string expected = "a string";
-    if (key == "name")
-      ok = want_string(c.name);
-    else if (key == "kind")
-      ok = want_string(c.kind);
-    else if (key == "base_url")
-      ok = want_string(c.base_url);
-    else if (key == "model")
-      ok = want_string(c.model);
-    else if (key == "api_key_env")
-      ok = want_string(c.api_key_env);
-    else if (key == "scripted_file")
-      ok = want_string(c.scripted_file);
-    else if (key == "system_prompt") {
-      expected = "\"system\" or \"user\"";
-      ok = want_string(c.system_prompt) && (c.system_prompt == "system" || c.system_prompt == "user");
-    } else if (key == "stream") {
-      expected = "true or false";
-      ok = value.is_boolean();
-      if (ok) c.stream = value.get<bool>();
-    } else if (key == "extra_body") {
-      expected = "an object";
-      ok = value.is_object();
-      if (ok) c.extra_body = value;
-    } else if (key == "max_retries" || key == "max_in_flight") {
-      expected = key == "max_in_flight" ? "an integer >= 1" : "an integer >= 0";
-      const int minimum = key == "max_in_flight" ? 1 : 0;
-      ok = value.is_number_integer() && value.get<std::int64_t>() >= minimum &&
-           value.get<std::int64_t>() <= 100000;
-      if (ok) (key == "max_retries" ? c.max_retries : c.max_in_flight) = value.get<int>();
-    } else if (key == "max_response_bytes") {
-      expected = "an integer >= 1024 (bytes)";
-      ok = value.is_number_integer() && value.get<std::int64_t>() >= 1024;
-      if (ok) c.max_response_bytes = value.get<std::size_t>();
-    } else if (key == "request_timeout_ms" || key == "connect_timeout_ms" ||
-               key == "stream_idle_timeout_ms" || key == "backoff_initial_ms" || key == "backoff_max_ms" ||
-               key == "retry_budget_ms") {
-      expected = "an integer >= 0 (milliseconds)";
-      auto &field = key == "request_timeout_ms"       ? c.request_timeout
-                    : key == "connect_timeout_ms"     ? c.connect_timeout
-                    : key == "stream_idle_timeout_ms" ? c.stream_idle_timeout
-                    : key == "backoff_initial_ms"     ? c.backoff_initial
-                    : key == "backoff_max_ms"         ? c.backoff_max
-                                                      : c.retry_budget;
-      ok = want_ms(field);
+    const auto field = std::find_if(std::begin(kEndpointFields), std::end(kEndpointFields),
+                                    [&](const EndpointField &f) { return f.key == key; });
+    if (field != std::end(kEndpointFields)) {
+      if (!field->read(c, value))
+        return fail(key, std::string("must be ") + field->expected + ", got " + value.dump().substr(0, 80));
     } else if (key == "api_key" || key == "key") {
       // Never echo the value: it is a secret that was put in the wrong place.
       return fail(key,
@@ -125,7 +156,6 @@ util::Expected<EndpointConfig> endpoint_config_from_json(const nlohmann::json &o
                   "backoff_initial_ms, backoff_max_ms, retry_budget_ms, max_response_bytes, max_in_flight, "
                   "scripted_file, system_prompt)");
     }
-    if (!ok) return fail(key, std::string("must be ") + expected + ", got " + value.dump().substr(0, 80));
   }
   if (c.kind != "openai" && c.kind != "scripted")
     return fail("kind", "must be \"openai\" or \"scripted\", got \"" + c.kind + "\"");

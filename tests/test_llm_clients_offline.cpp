@@ -206,3 +206,77 @@ TEST_CASE("scripted file errors name the file and the field") {
   missing.scripted_file = (dir / "absent.json").string();
   CHECK(create_client(missing).error().find("absent.json") != std::string::npos);
 }
+
+TEST_CASE("endpoint config: a wrong value names the field and what it must be; good values are read") {
+  const nlohmann::json base = {{"base_url", "http://x/v1"}, {"model", "m"}};
+  struct Case {
+    const char *key;
+    nlohmann::json value;
+    const char *error;
+  };
+  const Case cases[] = {
+      {"name", 3, "e[3].name: must be a string, got 3"},
+      {"system_prompt", "developer", "e[3].system_prompt: must be \"system\" or \"user\", got \"developer\""},
+      {"stream", 1, "e[3].stream: must be true or false, got 1"},
+      {"extra_body", nlohmann::json::array(), "e[3].extra_body: must be an object, got []"},
+      {"max_retries", -1, "e[3].max_retries: must be an integer >= 0, got -1"},
+      {"max_in_flight", 0, "e[3].max_in_flight: must be an integer >= 1, got 0"},
+      {"max_in_flight", 100001, "e[3].max_in_flight: must be an integer >= 1, got 100001"},
+      {"max_response_bytes", 1023, "e[3].max_response_bytes: must be an integer >= 1024 (bytes), got 1023"},
+      {"backoff_max_ms", -1, "e[3].backoff_max_ms: must be an integer >= 0 (milliseconds), got -1"},
+      {"retry_budget_ms", 2.5, "e[3].retry_budget_ms: must be an integer >= 0 (milliseconds), got 2.5"},
+      {"api_key_env", std::string(100, 'z'), nullptr},
+      {"kind", "other", "e[3].kind: must be \"openai\" or \"scripted\", got \"other\""},
+  };
+  for (const Case &c : cases) {
+    CAPTURE(c.key);
+    nlohmann::json j = base;
+    j[c.key] = c.value;
+    auto parsed = endpoint_config_from_json(j, "e[3]");
+    if (!c.error) {
+      CHECK(parsed.has_value());
+      continue;
+    }
+    REQUIRE_FALSE(parsed.has_value());
+    CHECK(parsed.error() == c.error);
+  }
+  nlohmann::json long_value = base;
+  long_value["model"] = nlohmann::json::array({std::string(100, 'z')});
+  auto cut = endpoint_config_from_json(long_value, "e");
+  REQUIRE_FALSE(cut.has_value());
+  CHECK(cut.error() == "e.model: must be a string, got [\"" + std::string(78, 'z'));
+
+  nlohmann::json all = base;
+  all.update({{"name", "n"},
+              {"api_key_env", "K"},
+              {"system_prompt", "user"},
+              {"stream", false},
+              {"extra_body", {{"top_k", 5}}},
+              {"max_retries", 0},
+              {"max_in_flight", 100000},
+              {"max_response_bytes", 1024},
+              {"request_timeout_ms", 1},
+              {"connect_timeout_ms", 2},
+              {"stream_idle_timeout_ms", 3},
+              {"backoff_initial_ms", 4},
+              {"backoff_max_ms", 5},
+              {"retry_budget_ms", 6}});
+  auto read = endpoint_config_from_json(all);
+  REQUIRE(read.has_value());
+  CHECK(read->name == "n");
+  CHECK(read->api_key_env == "K");
+  CHECK(read->system_prompt == "user");
+  CHECK_FALSE(read->stream);
+  CHECK(read->extra_body == nlohmann::json{{"top_k", 5}});
+  CHECK(read->max_retries == 0);
+  CHECK(read->max_in_flight == 100000);
+  CHECK(read->max_response_bytes == 1024);
+  CHECK(read->request_timeout == milliseconds(1));
+  CHECK(read->connect_timeout == milliseconds(2));
+  CHECK(read->stream_idle_timeout == milliseconds(3));
+  CHECK(read->backoff_initial == milliseconds(4));
+  CHECK(read->backoff_max == milliseconds(5));
+  CHECK(read->retry_budget == milliseconds(6));
+  CHECK(endpoint_config_from_json({{"kind", "scripted"}}, "e").error() ==
+        "e.scripted_file: is required for kind \"scripted\"");
+}
