@@ -221,80 +221,91 @@ std::string OpenAiClient::model_hint(const std::pair<long, std::string> &models)
   return fmt::format("model '{}' is not served at {}; it lists: {}", config_.model, config_.base_url, list);
 }
 
-ChatError OpenAiClient::http_error(long status, const std::string &body, bool *retry_pointless) const {
-  const std::string server = redacted_excerpt(server_error_message(body), api_key_);
-  // GET <base_url>/models, asked once and only for the statuses whose cause it tells apart.
-  std::optional<std::pair<long, std::string>> models;
-  auto models_answer = [&]() -> const std::pair<long, std::string> & {
-    if (!models) models = get(strip_trailing_slashes(config_.base_url) + "/models");
-    return *models;
-  };
-  auto model_hint = [&] { return this->model_hint(models_answer()); };
+const std::pair<long, std::string> &OpenAiClient::models_answer(ModelsAnswer &models) const {
+  if (!models) models = get(strip_trailing_slashes(config_.base_url) + "/models");
+  return *models;
+}
+
+std::string OpenAiClient::refused_too(ModelsAnswer &models, long models_status) const {
   const std::string key_advice = config_.api_key_env.empty()
                                      ? "this endpoint sends no key: if the server needs one, set api_key_env "
                                        "to the name of the variable "
                                        "holding it"
                                      : "check the key in $" + config_.api_key_env;
-  auto refused_too = [&](long models_status) {
-    std::string said = redacted_excerpt(server_error_message(models_answer().second), api_key_, 200);
-    return fmt::format(
-        "the server fails GET {}/models too (HTTP {}{}), so the request never reached a model: {}",
-        strip_trailing_slashes(config_.base_url), models_status, said.empty() ? "" : ": " + said, key_advice);
-  };
-  std::string hint;
+  std::string said = redacted_excerpt(server_error_message(models_answer(models).second), api_key_, 200);
+  return fmt::format(
+      "the server fails GET {}/models too (HTTP {}{}), so the request never reached a model: {}",
+      strip_trailing_slashes(config_.base_url), models_status, said.empty() ? "" : ": " + said, key_advice);
+}
+
+std::string OpenAiClient::not_found_hint(ModelsAnswer &models) const {
+  // Either the path is wrong (base_url without /v1) or the model is unknown: the model list tells.
+  std::string hint = model_hint(models_answer(models));
+  if (hint.empty() || hint.find("the server lists") == 0)
+    hint = fmt::format(
+        "no chat completions at {}: check base_url (OpenAI-compatible servers answer at "
+        ".../v1/chat/completions, so base_url usually ends in /v1){}",
+        url_, hint.empty() ? "" : "; " + hint);
+  return hint;
+}
+
+std::string OpenAiClient::rejected_hint(const std::string &server, ModelsAnswer &models) const {
+  // Only a message about the model is worth the model list (LiteLLM: "Invalid model name passed").
+  std::string listed =
+      lower(server).find("model") != std::string::npos ? model_hint(models_answer(models)) : std::string();
+  if (listed.find("is not served") != std::string::npos) return listed;
+  if (const long s = models_answer(models).first; s >= 400)
+    return refused_too(models, s);  // e.g. LiteLLM without a database answers a wrong key with 400
+  return "the server rejected the request: its message says why (sampling parameters, extra_body, "
+         "the prompt length); check sampling parameters and extra_body";
+}
+
+std::string OpenAiClient::server_error_hint(long status, const std::string &body, ModelsAnswer &models,
+                                            bool *retry_pointless) const {
+  if (status >= 500 && looks_like_key_error(body)) {
+    if (retry_pointless) *retry_pointless = true;
+    return config_.api_key_env.empty()
+               ? "the server wants a key: set api_key_env to the name of the variable holding it"
+               : "the server refused the key: check the key in $" + config_.api_key_env;
+  }
+  if (status == 500) {
+    // A 500 that GET /models shares is the server's state (a missing key, a broken proxy), not a
+    // passing overload: retrying would only wait. A server that lists its models is retried.
+    if (const long s = models_answer(models).first; s == 0 || s >= 400) {
+      if (retry_pointless) *retry_pointless = true;
+      return refused_too(models, s);
+    }
+  }
+  return {};
+}
+
+std::string OpenAiClient::status_hint(long status, const std::string &server, const std::string &body,
+                                      bool *retry_pointless) const {
+  // GET <base_url>/models, asked once and only for the statuses whose cause it tells apart.
+  ModelsAnswer models;
   switch (status) {
     case 401:
     case 403:
-      hint = config_.api_key_env.empty()
+      return config_.api_key_env.empty()
                  ? "the endpoint sends no key: set api_key_env to the name of the variable holding it"
                  : "check the key in $" + config_.api_key_env;
-      break;
-    case 404: {
-      // Either the path is wrong (base_url without /v1) or the model is unknown: the model list tells.
-      hint = model_hint();
-      if (hint.empty() || hint.find("the server lists") == 0)
-        hint = fmt::format(
-            "no chat completions at {}: check base_url (OpenAI-compatible servers answer at "
-            ".../v1/chat/completions, so base_url usually ends in /v1){}",
-            url_, hint.empty() ? "" : "; " + hint);
-      break;
-    }
+    case 404:
+      return not_found_hint(models);
     case 400:
-    case 422: {
-      // Only a message about the model is worth the model list (LiteLLM: "Invalid model name passed").
-      std::string listed = lower(server).find("model") != std::string::npos ? model_hint() : std::string();
-      if (listed.find("is not served") != std::string::npos)
-        hint = listed;
-      else if (const long s = models_answer().first; s >= 400)
-        hint = refused_too(s);  // e.g. LiteLLM without a database answers a wrong key with 400
-      else
-        hint =
-            "the server rejected the request: its message says why (sampling parameters, extra_body, "
-            "the prompt length); check sampling parameters and extra_body";
-      break;
-    }
+    case 422:
+      return rejected_hint(server, models);
     case 413:
-      hint = "the request is too large for the server: shorten the prompt or the history";
-      break;
+      return "the request is too large for the server: shorten the prompt or the history";
     case 429:
-      hint = "rate limited: lower max_in_flight or raise max_retries / backoff_max";
-      break;
+      return "rate limited: lower max_in_flight or raise max_retries / backoff_max";
     default:
-      if (status >= 500 && looks_like_key_error(body)) {
-        hint = config_.api_key_env.empty()
-                   ? "the server wants a key: set api_key_env to the name of the variable holding it"
-                   : "the server refused the key: check the key in $" + config_.api_key_env;
-        if (retry_pointless) *retry_pointless = true;
-      } else if (status == 500) {
-        // A 500 that GET /models shares is the server's state (a missing key, a broken proxy), not a
-        // passing overload: retrying would only wait. A server that lists its models is retried.
-        if (const long s = models_answer().first; s == 0 || s >= 400) {
-          hint = refused_too(s);
-          if (retry_pointless) *retry_pointless = true;
-        }
-      }
-      break;
+      return server_error_hint(status, body, models, retry_pointless);
   }
+}
+
+ChatError OpenAiClient::http_error(long status, const std::string &body, bool *retry_pointless) const {
+  const std::string server = redacted_excerpt(server_error_message(body), api_key_);
+  const std::string hint = status_hint(status, server, body, retry_pointless);
   std::string message;
   if ((status == 400 || status == 404 || status == 422) && !server.empty()) {
     // The server's own words first: they usually name the parameter or the model.
@@ -308,8 +319,186 @@ ChatError OpenAiClient::http_error(long status, const std::string &body, bool *r
   return make_error(ChatErrorKind::http_status, std::move(message), static_cast<int>(status));
 }
 
+namespace {
+
+/// The request headers: JSON in, a stream or JSON out, no 100-continue, the key when there is one.
+void add_request_headers(CurlHeaders &headers, const EndpointConfig &config, const std::string &api_key) {
+  headers.add("Content-Type: application/json");
+  headers.add(config.stream ? "Accept: text/event-stream" : "Accept: application/json");
+  headers.add("Expect:");  // no 100-continue round trip for large prompts
+  if (!api_key.empty()) headers.add("Authorization: Bearer " + api_key);
+}
+
+/// One POST of `body` to `url`, its callbacks writing into `t`.
+void set_request_options(CURL *h, const EndpointConfig &config, const std::string &url,
+                         const std::string &body, curl_slist *headers, char *error_buffer, Transfer &t) {
+  curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(h, CURLOPT_POST, 1L);
+  curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.data());
+  curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(config.request_timeout.count()));
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                   static_cast<long>(std::min(config.connect_timeout, config.request_timeout).count()));
+  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);  // never forward the key to another host
+  curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
+  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(h, CURLOPT_USERAGENT, "ptxbench/" PTXBENCH_VERSION);
+  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error_buffer);
+  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
+}
+
+/// How a transfer ended: cancelled or stalled (stopped by us), else libcurl's result.
+struct TransferEnd {
+  bool cancelled = false, stalled = false;
+  CURLcode code = CURLE_OK;
+};
+
+/// Runs the transfer to its end. The multi interface lets it wake every kPollSlice to notice Ctrl-C and a
+/// stalled stream with millisecond resolution (CURLOPT_LOW_SPEED_TIME only counts whole seconds).
+TransferEnd run_transfer(CURLM *multi, CURL *h, const Transfer &t, const EndpointConfig &config,
+                         const std::atomic<bool> &cancelled) {
+  TransferEnd end;
+  curl_multi_add_handle(multi, h);
+  int running = 1;
+  while (running) {
+    CURLMcode mc = curl_multi_perform(multi, &running);
+    if (mc != CURLM_OK)
+      throw std::runtime_error(std::string("curl_multi_perform: ") + curl_multi_strerror(mc));
+    if (!running) break;
+    if (cancelled) {
+      end.cancelled = true;
+      break;
+    }
+    if (config.stream && Clock::now() - t.last_byte > config.stream_idle_timeout) {
+      end.stalled = true;
+      break;
+    }
+    curl_multi_poll(multi, nullptr, 0, static_cast<int>(kPollSlice.count()), nullptr);
+  }
+  int queued = 0;
+  while (CURLMsg *msg = curl_multi_info_read(multi, &queued))
+    if (msg->msg == CURLMSG_DONE) end.code = msg->data.result;
+  curl_multi_remove_handle(multi, h);
+  return end;
+}
+
+/// `result` failed: the error (with a stream's text so far) and whether a retry may help.
+AttemptResult failed(AttemptResult result, const Transfer &t, ChatErrorKind kind, std::string message,
+                     bool retryable) {
+  result.error = make_error(kind, std::move(message), static_cast<int>(t.status));
+  if (t.sse_mode()) result.error.partial_content = t.stream.partial_content();
+  result.retryable = retryable;
+  return result;
+}
+
+/// What the attempt's messages name: the endpoint's settings, its URL, and the key they must not show.
+struct Endpoint {
+  const EndpointConfig &config;
+  const std::string &url;
+  const std::string &api_key;
+};
+
+AttemptResult too_large(const AttemptResult &result, const Transfer &t, const Endpoint &e, const char *what) {
+  return failed(result, t, ChatErrorKind::bad_response,
+                fmt::format("{} exceeded max_response_bytes ({} bytes) from {}; raise it in the endpoint "
+                            "config or lower max_tokens",
+                            what, e.config.max_response_bytes, e.url),
+                false);
+}
+
+/// The attempt's failure when the transfer was stopped (cancelled, stalled, too large, a malformed stream).
+std::optional<AttemptResult> stopped_early(const Endpoint &e, const Transfer &t, bool cancelled,
+                                           bool stalled) {
+  const AttemptResult result;
+  if (cancelled) return failed(result, t, ChatErrorKind::cancelled, "request cancelled", false);
+  if (stalled)
+    return failed(
+        result, t, ChatErrorKind::timeout,
+        fmt::format("stream stalled: no data for {} ms (stream_idle_timeout) after {} bytes from {}",
+                    e.config.stream_idle_timeout.count(), t.body_bytes, e.url),
+        true);
+  if (t.too_large)
+    return too_large(result, t, e,
+                     t.body_bytes > t.max_bytes ? "the response (with its framing)" : "the answer");
+  if (t.stream_error)
+    return failed(result, t, ChatErrorKind::bad_response,
+                  "malformed stream from " + e.url + ": " + redacted_excerpt(*t.stream_error, e.api_key),
+                  false);
+  return std::nullopt;
+}
+
+/// The attempt's failure when no complete answer came: a timeout, a stream cut short, a network error.
+std::optional<AttemptResult> incomplete(const Endpoint &e, const AttemptResult &result, const Transfer &t,
+                                        CURLcode code, const char *error_buffer) {
+  // A stream is complete when it carried a finish_reason, even if the connection then broke. [DONE]
+  // alone is not enough: llama.cpp's server ends a generation that another request interrupted with
+  // [DONE] and no finish_reason, and the text so far is not the model's whole answer.
+  const bool sse = t.sse_mode();
+  const bool stream_complete = sse && t.stream.finished();
+  if (code == CURLE_OPERATION_TIMEDOUT && !stream_complete)
+    return failed(result, t, ChatErrorKind::timeout,
+                  fmt::format("no complete response from {} within request_timeout ({} ms) after {} bytes",
+                              e.url, e.config.request_timeout.count(), t.body_bytes),
+                  true);
+  if (sse && !stream_complete) {
+    // Cut short without a finish_reason: an endpoint failure, worth retrying.
+    std::string partial = t.stream.partial_content();
+    std::string message =
+        t.stream.done()
+            ? fmt::format(
+                  "stream ended with [DONE] without a finish_reason after {} bytes from {} (the "
+                  "server stopped the generation, e.g. llama.cpp's server when another request "
+                  "interrupts it)",
+                  t.body_bytes, e.url)
+            : fmt::format("stream ended early after {} bytes from {} (no [DONE], no finish_reason)",
+                          t.body_bytes, e.url);
+    if (code != CURLE_OK) message += fmt::format(" [{}]", curl_easy_strerror(code));
+    if (!partial.empty()) message += "; partial text: " + redacted_excerpt(partial, e.api_key, 300);
+    return failed(result, t, ChatErrorKind::bad_response, std::move(message), true);
+  }
+  if (code != CURLE_OK && !stream_complete) {
+    std::string detail = error_buffer[0] ? std::string(error_buffer) : curl_easy_strerror(code);
+    bool permanent = code == CURLE_URL_MALFORMAT || code == CURLE_UNSUPPORTED_PROTOCOL;
+    return failed(result, t, permanent ? ChatErrorKind::config : ChatErrorKind::network,
+                  fmt::format("cannot reach {}: {}", e.url, redact(detail, e.api_key)), !permanent);
+  }
+  return std::nullopt;
+}
+
+/// A 2xx answer: the streamed or parsed response, its first byte's time, its size checked.
+AttemptResult answered(const Endpoint &e, AttemptResult result, Transfer &t) {
+  result.response.first_byte_seconds =
+      t.first_byte ? std::chrono::duration<double>(*t.first_byte - t.attempt_start).count() : 0.0;
+  if (t.sse_mode()) {
+    double first_byte = result.response.first_byte_seconds;
+    result.response = t.stream.take_response();
+    result.response.first_byte_seconds = first_byte;
+  } else {
+    auto parsed = parse_completion_body(t.body);
+    if (!parsed)
+      return failed(result, t, ChatErrorKind::bad_response,
+                    fmt::format("bad response from {}: {}; body starts: {}", e.url, parsed.error(),
+                                redacted_excerpt(t.body, e.api_key, 200)),
+                    false);
+    double first_byte = result.response.first_byte_seconds;
+    result.response = std::move(parsed.value());
+    result.response.first_byte_seconds = first_byte;
+    std::size_t text = result.response.content.size() + result.response.reasoning.size();
+    for (const auto &c : result.response.extra_choices) text += c.content.size() + c.reasoning.size();
+    if (text > e.config.max_response_bytes) return too_large(result, t, e, "the answer");
+  }
+  result.ok = true;
+  return result;
+}
+
+}  // namespace
+
 AttemptResult OpenAiClient::attempt(const std::string &body) const {
-  AttemptResult result;
   Transfer t;
   t.stream_requested = config_.stream;
   t.max_text_bytes = config_.max_response_bytes;
@@ -321,118 +510,17 @@ AttemptResult OpenAiClient::attempt(const std::string &body) const {
   CurlMulti multi;
   if (!easy.handle || !multi.handle) throw std::bad_alloc();
   CurlHeaders headers;
-  headers.add("Content-Type: application/json");
-  headers.add(config_.stream ? "Accept: text/event-stream" : "Accept: application/json");
-  headers.add("Expect:");  // no 100-continue round trip for large prompts
-  if (!api_key_.empty()) headers.add("Authorization: Bearer " + api_key_);
+  add_request_headers(headers, config_, api_key_);
   char error_buffer[CURL_ERROR_SIZE] = {0};
+  set_request_options(easy.handle, config_, url_, body, headers.list, error_buffer, t);
+  const TransferEnd end = run_transfer(multi.handle, easy.handle, t, config_, cancelled_);
 
-  CURL *h = easy.handle;
-  curl_easy_setopt(h, CURLOPT_URL, url_.c_str());
-  curl_easy_setopt(h, CURLOPT_POST, 1L);
-  curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.data());
-  curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers.list);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(config_.request_timeout.count()));
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-                   static_cast<long>(std::min(config_.connect_timeout, config_.request_timeout).count()));
-  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);  // never forward the key to another host
-  curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
-  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(h, CURLOPT_USERAGENT, "ptxbench/" PTXBENCH_VERSION);
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error_buffer);
-  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
-
-  // The multi interface lets the transfer wake every kPollSlice to notice Ctrl-C and a stalled
-  // stream with millisecond resolution (CURLOPT_LOW_SPEED_TIME only counts whole seconds).
-  curl_multi_add_handle(multi.handle, h);
-  bool cancelled = false, stalled = false;
-  int running = 1;
-  while (running) {
-    CURLMcode mc = curl_multi_perform(multi.handle, &running);
-    if (mc != CURLM_OK)
-      throw std::runtime_error(std::string("curl_multi_perform: ") + curl_multi_strerror(mc));
-    if (!running) break;
-    if (cancelled_) {
-      cancelled = true;
-      break;
-    }
-    if (config_.stream && Clock::now() - t.last_byte > config_.stream_idle_timeout) {
-      stalled = true;
-      break;
-    }
-    curl_multi_poll(multi.handle, nullptr, 0, static_cast<int>(kPollSlice.count()), nullptr);
-  }
-  CURLcode code = CURLE_OK;
-  int queued = 0;
-  while (CURLMsg *msg = curl_multi_info_read(multi.handle, &queued))
-    if (msg->msg == CURLMSG_DONE) code = msg->data.result;
-  curl_multi_remove_handle(multi.handle, h);
-
-  const bool sse = t.sse_mode();
-  if (sse && !cancelled && !stalled) t.sse.finish();
-  auto fail = [&](ChatErrorKind kind, std::string message, bool retryable) {
-    result.error = make_error(kind, std::move(message), static_cast<int>(t.status));
-    if (sse) result.error.partial_content = t.stream.partial_content();
-    result.retryable = retryable;
-    return result;
-  };
-
-  if (cancelled) return fail(ChatErrorKind::cancelled, "request cancelled", false);
-  if (stalled)
-    return fail(ChatErrorKind::timeout,
-                fmt::format("stream stalled: no data for {} ms (stream_idle_timeout) after {} bytes from {}",
-                            config_.stream_idle_timeout.count(), t.body_bytes, url_),
-                true);
-  auto too_large = [&](const char *what) {
-    return fail(ChatErrorKind::bad_response,
-                fmt::format("{} exceeded max_response_bytes ({} bytes) from {}; raise it in the endpoint "
-                            "config or lower max_tokens",
-                            what, config_.max_response_bytes, url_),
-                false);
-  };
-  if (t.too_large)
-    return too_large(t.body_bytes > t.max_bytes ? "the response (with its framing)" : "the answer");
-  if (t.stream_error)
-    return fail(ChatErrorKind::bad_response,
-                "malformed stream from " + url_ + ": " + redacted_excerpt(*t.stream_error, api_key_), false);
+  if (t.sse_mode() && !end.cancelled && !end.stalled) t.sse.finish();
+  const Endpoint e{config_, url_, api_key_};
+  if (auto stopped = stopped_early(e, t, end.cancelled, end.stalled)) return std::move(*stopped);
+  AttemptResult result;
   if (t.retry_after) result.retry_after = parse_retry_after(*t.retry_after, std::chrono::system_clock::now());
-
-  // A stream is complete when it carried a finish_reason, even if the connection then broke. [DONE]
-  // alone is not enough: llama.cpp's server ends a generation that another request interrupted with
-  // [DONE] and no finish_reason, and the text so far is not the model's whole answer.
-  const bool stream_complete = sse && t.stream.finished();
-  if (code == CURLE_OPERATION_TIMEDOUT && !stream_complete)
-    return fail(ChatErrorKind::timeout,
-                fmt::format("no complete response from {} within request_timeout ({} ms) after {} bytes",
-                            url_, config_.request_timeout.count(), t.body_bytes),
-                true);
-  if (sse && !stream_complete) {
-    // Cut short without a finish_reason: an endpoint failure, worth retrying.
-    std::string partial = t.stream.partial_content();
-    std::string message =
-        t.stream.done()
-            ? fmt::format(
-                  "stream ended with [DONE] without a finish_reason after {} bytes from {} (the "
-                  "server stopped the generation, e.g. llama.cpp's server when another request "
-                  "interrupts it)",
-                  t.body_bytes, url_)
-            : fmt::format("stream ended early after {} bytes from {} (no [DONE], no finish_reason)",
-                          t.body_bytes, url_);
-    if (code != CURLE_OK) message += fmt::format(" [{}]", curl_easy_strerror(code));
-    if (!partial.empty()) message += "; partial text: " + redacted_excerpt(partial, api_key_, 300);
-    return fail(ChatErrorKind::bad_response, std::move(message), true);
-  }
-  if (code != CURLE_OK && !stream_complete) {
-    std::string detail = error_buffer[0] ? std::string(error_buffer) : curl_easy_strerror(code);
-    bool permanent = code == CURLE_URL_MALFORMAT || code == CURLE_UNSUPPORTED_PROTOCOL;
-    return fail(permanent ? ChatErrorKind::config : ChatErrorKind::network,
-                fmt::format("cannot reach {}: {}", url_, redact(detail, api_key_)), !permanent);
-  }
+  if (auto cut = incomplete(e, result, t, end.code, error_buffer)) return std::move(*cut);
   if (t.status < 200 || t.status >= 300) {
     bool pointless = false;
     result.error = http_error(t.status, t.body, &pointless);
@@ -440,28 +528,7 @@ AttemptResult OpenAiClient::attempt(const std::string &body) const {
     result.retryable = is_retryable_status(t.status) && !pointless;
     return result;
   }
-  result.response.first_byte_seconds =
-      t.first_byte ? std::chrono::duration<double>(*t.first_byte - t.attempt_start).count() : 0.0;
-  if (sse) {
-    double first_byte = result.response.first_byte_seconds;
-    result.response = t.stream.take_response();
-    result.response.first_byte_seconds = first_byte;
-  } else {
-    auto parsed = parse_completion_body(t.body);
-    if (!parsed)
-      return fail(ChatErrorKind::bad_response,
-                  fmt::format("bad response from {}: {}; body starts: {}", url_, parsed.error(),
-                              redacted_excerpt(t.body, api_key_, 200)),
-                  false);
-    double first_byte = result.response.first_byte_seconds;
-    result.response = std::move(parsed.value());
-    result.response.first_byte_seconds = first_byte;
-    std::size_t text = result.response.content.size() + result.response.reasoning.size();
-    for (const auto &c : result.response.extra_choices) text += c.content.size() + c.reasoning.size();
-    if (text > config_.max_response_bytes) return too_large("the answer");
-  }
-  result.ok = true;
-  return result;
+  return answered(e, std::move(result), t);
 }
 
 util::Expected<ChatResponse, ChatError> OpenAiClient::complete(const ChatRequest &request) {

@@ -41,6 +41,10 @@ Behaviours:
   stream-nousage    SSE answer without any usage chunk (include_usage ignored)
   usage-implausible 100,000-character answer that reports 10 prompt and 20 completion tokens
   auth500           500 "No api key passed in" unless the bearer matches --api-key (a proxy's auth check)
+  status-<N>        HTTP N with {"error": {"message": "status N: <tag>"}} (the part after '#', so a test can
+                    put "model" in it)
+Under the path prefix /nomodels (base_url .../nomodels/v1) the same POSTs are answered, but GET
+/nomodels/v1/models fails with 400 (a proxy without its database).
   echo-messages     answers with the request's messages as JSON (system prompt placement tests)
   repair            a repairing model for GEMM tasks: turn 0 (no assistant message in the request yet) a
                     kernel that does not compile, later turns the fixed kernel (examples/scripted/);
@@ -135,6 +139,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         # model from a wrong base_url.
         if self.path == "/v1/models":
             self.send_json(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in MODELS]})
+        elif self.path == "/nomodels/v1/models":
+            self.send_json(400, {"error": {"message": "no database configured"}})
         else:
             self.send_json(404, {"detail": "Not Found"})
 
@@ -157,7 +163,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with open(ARGS.log, "a") as log:
                 log.write(json.dumps({"t": time.time(), "model": model, "path": self.path,
                                       "authorization": auth, "body": body}) + "\n")
-        if self.path != "/v1/chat/completions":
+        if self.path not in ("/v1/chat/completions", "/nomodels/v1/chat/completions"):
             self.send_json(404, {"error": {"message": "no route " + self.path}})
             return
         behaviour = model.split("#")[0]
@@ -291,6 +297,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                                "type": "invalid_request_error"}})
         elif b == "missing":
             self.send_json(404, {"error": {"message": "The model `%s` does not exist." % model}})
+        elif b.startswith("status-"):
+            status = int(b[len("status-"):])
+            self.send_json(status, {"error": {"message": "status %d: %s" % (status, model.partition("#")[2])}})
         elif b == "bad-request":
             self.send_json(400, {"error": {"message": "bad request " + "x" * 2000}})
         elif b == "big":

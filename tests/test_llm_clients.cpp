@@ -417,6 +417,66 @@ TEST_CASE("404 hints name the real cause: an unknown model (with the served list
   CHECK(m.find("base_url usually ends in /v1") != std::string::npos);
 }
 
+TEST_CASE("HTTP error hints per status, with and without a model list, exactly as written") {
+  const std::string port = std::to_string(server().port());
+  const auto message = [&](EndpointConfig c) {
+    auto r = run(c);
+    REQUIRE_FALSE(r.has_value());
+    std::string m = r.error().message;
+    for (std::size_t at = m.find(port); at != std::string::npos; at = m.find(port))
+      m.replace(at, port.size(), "P");
+    return std::make_pair(m, r.error().attempts);
+  };
+  auto c = config_for("status-413#big");
+  CHECK(message(c).first ==
+        "HTTP 413 from http://127.0.0.1:P/v1/chat/completions: {\"error\": {\"message\": \"status 413: "
+        "big\"}} (the request is too large for "
+        "the "
+        "server: shorten the prompt or the history)");
+  c = config_for("status-403#no");
+  c.api_key_env = "";
+  CHECK(message(c).first ==
+        "HTTP 403 from http://127.0.0.1:P/v1/chat/completions: {\"error\": {\"message\": \"status 403: "
+        "no\"}} (the endpoint sends no key: set "
+        "api_key_env to the name of the variable holding it)");
+  CHECK(message(config_for("status-422#temperature out of range")).first ==
+        "status 422: temperature out of range [HTTP 422 from http://127.0.0.1:P/v1/chat/completions] (the "
+        "server "
+        "rejected the request: its message says why (sampling parameters, extra_body, the prompt length); "
+        "check "
+        "sampling parameters and extra_body)");
+  CHECK(message(config_for("status-400#unknown model")).first ==
+        "status 400: unknown model [HTTP 400 from http://127.0.0.1:P/v1/chat/completions] (model "
+        "'status-400#unknown "
+        "model' is not served at http://127.0.0.1:P/v1/; it lists: normal, stream, length, repair)");
+  // A server whose model list fails too: the request never reached a model.
+  c = config_for("status-400#wrong");
+  c.base_url = "http://127.0.0.1:" + port + "/nomodels/v1";
+  CHECK(message(c).first ==
+        "status 400: wrong [HTTP 400 from http://127.0.0.1:P/nomodels/v1/chat/completions] (the server fails "
+        "GET "
+        "http://127.0.0.1:P/nomodels/v1/models too (HTTP 400: no database configured), so the request never "
+        "reached a model: check the key in $PTXBENCH_TEST_KEY)");
+  c = config_for("status-500#down");
+  c.base_url = "http://127.0.0.1:" + port + "/nomodels/v1";
+  c.api_key_env = "";
+  const auto [text, attempts] = message(c);
+  CHECK(attempts == 1);  // the server's state, not an overload: not retried
+  CHECK(
+      text ==
+      "HTTP 500 from http://127.0.0.1:P/nomodels/v1/chat/completions: {\"error\": {\"message\": \"status "
+      "500: down\"}} (the server fails GET "
+      "http://127.0.0.1:P/nomodels/v1/models too (HTTP 400: no database configured), so the request never "
+      "reached a model: this endpoint sends no key: if the server needs one, set api_key_env to the name of "
+      "the "
+      "variable holding it)");
+  const auto retried = message(config_for("status-503#busy"));
+  CHECK(retried.second == 4);
+  CHECK(retried.first ==
+        "gave up after 4 attempts: HTTP 503 from http://127.0.0.1:P/v1/chat/completions: {\"error\": "
+        "{\"message\": \"status 503: busy\"}}");
+}
+
 TEST_CASE("a 500 that says the key is missing is not retried and names the key setting") {
   auto c = config_for("auth500#nokey");
   c.api_key_env = "";
