@@ -150,64 +150,76 @@ void parse_endpoint(const nlohmann::json &j, const std::string &path, const fs::
   if (e.model.empty()) e.model = e.name;
 }
 
-}  // namespace
+/// Where the parse is: the errors so far (each "<path>: <what>") and the config file's folder, against
+/// which relative paths are resolved.
+struct ParseContext {
+  std::vector<std::string> &errors;
+  const fs::path &base_dir;
+};
 
-util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::string &origin,
-                                           const fs::path &base_dir) {
-  std::vector<std::string> errors;
-  RunConfig c;
-  FieldReader root(j, "", errors);
+void parse_gpus(FieldReader &r, const nlohmann::json &g, std::vector<std::string> &errors,
+                std::vector<int> &gpus) {
+  if (!g.is_array()) {
+    r.error("gpus", "expected an array of GPU ordinals, got " + detail::describe_json_value(g));
+    return;
+  }
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const auto &x = g[i];
+    if (!x.is_number_integer() || x.get<std::int64_t>() < 0 || x.get<std::int64_t>() > 1023) {
+      errors.push_back(fmt::format("concurrency.gpus[{}]: expected a GPU ordinal >= 0, got {}", i,
+                                   detail::describe_json_value(x)));
+    } else {
+      gpus.push_back(x.get<int>());
+    }
+  }
+}
 
+/// "concurrency"; returns requests_per_endpoint, the endpoints' default max_in_flight.
+std::optional<int> parse_concurrency(FieldReader &root, ParseContext &ctx, Concurrency &c) {
   std::optional<int> requests_per_endpoint;
-  if (const auto *conc = root.get("concurrency")) {
-    FieldReader r(*conc, "concurrency", errors);
-    r.read("requests_per_endpoint", requests_per_endpoint, 1);
-    r.read("compile_workers", c.concurrency.compile_workers, 0, 1024);
-    if (const auto *g = r.get("gpus")) {
-      if (!g->is_array()) {
-        r.error("gpus", "expected an array of GPU ordinals, got " + detail::describe_json_value(*g));
-      } else {
-        for (std::size_t i = 0; i < g->size(); ++i) {
-          const auto &x = (*g)[i];
-          if (!x.is_number_integer() || x.get<std::int64_t>() < 0 || x.get<std::int64_t>() > 1023) {
-            errors.push_back(fmt::format("concurrency.gpus[{}]: expected a GPU ordinal >= 0, got {}", i,
-                                         detail::describe_json_value(x)));
-          } else {
-            c.concurrency.gpus.push_back(x.get<int>());
-          }
-        }
-      }
-    }
-    r.read("endpoint_failures_before_dead", c.concurrency.endpoint_failures_before_dead, 1, kIntMax);
-    std::string scope = to_string(c.concurrency.in_flight_scope);
-    r.read("in_flight_scope", scope);
-    if (auto parsed = in_flight_scope_from_string(scope)) {
-      c.concurrency.in_flight_scope = *parsed;
-    } else {
-      r.error("in_flight_scope", fmt::format("expected \"shard\" or \"run\", got \"{}\"", scope));
-    }
-    r.finish();
+  const auto *conc = root.get("concurrency");
+  if (!conc) return requests_per_endpoint;
+  FieldReader r(*conc, "concurrency", ctx.errors);
+  r.read("requests_per_endpoint", requests_per_endpoint, 1);
+  r.read("compile_workers", c.compile_workers, 0, 1024);
+  if (const auto *g = r.get("gpus")) parse_gpus(r, *g, ctx.errors, c.gpus);
+  r.read("endpoint_failures_before_dead", c.endpoint_failures_before_dead, 1, kIntMax);
+  std::string scope = to_string(c.in_flight_scope);
+  r.read("in_flight_scope", scope);
+  if (auto parsed = in_flight_scope_from_string(scope)) {
+    c.in_flight_scope = *parsed;
+  } else {
+    r.error("in_flight_scope", fmt::format("expected \"shard\" or \"run\", got \"{}\"", scope));
   }
+  r.finish();
+  return requests_per_endpoint;
+}
 
-  if (const auto *eps = root.get("endpoints")) {
-    if (!eps->is_array()) {
-      root.error("endpoints",
-                 "expected an array of endpoint objects, got " + detail::describe_json_value(*eps));
-    } else {
-      for (std::size_t i = 0; i < eps->size(); ++i) {
-        llm::EndpointConfig e;
-        parse_endpoint((*eps)[i], fmt::format("endpoints[{}]", i), base_dir, errors, requests_per_endpoint,
-                       e);
-        c.endpoints.push_back(std::move(e));
-      }
-    }
+void parse_endpoints(FieldReader &root, ParseContext &ctx, std::optional<int> requests_per_endpoint,
+                     std::vector<llm::EndpointConfig> &endpoints) {
+  const auto *eps = root.get("endpoints");
+  if (!eps) return;
+  if (!eps->is_array()) {
+    root.error("endpoints",
+               "expected an array of endpoint objects, got " + detail::describe_json_value(*eps));
+    return;
   }
+  for (std::size_t i = 0; i < eps->size(); ++i) {
+    llm::EndpointConfig e;
+    parse_endpoint((*eps)[i], fmt::format("endpoints[{}]", i), ctx.base_dir, ctx.errors,
+                   requests_per_endpoint, e);
+    endpoints.push_back(std::move(e));
+  }
+}
+
+/// The top level's plain fields: tasks, folders, samples, turns, verdict reuse, history.
+void parse_run_shape(FieldReader &root, ParseContext &ctx, RunConfig &c) {
   root.read("tasks", c.tasks);
   std::string task_dir, prompt_dir, out_dir;
   root.read("task_dir", task_dir);
-  c.task_dir = resolve(base_dir, task_dir);
+  c.task_dir = resolve(ctx.base_dir, task_dir);
   root.read("prompt_dir", prompt_dir);
-  c.prompt_dir = resolve(base_dir, prompt_dir);
+  c.prompt_dir = resolve(ctx.base_dir, prompt_dir);
   root.read("out_dir", out_dir);
   c.out_dir = out_dir;  // relative to the current directory, like --out
   root.read("samples", c.samples, 1, 100000);
@@ -218,114 +230,163 @@ util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::s
   if (auto p = history_policy_from_string(history)) {
     c.history = *p;
   } else {
-    errors.push_back(
+    ctx.errors.push_back(
         fmt::format("history: expected \"full\", \"last_attempt\" or \"none\", got \"{}\"", history));
   }
-  if (const auto *stop = root.get("stop")) {
-    if (stop->is_null()) {
-      c.stop = StopTarget{false, false, std::nullopt};
-    } else {
-      FieldReader r(*stop, "stop", errors);
-      r.read("correct", c.stop.correct);
-      r.read("targets_executed", c.stop.targets_executed);
-      r.read("min_speedup", c.stop.min_speedup, 0.0);
-      r.finish();
-    }
+}
+
+void parse_stop(FieldReader &root, ParseContext &ctx, StopTarget &stop) {
+  const auto *j = root.get("stop");
+  if (!j) return;
+  if (j->is_null()) {
+    stop = StopTarget{false, false, std::nullopt};
+    return;
   }
+  FieldReader r(*j, "stop", ctx.errors);
+  r.read("correct", stop.correct);
+  r.read("targets_executed", stop.targets_executed);
+  r.read("min_speedup", stop.min_speedup, 0.0);
+  r.finish();
+}
+
+void parse_run_sampling(FieldReader &root, ParseContext &ctx, llm::SamplingParams &sampling) {
   if (const auto *s = root.get("sampling")) {
-    FieldReader r(*s, "sampling", errors);
-    parse_sampling(r, c.sampling);
+    FieldReader r(*s, "sampling", ctx.errors);
+    parse_sampling(r, sampling);
     r.finish();
   }
-  if (const auto *prices = root.get("prices")) {
-    if (!prices->is_object()) {
-      root.error("prices",
-                 "expected an object {endpoint name: {prompt_usd_per_mtok, completion_usd_per_mtok}}, got " +
-                     detail::describe_json_value(*prices));
-    } else {
-      for (const auto &[name, entry] : prices->items()) {
-        FieldReader r(entry, "prices." + name, errors);
-        EndpointPrice p;
-        r.read("prompt_usd_per_mtok", p.prompt_usd_per_mtok, 0.0);
-        r.read("completion_usd_per_mtok", p.completion_usd_per_mtok, 0.0);
-        r.finish();
-        c.prices[name] = p;
-      }
-    }
+}
+
+void parse_prices(FieldReader &root, ParseContext &ctx, std::map<std::string, EndpointPrice> &prices) {
+  const auto *j = root.get("prices");
+  if (!j) return;
+  if (!j->is_object()) {
+    root.error("prices",
+               "expected an object {endpoint name: {prompt_usd_per_mtok, completion_usd_per_mtok}}, got " +
+                   detail::describe_json_value(*j));
+    return;
   }
-  if (const auto *vs = root.get("variants")) {
-    if (!vs->is_array()) {
-      root.error("variants", "expected an array of variant objects, got " + detail::describe_json_value(*vs));
-    } else {
-      for (std::size_t i = 0; i < vs->size(); ++i) {
-        Variant v;
-        parse_variant((*vs)[i], fmt::format("variants[{}]", i), base_dir, errors, v);
-        c.variants.push_back(std::move(v));
-      }
-    }
-  }
-  if (const auto *rep = root.get("repairs"); rep != nullptr && !rep->is_null()) {
-    FieldReader r(*rep, "repairs", errors);
-    RepairsConfig rc;
-    std::string seeds_file;
-    r.read("seeds_file", seeds_file);
-    if (seeds_file.empty()) r.error("seeds_file", "a repairs run needs its seeds file (repair_seeds.jsonl)");
-    rc.seeds_file = resolve(base_dir, seeds_file);
-    r.read("seeds_hash", rc.seeds_hash);
-    r.read("synthesize_reasoning", rc.synthesize_reasoning);
-    r.read("student_runs", rc.student_runs);
-    r.read_object("selection", rc.selection);
+  for (const auto &[name, entry] : j->items()) {
+    FieldReader r(entry, "prices." + name, ctx.errors);
+    EndpointPrice p;
+    r.read("prompt_usd_per_mtok", p.prompt_usd_per_mtok, 0.0);
+    r.read("completion_usd_per_mtok", p.completion_usd_per_mtok, 0.0);
     r.finish();
-    c.repairs = std::move(rc);
+    prices[name] = p;
   }
+}
+
+void parse_variants(FieldReader &root, ParseContext &ctx, std::vector<Variant> &variants) {
+  const auto *vs = root.get("variants");
+  if (!vs) return;
+  if (!vs->is_array()) {
+    root.error("variants", "expected an array of variant objects, got " + detail::describe_json_value(*vs));
+    return;
+  }
+  for (std::size_t i = 0; i < vs->size(); ++i) {
+    Variant v;
+    parse_variant((*vs)[i], fmt::format("variants[{}]", i), ctx.base_dir, ctx.errors, v);
+    variants.push_back(std::move(v));
+  }
+}
+
+void parse_repairs(FieldReader &root, ParseContext &ctx, std::optional<RepairsConfig> &repairs) {
+  const auto *rep = root.get("repairs");
+  if (rep == nullptr || rep->is_null()) return;
+  FieldReader r(*rep, "repairs", ctx.errors);
+  RepairsConfig rc;
+  std::string seeds_file;
+  r.read("seeds_file", seeds_file);
+  if (seeds_file.empty()) r.error("seeds_file", "a repairs run needs its seeds file (repair_seeds.jsonl)");
+  rc.seeds_file = resolve(ctx.base_dir, seeds_file);
+  r.read("seeds_hash", rc.seeds_hash);
+  r.read("synthesize_reasoning", rc.synthesize_reasoning);
+  r.read("student_runs", rc.student_runs);
+  r.read_object("selection", rc.selection);
+  r.finish();
+  repairs = std::move(rc);
+}
+
+void parse_budgets(FieldReader &root, ParseContext &ctx, TokenBudgets &budgets) {
   if (const auto *b = root.get("budgets")) {
-    FieldReader r(*b, "budgets", errors);
-    r.read("tokens_per_trajectory", c.budgets.per_trajectory, 0);
-    r.read("tokens_per_run", c.budgets.per_run, 0);
+    FieldReader r(*b, "budgets", ctx.errors);
+    r.read("tokens_per_trajectory", budgets.per_trajectory, 0);
+    r.read("tokens_per_run", budgets.per_run, 0);
     r.finish();
   }
+}
+
+/// "evaluator": the local evaluator's settings (flat older fields, then the policies' own forms).
+void parse_evaluator_settings(FieldReader &r, ParseContext &ctx, evaluator::EvaluatorSettings &s) {
+  r.read("run_gpu", s.run_gpu);
+  r.read("run_sanitizer", s.run_sanitizer);
+  r.read("num_sms", s.num_sms, 0, 100000);  // 0 = the task's reference GPU (tasks/arch.hpp)
+  r.read("run_seed", s.run_seed);           // 0 = drawn when the run starts (recorded in run.json)
+  if (const auto *h = r.get("hidden_workloads")) {
+    FieldReader hr(*h, "evaluator.hidden_workloads", ctx.errors);
+    hr.read("check", s.hidden.check);
+    hr.read("time", s.hidden.time);
+    hr.read("reveal", s.hidden.reveal);
+    hr.finish();
+  }
+  std::string worker, lock_dir;
+  r.read("worker_path", worker);
+  if (!worker.empty()) s.worker_path = resolve(ctx.base_dir, worker);
+  r.read("lock_dir", lock_dir);
+  if (!lock_dir.empty()) s.lock_dir = resolve(ctx.base_dir, lock_dir);
+  // Older configs give the worker's limits as flat fields; `worker` (below) is the policy's own form.
+  r.read("worker_wall_ms", s.worker.wall);
+  r.read("kernel_hang_ms", s.worker.kernel_hang);
+  r.read("incorrect_execution_budget_ms", s.worker.incorrect_execution_budget);
+  r.read("prestart_workers", s.worker.prestart);
+  r.read("ptxas_wall_ms", s.compile.ptxas_wall);
+  read_policy(r, "worker", s.worker);
+  read_policy(r, "correctness", s.correctness);
+  read_policy(r, "timing", s.timing);
+  read_policy(r, "profile", s.profile);
+}
+
+/// "evaluator": a remote `ptxbench serve` instead (url, token, deadlines).
+void parse_evaluator_service(FieldReader &r, EvaluatorService &service) {
+  r.read("url", service.url);
+  if (!service.url.empty() && !service.url.starts_with("http://") && !service.url.starts_with("https://"))
+    r.error("url", "expected an http:// or https:// URL of a `ptxbench serve`, got \"" + service.url + "\"");
+  while (service.url.ends_with("/")) service.url.pop_back();
+  r.read("token_env", service.token_env);
+  r.read("token", service.token);
+  r.read("deadline_seconds", service.deadline_s, 0.001);
+  r.read("retry_seconds", service.retry_s, 0.0);
+  r.read("in_flight", service.in_flight, 1, 1024);
+}
+
+void parse_evaluator(FieldReader &root, ParseContext &ctx, RunConfig &c) {
   if (const auto *ev = root.get("evaluator")) {
-    FieldReader r(*ev, "evaluator", errors);
-    auto &s = c.evaluator;
-    r.read("run_gpu", s.run_gpu);
-    r.read("run_sanitizer", s.run_sanitizer);
-    r.read("num_sms", s.num_sms, 0, 100000);  // 0 = the task's reference GPU (tasks/arch.hpp)
-    r.read("run_seed", s.run_seed);           // 0 = drawn when the run starts (recorded in run.json)
-    if (const auto *h = r.get("hidden_workloads")) {
-      FieldReader hr(*h, "evaluator.hidden_workloads", errors);
-      hr.read("check", s.hidden.check);
-      hr.read("time", s.hidden.time);
-      hr.read("reveal", s.hidden.reveal);
-      hr.finish();
-    }
-    std::string worker, lock_dir;
-    r.read("worker_path", worker);
-    if (!worker.empty()) s.worker_path = resolve(base_dir, worker);
-    r.read("lock_dir", lock_dir);
-    if (!lock_dir.empty()) s.lock_dir = resolve(base_dir, lock_dir);
-    // Older configs give the worker's limits as flat fields; `worker` (below) is the policy's own form.
-    r.read("worker_wall_ms", s.worker.wall);
-    r.read("kernel_hang_ms", s.worker.kernel_hang);
-    r.read("incorrect_execution_budget_ms", s.worker.incorrect_execution_budget);
-    r.read("prestart_workers", s.worker.prestart);
-    r.read("ptxas_wall_ms", s.compile.ptxas_wall);
-    read_policy(r, "worker", s.worker);
-    read_policy(r, "correctness", s.correctness);
-    read_policy(r, "timing", s.timing);
-    read_policy(r, "profile", s.profile);
-    auto &service = c.evaluator_service;
-    r.read("url", service.url);
-    if (!service.url.empty() && !service.url.starts_with("http://") && !service.url.starts_with("https://"))
-      r.error("url",
-              "expected an http:// or https:// URL of a `ptxbench serve`, got \"" + service.url + "\"");
-    while (service.url.ends_with("/")) service.url.pop_back();
-    r.read("token_env", service.token_env);
-    r.read("token", service.token);
-    r.read("deadline_seconds", service.deadline_s, 0.001);
-    r.read("retry_seconds", service.retry_s, 0.0);
-    r.read("in_flight", service.in_flight, 1, 1024);
+    FieldReader r(*ev, "evaluator", ctx.errors);
+    parse_evaluator_settings(r, ctx, c.evaluator);
+    parse_evaluator_service(r, c.evaluator_service);
     r.finish();
   }
+}
+
+}  // namespace
+
+util::Expected<RunConfig> parse_run_config(const nlohmann::json &j, const std::string &origin,
+                                           const fs::path &base_dir) {
+  std::vector<std::string> errors;
+  ParseContext ctx{errors, base_dir};
+  RunConfig c;
+  FieldReader root(j, "", errors);
+  // The sections in the order their errors are listed.
+  const std::optional<int> requests_per_endpoint = parse_concurrency(root, ctx, c.concurrency);
+  parse_endpoints(root, ctx, requests_per_endpoint, c.endpoints);
+  parse_run_shape(root, ctx, c);
+  parse_stop(root, ctx, c.stop);
+  parse_run_sampling(root, ctx, c.sampling);
+  parse_prices(root, ctx, c.prices);
+  parse_variants(root, ctx, c.variants);
+  parse_repairs(root, ctx, c.repairs);
+  parse_budgets(root, ctx, c.budgets);
+  parse_evaluator(root, ctx, c);
   root.finish();
 
   if (!errors.empty()) {
