@@ -293,6 +293,178 @@ util::Expected<Manifest, std::string> parse_manifest(std::string_view json_text,
   return m;
 }
 
+namespace {
+
+/// Grid, block and cluster: each dimension at least 1, the grid a multiple of the cluster, the launch
+/// limits of every architecture.
+void resolve_geometry(const Manifest &m, const util::SymbolTable &symbols, LaunchPlan &plan) {
+  const char *axis = "xyz";
+  for (int i = 0; i < 3; ++i) {
+    plan.grid[i] = eval(m.grid[i], symbols, fmt::format("grid[{}]", i));
+    plan.block[i] = eval(m.block[i], symbols, fmt::format("block[{}]", i));
+    plan.cluster[i] = eval(m.cluster[i], symbols, fmt::format("cluster[{}]", i));
+    if (plan.grid[i] < 1) fail(fmt::format("grid[{}]", i), fmt::format("{} is less than 1", plan.grid[i]));
+    if (plan.block[i] < 1) fail(fmt::format("block[{}]", i), fmt::format("{} is less than 1", plan.block[i]));
+    if (plan.cluster[i] < 1)
+      fail(fmt::format("cluster[{}]", i), fmt::format("{} is less than 1", plan.cluster[i]));
+    if (plan.grid[i] % plan.cluster[i] != 0)
+      fail(fmt::format("grid[{}]", i), fmt::format("{} is not a multiple of the cluster's {} dimension {}",
+                                                   plan.grid[i], axis[i], plan.cluster[i]));
+  }
+  if (plan.grid[0] > detail::kMaxGridX)
+    fail("grid[0]", fmt::format("{} exceeds the limit {}", plan.grid[0], detail::kMaxGridX));
+  for (int i = 1; i < 3; ++i)
+    if (plan.grid[i] > detail::kMaxGridYZ)
+      fail(fmt::format("grid[{}]", i),
+           fmt::format("{} exceeds the limit {}", plan.grid[i], detail::kMaxGridYZ));
+  const std::int64_t threads = plan.block[0] * plan.block[1] * plan.block[2];
+  if (plan.block[0] > 1024 || plan.block[1] > 1024 || plan.block[2] > 64 ||
+      threads > detail::kMaxThreadsPerBlock)
+    fail("block",
+         fmt::format("[{}, {}, {}] = {} threads; the limits are x,y <= 1024, z <= 64 and {} threads in all",
+                     plan.block[0], plan.block[1], plan.block[2], threads, detail::kMaxThreadsPerBlock));
+  const std::int64_t cluster_size = plan.cluster[0] * plan.cluster[1] * plan.cluster[2];
+  if (cluster_size > detail::kMaxClusterSize)
+    fail("cluster", fmt::format("{} CTAs per cluster; the most a launch may ask for is {} (8 is portable)",
+                                cluster_size, detail::kMaxClusterSize));
+}
+
+/// Dynamic shared memory within the architecture's limit; the workspace, when declared, 1 byte to
+/// protocol::kMaxWorkspaceBytes.
+void resolve_memory(const Manifest &m, const tasks::Task &task, const util::SymbolTable &symbols,
+                    LaunchPlan &plan) {
+  plan.shared_bytes = eval(m.shared_bytes, symbols, "shared_bytes");
+  if (plan.shared_bytes < 0) fail("shared_bytes", fmt::format("{} is negative", plan.shared_bytes));
+  const std::int64_t smem_limit = detail::max_shared_bytes_per_block(task.arch);
+  if (plan.shared_bytes > smem_limit)
+    fail("shared_bytes",
+         fmt::format("{} bytes of dynamic shared memory exceed the {} limit of {} bytes per block",
+                     plan.shared_bytes, task.arch, smem_limit));
+  if (m.workspace_bytes.empty()) return;
+  plan.workspace_bytes = eval(m.workspace_bytes, symbols, "workspace_bytes");
+  if (plan.workspace_bytes < 0) fail("workspace_bytes", fmt::format("{} is negative", plan.workspace_bytes));
+  if (plan.workspace_bytes == 0)
+    fail("workspace_bytes",
+         "is 0; a workspace needs at least 1 byte (leave workspace_bytes and the "
+         "{\"workspace\": true} parameter out when the kernel needs none)");
+  if (plan.workspace_bytes > protocol::kMaxWorkspaceBytes)
+    fail("workspace_bytes",
+         fmt::format("{} bytes exceed the limit of {} bytes ({} GiB)", plan.workspace_bytes,
+                     protocol::kMaxWorkspaceBytes, protocol::kMaxWorkspaceBytes >> 30));
+}
+
+/// A tensor map's dims (innermost first): the tensor's shape, or the manifest's view of it, which must hold
+/// as many elements; rank and extents within the tensor-map limits.
+void resolve_map_dims(const ManifestParam &mp, const tasks::Tensor &t, const std::vector<std::int64_t> &shape,
+                      const util::SymbolTable &symbols, const std::string &path, ResolvedParam &rp) {
+  const std::int64_t elements =
+      std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
+  if (mp.dims.empty()) {
+    rp.dims.assign(shape.rbegin(), shape.rend());
+  } else {
+    for (std::size_t d = 0; d < mp.dims.size(); ++d) {
+      std::int64_t v = eval(mp.dims[d], symbols, fmt::format("{}.dims[{}]", path, d));
+      if (v < 1) fail(fmt::format("{}.dims[{}]", path, d), fmt::format("{} is less than 1", v));
+      rp.dims.push_back(v);
+    }
+    std::int64_t view = 1;
+    for (auto v : rp.dims)
+      if (__builtin_mul_overflow(view, v, &view)) fail(path + ".dims", "the product of dims overflows");
+    if (view != elements)
+      fail(path + ".dims",
+           fmt::format("the view [{}] holds {} elements but tensor {} has {} ({})", fmt::join(rp.dims, ", "),
+                       view, t.name, elements, fmt::join(shape, " x ")));
+  }
+  if (rp.dims.size() > 5)
+    fail(path, fmt::format("rank {} exceeds the tensor-map limit of 5", rp.dims.size()));
+  for (std::size_t d = 0; d < rp.dims.size(); ++d)
+    if (rp.dims[d] > (std::int64_t{1} << 32))
+      fail(fmt::format("{}.dims[{}]", path, d), fmt::format("{} exceeds 2^32", rp.dims[d]));
+}
+
+/// The strides of a contiguous view: of dims[d+1] in bytes, aligned as TMA needs, below 2^40.
+void resolve_map_strides(const ManifestParam &mp, std::int64_t elem, const std::string &path,
+                         ResolvedParam &rp) {
+  std::int64_t stride = elem;
+  for (std::size_t d = 0; d + 1 < rp.dims.size(); ++d) {
+    stride *= rp.dims[d];
+    rp.strides_bytes.push_back(stride);
+    int align = mp.interleave == "32B" ? 32 : 16;
+    if (stride % align != 0)
+      fail(path,
+           fmt::format("the stride of dimension {} is {} bytes, not a multiple of {} (TMA needs {}-byte "
+                       "aligned strides): {} elements x {} bytes",
+                       d + 1, stride, align, align, stride / elem, elem));
+    if (stride >= (std::int64_t{1} << 40)) fail(path, fmt::format("stride {} bytes exceeds 2^40", stride));
+  }
+}
+
+/// The box (one extent per dim, 1..256) and the settings; its inner extent within 16-byte units and the
+/// swizzle span, interleave's rank and swizzle, a NaN fill only for floating-point tensors.
+void resolve_map_box(const ManifestParam &mp, const tasks::Tensor &t, std::int64_t elem,
+                     const util::SymbolTable &symbols, const std::string &path, ResolvedParam &rp) {
+  if (mp.box.size() != rp.dims.size())
+    fail(path + ".box", fmt::format("has {} dimensions but the tensor (view) has {}: [{}] (innermost first)",
+                                    mp.box.size(), rp.dims.size(), fmt::join(rp.dims, ", ")));
+  for (std::size_t d = 0; d < mp.box.size(); ++d) {
+    std::int64_t b = eval(mp.box[d], symbols, fmt::format("{}.box[{}]", path, d));
+    if (b < 1 || b > 256)
+      fail(fmt::format("{}.box[{}]", path, d), fmt::format("{} is outside 1..256 (TMA box limit)", b));
+    rp.box.push_back(b);
+  }
+  rp.swizzle = mp.swizzle;
+  rp.l2_promotion = mp.l2_promotion;
+  rp.oob_fill = mp.oob_fill;
+  rp.interleave = mp.interleave;
+  const std::int64_t inner_bytes = rp.box[0] * elem;
+  if (rp.interleave == "none") {
+    if (inner_bytes % 16 != 0)
+      fail(path + ".box[0]", fmt::format("{} elements x {} bytes = {} bytes, not a multiple of 16", rp.box[0],
+                                         elem, inner_bytes));
+    if (rp.swizzle != Swizzle::none && inner_bytes > swizzle_bytes(rp.swizzle))
+      fail(path + ".box[0]", fmt::format("{} elements x {} bytes = {} bytes exceed the {} swizzle "
+                                         "span; use box[0] <= {} or a wider "
+                                         "swizzle",
+                                         rp.box[0], elem, inner_bytes, to_string(rp.swizzle),
+                                         swizzle_bytes(rp.swizzle) / elem));
+  } else {
+    if (rp.dims.size() < 3) fail(path + ".interleave", "interleaved tensor maps need rank >= 3");
+    if (rp.interleave == "32B" && rp.swizzle != Swizzle::b32)
+      fail(path + ".swizzle", "interleave 32B requires swizzle 32B");
+  }
+  bool is_float =
+      t.dtype == tasks::DType::bf16 || t.dtype == tasks::DType::f16 || t.dtype == tasks::DType::f32;
+  if (rp.oob_fill == "nan" && !is_float)
+    fail(path + ".oob_fill",
+         fmt::format("'nan' needs a floating-point tensor; {} is {}", t.name, tasks::to_string(t.dtype)));
+}
+
+/// One parameter at workload w: a scalar's value (a symbol's or the task's), a tensor map's geometry.
+ResolvedParam resolve_param(const ManifestParam &mp, const std::string &path, const tasks::Task &task,
+                            const tasks::Workload &w, const util::SymbolTable &symbols) {
+  ResolvedParam rp;
+  rp.kind = mp.kind;
+  rp.name = mp.name;
+  if (mp.kind == ParamKind::scalar) {
+    if (auto it = w.symbols.find(mp.name); it != w.symbols.end())
+      rp.scalar_value = static_cast<double>(it->second);
+    else if (const auto *s = task.find_scalar(mp.name))
+      rp.scalar_value = s->value;
+    else
+      fail(path + ".scalar", fmt::format("'{}' has no value in workload {}", mp.name, w.name));
+  } else if (mp.kind == ParamKind::tensor_map) {
+    const tasks::Tensor *t = task.find_tensor(mp.name);
+    if (!t) fail(path + ".tensor_map", "'" + mp.name + "' is not a tensor of this task");
+    const std::int64_t elem = static_cast<std::int64_t>(tasks::size_of(t->dtype));
+    resolve_map_dims(mp, *t, task.shape_of(*t, w), symbols, path, rp);  // shape: outermost first
+    resolve_map_strides(mp, elem, path, rp);
+    resolve_map_box(mp, *t, elem, symbols, path, rp);
+  }
+  return rp;
+}
+
+}  // namespace
+
 util::Expected<LaunchPlan, std::string> resolve_launch(const Manifest &m, const tasks::Task &task,
                                                        const tasks::Workload &w,
                                                        const std::optional<DeviceSymbols> &device) {
@@ -305,150 +477,10 @@ util::Expected<LaunchPlan, std::string> resolve_launch(const Manifest &m, const 
   util::SymbolTable symbols = w.symbols;
   if (dev.num_sms > 0) symbols.emplace(kNumSmsSymbol, dev.num_sms);
   try {
-    const char *axis = "xyz";
-    for (int i = 0; i < 3; ++i) {
-      plan.grid[i] = eval(m.grid[i], symbols, fmt::format("grid[{}]", i));
-      plan.block[i] = eval(m.block[i], symbols, fmt::format("block[{}]", i));
-      plan.cluster[i] = eval(m.cluster[i], symbols, fmt::format("cluster[{}]", i));
-      if (plan.grid[i] < 1) fail(fmt::format("grid[{}]", i), fmt::format("{} is less than 1", plan.grid[i]));
-      if (plan.block[i] < 1)
-        fail(fmt::format("block[{}]", i), fmt::format("{} is less than 1", plan.block[i]));
-      if (plan.cluster[i] < 1)
-        fail(fmt::format("cluster[{}]", i), fmt::format("{} is less than 1", plan.cluster[i]));
-      if (plan.grid[i] % plan.cluster[i] != 0)
-        fail(fmt::format("grid[{}]", i), fmt::format("{} is not a multiple of the cluster's {} dimension {}",
-                                                     plan.grid[i], axis[i], plan.cluster[i]));
-    }
-    if (plan.grid[0] > detail::kMaxGridX)
-      fail("grid[0]", fmt::format("{} exceeds the limit {}", plan.grid[0], detail::kMaxGridX));
-    for (int i = 1; i < 3; ++i)
-      if (plan.grid[i] > detail::kMaxGridYZ)
-        fail(fmt::format("grid[{}]", i),
-             fmt::format("{} exceeds the limit {}", plan.grid[i], detail::kMaxGridYZ));
-    const std::int64_t threads = plan.block[0] * plan.block[1] * plan.block[2];
-    if (plan.block[0] > 1024 || plan.block[1] > 1024 || plan.block[2] > 64 ||
-        threads > detail::kMaxThreadsPerBlock)
-      fail("block",
-           fmt::format("[{}, {}, {}] = {} threads; the limits are x,y <= 1024, z <= 64 and {} threads in all",
-                       plan.block[0], plan.block[1], plan.block[2], threads, detail::kMaxThreadsPerBlock));
-    const std::int64_t cluster_size = plan.cluster[0] * plan.cluster[1] * plan.cluster[2];
-    if (cluster_size > detail::kMaxClusterSize)
-      fail("cluster", fmt::format("{} CTAs per cluster; the most a launch may ask for is {} (8 is portable)",
-                                  cluster_size, detail::kMaxClusterSize));
-    plan.shared_bytes = eval(m.shared_bytes, symbols, "shared_bytes");
-    if (plan.shared_bytes < 0) fail("shared_bytes", fmt::format("{} is negative", plan.shared_bytes));
-    const std::int64_t smem_limit = detail::max_shared_bytes_per_block(task.arch);
-    if (plan.shared_bytes > smem_limit)
-      fail("shared_bytes",
-           fmt::format("{} bytes of dynamic shared memory exceed the {} limit of {} bytes per block",
-                       plan.shared_bytes, task.arch, smem_limit));
-    if (!m.workspace_bytes.empty()) {
-      plan.workspace_bytes = eval(m.workspace_bytes, symbols, "workspace_bytes");
-      if (plan.workspace_bytes < 0)
-        fail("workspace_bytes", fmt::format("{} is negative", plan.workspace_bytes));
-      if (plan.workspace_bytes == 0)
-        fail("workspace_bytes",
-             "is 0; a workspace needs at least 1 byte (leave workspace_bytes and the "
-             "{\"workspace\": true} parameter out when the kernel needs none)");
-      if (plan.workspace_bytes > protocol::kMaxWorkspaceBytes)
-        fail("workspace_bytes",
-             fmt::format("{} bytes exceed the limit of {} bytes ({} GiB)", plan.workspace_bytes,
-                         protocol::kMaxWorkspaceBytes, protocol::kMaxWorkspaceBytes >> 30));
-    }
-
-    for (std::size_t i = 0; i < m.params.size(); ++i) {
-      const ManifestParam &mp = m.params[i];
-      const std::string path = fmt::format("params[{}]", i);
-      ResolvedParam rp;
-      rp.kind = mp.kind;
-      rp.name = mp.name;
-      if (mp.kind == ParamKind::scalar) {
-        if (auto it = w.symbols.find(mp.name); it != w.symbols.end())
-          rp.scalar_value = static_cast<double>(it->second);
-        else if (const auto *s = task.find_scalar(mp.name))
-          rp.scalar_value = s->value;
-        else
-          fail(path + ".scalar", fmt::format("'{}' has no value in workload {}", mp.name, w.name));
-      } else if (mp.kind == ParamKind::tensor_map) {
-        const tasks::Tensor *t = task.find_tensor(mp.name);
-        if (!t) fail(path + ".tensor_map", "'" + mp.name + "' is not a tensor of this task");
-        const std::int64_t elem = static_cast<std::int64_t>(tasks::size_of(t->dtype));
-        std::vector<std::int64_t> shape = task.shape_of(*t, w);  // outermost first
-        const std::int64_t elements =
-            std::accumulate(shape.begin(), shape.end(), std::int64_t{1}, std::multiplies<>());
-        if (mp.dims.empty()) {
-          rp.dims.assign(shape.rbegin(), shape.rend());
-        } else {
-          for (std::size_t d = 0; d < mp.dims.size(); ++d) {
-            std::int64_t v = eval(mp.dims[d], symbols, fmt::format("{}.dims[{}]", path, d));
-            if (v < 1) fail(fmt::format("{}.dims[{}]", path, d), fmt::format("{} is less than 1", v));
-            rp.dims.push_back(v);
-          }
-          std::int64_t view = 1;
-          for (auto v : rp.dims)
-            if (__builtin_mul_overflow(view, v, &view)) fail(path + ".dims", "the product of dims overflows");
-          if (view != elements)
-            fail(path + ".dims",
-                 fmt::format("the view [{}] holds {} elements but tensor {} has {} ({})",
-                             fmt::join(rp.dims, ", "), view, t->name, elements, fmt::join(shape, " x ")));
-        }
-        if (rp.dims.size() > 5)
-          fail(path, fmt::format("rank {} exceeds the tensor-map limit of 5", rp.dims.size()));
-        for (std::size_t d = 0; d < rp.dims.size(); ++d)
-          if (rp.dims[d] > (std::int64_t{1} << 32))
-            fail(fmt::format("{}.dims[{}]", path, d), fmt::format("{} exceeds 2^32", rp.dims[d]));
-        // Contiguous view: stride of dims[d+1] in bytes.
-        std::int64_t stride = elem;
-        for (std::size_t d = 0; d + 1 < rp.dims.size(); ++d) {
-          stride *= rp.dims[d];
-          rp.strides_bytes.push_back(stride);
-          int align = mp.interleave == "32B" ? 32 : 16;
-          if (stride % align != 0)
-            fail(path, fmt::format(
-                           "the stride of dimension {} is {} bytes, not a multiple of {} (TMA needs {}-byte "
-                           "aligned strides): {} elements x {} bytes",
-                           d + 1, stride, align, align, stride / elem, elem));
-          if (stride >= (std::int64_t{1} << 40))
-            fail(path, fmt::format("stride {} bytes exceeds 2^40", stride));
-        }
-        if (mp.box.size() != rp.dims.size())
-          fail(path + ".box",
-               fmt::format("has {} dimensions but the tensor (view) has {}: [{}] (innermost first)",
-                           mp.box.size(), rp.dims.size(), fmt::join(rp.dims, ", ")));
-        for (std::size_t d = 0; d < mp.box.size(); ++d) {
-          std::int64_t b = eval(mp.box[d], symbols, fmt::format("{}.box[{}]", path, d));
-          if (b < 1 || b > 256)
-            fail(fmt::format("{}.box[{}]", path, d), fmt::format("{} is outside 1..256 (TMA box limit)", b));
-          rp.box.push_back(b);
-        }
-        rp.swizzle = mp.swizzle;
-        rp.l2_promotion = mp.l2_promotion;
-        rp.oob_fill = mp.oob_fill;
-        rp.interleave = mp.interleave;
-        const std::int64_t inner_bytes = rp.box[0] * elem;
-        if (rp.interleave == "none") {
-          if (inner_bytes % 16 != 0)
-            fail(path + ".box[0]", fmt::format("{} elements x {} bytes = {} bytes, not a multiple of 16",
-                                               rp.box[0], elem, inner_bytes));
-          if (rp.swizzle != Swizzle::none && inner_bytes > swizzle_bytes(rp.swizzle))
-            fail(path + ".box[0]", fmt::format("{} elements x {} bytes = {} bytes exceed the {} swizzle "
-                                               "span; use box[0] <= {} or a wider "
-                                               "swizzle",
-                                               rp.box[0], elem, inner_bytes, to_string(rp.swizzle),
-                                               swizzle_bytes(rp.swizzle) / elem));
-        } else {
-          if (rp.dims.size() < 3) fail(path + ".interleave", "interleaved tensor maps need rank >= 3");
-          if (rp.interleave == "32B" && rp.swizzle != Swizzle::b32)
-            fail(path + ".swizzle", "interleave 32B requires swizzle 32B");
-        }
-        bool is_float =
-            t->dtype == tasks::DType::bf16 || t->dtype == tasks::DType::f16 || t->dtype == tasks::DType::f32;
-        if (rp.oob_fill == "nan" && !is_float)
-          fail(path + ".oob_fill", fmt::format("'nan' needs a floating-point tensor; {} is {}", t->name,
-                                               tasks::to_string(t->dtype)));
-      }
-      plan.params.push_back(std::move(rp));
-    }
+    resolve_geometry(m, symbols, plan);
+    resolve_memory(m, task, symbols, plan);
+    for (std::size_t i = 0; i < m.params.size(); ++i)
+      plan.params.push_back(resolve_param(m.params[i], fmt::format("params[{}]", i), task, w, symbols));
   } catch (const Failure &f) {
     return util::unexpected(f.message);
   }
