@@ -84,113 +84,158 @@ std::string PtxSyntaxError::text() const {
                 : fmt::format("line {}: {}", line, message);
 }
 
-util::Expected<std::vector<PtxToken>, PtxSyntaxError> lex_ptx(std::string_view s) {
-  std::vector<PtxToken> tokens;
-  int line = 1;
-  std::size_t line_start = 0;
-  std::size_t i = 0;
-  auto column = [&](std::size_t pos) { return static_cast<int>(pos - line_start) + 1; };
-  auto error = [&](std::size_t pos, const std::string &what) {
-    return util::unexpected(PtxSyntaxError{line, column(pos), what});
-  };
-  while (i < s.size()) {
-    char c = s[i];
-    if (c == '\n') {
-      ++line;
-      line_start = ++i;
-      continue;
+namespace {
+
+/// One pass over a PTX source, token by token; the line and where it starts give each token's column.
+class Lexer {
+ public:
+  explicit Lexer(std::string_view s) : s_(s) {}
+
+  util::Expected<std::vector<PtxToken>, PtxSyntaxError> run() {
+    std::vector<PtxToken> tokens;
+    for (;;) {
+      if (auto e = skip_blanks_and_comments()) return util::unexpected(std::move(*e));
+      if (i_ >= s_.size()) return tokens;
+      PtxToken tok;
+      if (auto e = token(tok)) return util::unexpected(std::move(*e));
+      tokens.push_back(std::move(tok));
     }
-    if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
-      ++i;
-      continue;
+  }
+
+ private:
+  int column(std::size_t pos) const { return static_cast<int>(pos - line_start_) + 1; }
+  PtxSyntaxError error(std::size_t pos, std::string what) const {
+    return {line_, column(pos), std::move(what)};
+  }
+  bool next_is(char c) const { return i_ + 1 < s_.size() && s_[i_ + 1] == c; }
+  void skip_ident_chars() {
+    while (i_ < s_.size() && ident_char(s_[i_])) ++i_;
+  }
+  /// "::name" (state-space qualifiers: .shared::cta, .shared::cluster), taken when it follows.
+  bool take_qualifier() {
+    if (!(i_ + 2 < s_.size() && s_[i_] == ':' && s_[i_ + 1] == ':' && alpha(s_[i_ + 2]))) return false;
+    i_ += 2;
+    skip_ident_chars();
+    return true;
+  }
+
+  /// Up to the next token or the end: blanks, newlines (counted), // and /* */ comments.
+  std::optional<PtxSyntaxError> skip_blanks_and_comments() {
+    while (i_ < s_.size()) {
+      const char c = s_[i_];
+      if (c == '\n') {
+        ++line_;
+        line_start_ = ++i_;
+      } else if (c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
+        ++i_;
+      } else if (c == '/' && next_is('/')) {
+        while (i_ < s_.size() && s_[i_] != '\n') ++i_;
+      } else if (c == '/' && next_is('*')) {
+        std::size_t end = s_.find("*/", i_ + 2);
+        if (end == std::string_view::npos) return error(i_, "unterminated /* comment (no closing */)");
+        for (std::size_t k = i_; k < end; ++k)
+          if (s_[k] == '\n') {
+            ++line_;
+            line_start_ = k + 1;
+          }
+        i_ = end + 2;
+      } else {
+        return std::nullopt;
+      }
     }
-    const std::size_t start = i;
-    if (c == '/' && i + 1 < s.size() && s[i + 1] == '/') {
-      while (i < s.size() && s[i] != '\n') ++i;
-      continue;
-    }
-    if (c == '/' && i + 1 < s.size() && s[i + 1] == '*') {
-      std::size_t end = s.find("*/", i + 2);
-      if (end == std::string_view::npos) return error(start, "unterminated /* comment (no closing */)");
-      for (std::size_t k = i; k < end; ++k)
-        if (s[k] == '\n') {
-          ++line;
-          line_start = k + 1;
-        }
-      i = end + 2;
-      continue;
-    }
-    PtxToken tok;
-    tok.line = line;
+    return std::nullopt;
+  }
+
+  /// The token at i_: a string, directive, identifier (with its modifiers), number or punctuation.
+  std::optional<PtxSyntaxError> token(PtxToken &tok) {
+    const std::size_t start = i_;
+    const char c = s_[i_];
+    tok.line = line_;
     tok.column = column(start);
     if (c == '"') {
-      ++i;
-      while (i < s.size() && s[i] != '"' && s[i] != '\n') i += (s[i] == '\\' && i + 1 < s.size()) ? 2 : 1;
-      if (i >= s.size() || s[i] != '"') return error(start, "unterminated string");
-      ++i;
+      ++i_;
+      while (i_ < s_.size() && s_[i_] != '"' && s_[i_] != '\n')
+        i_ += (s_[i_] == '\\' && i_ + 1 < s_.size()) ? 2 : 1;
+      if (i_ >= s_.size() || s_[i_] != '"') return error(start, "unterminated string");
+      ++i_;
       tok.kind = PtxTokenKind::string;
-    } else if (c == '.' && i + 1 < s.size() && (alpha(s[i + 1]) || s[i + 1] == '$')) {
-      ++i;
-      while (i < s.size() && ident_char(s[i])) ++i;
-      // State-space qualifiers: .shared::cta, .shared::cluster
-      while (i + 2 < s.size() && s[i] == ':' && s[i + 1] == ':' && alpha(s[i + 2])) {
-        i += 2;
-        while (i < s.size() && ident_char(s[i])) ++i;
+    } else if (c == '.' && i_ + 1 < s_.size() && (alpha(s_[i_ + 1]) || s_[i_ + 1] == '$')) {
+      ++i_;
+      skip_ident_chars();
+      while (take_qualifier()) {
       }
       tok.kind = PtxTokenKind::directive;
     } else if (ident_start(c)) {
-      ++i;
-      while (i < s.size() && ident_char(s[i])) ++i;
-      // Modifiers belong to the name: mov.u32, %tid.x, cp.async.bulk.tensor.2d.shared::cluster.global
-      for (;;) {
-        if (i + 1 < s.size() && s[i] == '.' && ident_char(s[i + 1])) {
-          ++i;
-          while (i < s.size() && ident_char(s[i])) ++i;
-        } else if (i + 2 < s.size() && s[i] == ':' && s[i + 1] == ':' && alpha(s[i + 2])) {
-          i += 2;
-          while (i < s.size() && ident_char(s[i])) ++i;
-        } else {
-          break;
-        }
-      }
+      identifier();
       tok.kind = PtxTokenKind::identifier;
     } else if (std::isdigit(static_cast<unsigned char>(c))) {
-      if (c == '0' && i + 1 < s.size() &&
-          (s[i + 1] == 'f' || s[i + 1] == 'F' || s[i + 1] == 'd' || s[i + 1] == 'D')) {
-        // Hex floats: 0f + 8 hex digits (f32), 0d + 16 hex digits (f64).
-        std::size_t want = (s[i + 1] == 'f' || s[i + 1] == 'F') ? 8 : 16;
-        i += 2;
-        std::size_t digits = 0;
-        while (i < s.size() && std::isxdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits;
-        if (digits != want)
-          return error(start, fmt::format("hex float '{}' needs exactly {} hex digits",
-                                          s.substr(start, i - start), want));
-      } else {
-        while (i < s.size()) {
-          char d = s[i];
-          if (std::isalnum(static_cast<unsigned char>(d)) || d == '.') {
-            ++i;
-          } else if ((d == '+' || d == '-') && (s[i - 1] == 'e' || s[i - 1] == 'E') &&
-                     !(s.substr(start, 2) == "0x" || s.substr(start, 2) == "0X")) {
-            ++i;  // exponent sign: 1e-5
-          } else {
-            break;
-          }
-        }
-      }
+      if (auto e = number(start)) return e;
       tok.kind = PtxTokenKind::number;
     } else if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
       return error(start,
                    fmt::format("unexpected byte 0x{:02x} (PTX is plain ASCII outside comments and strings)",
                                static_cast<unsigned char>(c)));
     } else {
-      ++i;
+      ++i_;
       tok.kind = PtxTokenKind::punct;
     }
-    tok.text = std::string(s.substr(start, i - start));
-    tokens.push_back(std::move(tok));
+    tok.text = std::string(s_.substr(start, i_ - start));
+    return std::nullopt;
   }
-  return tokens;
+
+  /// Modifiers belong to the name: mov.u32, %tid.x, cp.async.bulk.tensor.2d.shared::cluster.global
+  void identifier() {
+    ++i_;
+    skip_ident_chars();
+    for (;;) {
+      if (i_ + 1 < s_.size() && s_[i_] == '.' && ident_char(s_[i_ + 1])) {
+        ++i_;
+        skip_ident_chars();
+      } else if (!take_qualifier()) {
+        break;
+      }
+    }
+  }
+
+  /// Hex floats (0f + 8 hex digits for f32, 0d + 16 for f64), else digits, letters and dots with an
+  /// exponent's sign (1e-5; not in 0x...).
+  std::optional<PtxSyntaxError> number(std::size_t start) {
+    const char c = s_[i_];
+    if (c == '0' && i_ + 1 < s_.size() &&
+        (s_[i_ + 1] == 'f' || s_[i_ + 1] == 'F' || s_[i_ + 1] == 'd' || s_[i_ + 1] == 'D')) {
+      std::size_t want = (s_[i_ + 1] == 'f' || s_[i_ + 1] == 'F') ? 8 : 16;
+      i_ += 2;
+      std::size_t digits = 0;
+      while (i_ < s_.size() && std::isxdigit(static_cast<unsigned char>(s_[i_]))) ++i_, ++digits;
+      if (digits != want)
+        return error(start, fmt::format("hex float '{}' needs exactly {} hex digits",
+                                        s_.substr(start, i_ - start), want));
+      return std::nullopt;
+    }
+    while (i_ < s_.size()) {
+      char d = s_[i_];
+      if (std::isalnum(static_cast<unsigned char>(d)) || d == '.') {
+        ++i_;
+      } else if ((d == '+' || d == '-') && (s_[i_ - 1] == 'e' || s_[i_ - 1] == 'E') &&
+                 !(s_.substr(start, 2) == "0x" || s_.substr(start, 2) == "0X")) {
+        ++i_;  // exponent sign: 1e-5
+      } else {
+        break;
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::string_view s_;
+  std::size_t i_ = 0;
+  int line_ = 1;
+  std::size_t line_start_ = 0;
+};
+
+}  // namespace
+
+util::Expected<std::vector<PtxToken>, PtxSyntaxError> lex_ptx(std::string_view s) {
+  return Lexer(s).run();
 }
 
 namespace {
