@@ -246,6 +246,66 @@ Expected<Launched> launch(const ProcessSpec &spec) {
   return l;
 }
 
+/// Closes stdin at once when there is no input, else makes it non-blocking for the loop's writes.
+void prepare_stdin(int &in_fd, const std::string &input) {
+  if (in_fd >= 0 && input.empty()) {
+    ::close(in_fd);
+    in_fd = -1;
+  } else if (in_fd >= 0) {
+    set_nonblocking(in_fd);
+  }
+}
+
+/// Waits up to 20 ms (never past `deadline`) for output or room on stdin, then drains what came; false
+/// when nothing was open to wait on (it slept instead).
+bool poll_once(std::array<Capture, 3> &captures, int in_fd, std::chrono::steady_clock::time_point now,
+               std::chrono::steady_clock::time_point deadline) {
+  std::vector<pollfd> fds;
+  for (auto &c : captures)
+    if (c.open()) fds.push_back({c.fd, POLLIN, 0});
+  if (in_fd >= 0) fds.push_back({in_fd, POLLOUT, 0});
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+  int wait_ms = static_cast<int>(std::clamp<long long>(left, 1, 20));  // short: we also poll waitpid
+  if (fds.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+    return false;
+  }
+  ::poll(fds.data(), fds.size(), wait_ms);
+  for (auto &c : captures)
+    if (c.open()) c.drain();
+  return true;
+}
+
+/// Writes what stdin takes of the rest of `input`; closes it when all is written or the child stopped
+/// reading.
+void feed_stdin(int &in_fd, const std::string &input, std::size_t &in_written) {
+  if (in_fd < 0) return;
+  ssize_t n = ::write(in_fd, input.data() + in_written, input.size() - in_written);
+  if (n > 0) in_written += static_cast<std::size_t>(n);
+  if ((n < 0 && errno != EAGAIN && errno != EINTR) || in_written == input.size()) {
+    ::close(in_fd);
+    in_fd = -1;
+  }
+}
+
+/// After the exit (or the kill): the last output drained, every pipe closed, the exit status recorded.
+void finish_child(std::array<Capture, 3> &captures, int &in_fd, int status, ProcessResult &result) {
+  for (auto &c : captures)
+    if (c.open()) {
+      c.drain();
+      if (c.open()) ::close(c.fd);
+      c.fd = -1;
+    }
+  if (in_fd >= 0) ::close(in_fd);
+  in_fd = -1;
+  if (WIFSIGNALED(status)) {
+    result.signaled = true;
+    result.signal = WTERMSIG(status);
+  } else if (WIFEXITED(status)) {
+    result.exit_code = WEXITSTATUS(status);
+  }
+}
+
 // Feeds stdin, captures both outputs and reaps the child, killing its group at `deadline`.
 /// Feeds `input`, captures the outputs (stdout, stderr, channel) and waits for the exit (or kills at
 /// `deadline`). With a non-empty `until_line` it returns true as soon as captures[line_stream] holds a
@@ -255,12 +315,7 @@ bool drive(int pid, std::array<Capture, 3> &captures, int &in_fd, const std::str
            std::chrono::steady_clock::time_point deadline, bool &exited, int &status, ProcessResult &result,
            const std::string &until_line = {}, std::size_t line_stream = 0) {
   std::size_t in_written = 0;
-  if (in_fd >= 0 && input.empty()) {
-    ::close(in_fd);
-    in_fd = -1;
-  } else if (in_fd >= 0) {
-    set_nonblocking(in_fd);
-  }
+  prepare_stdin(in_fd, input);
   std::chrono::steady_clock::time_point exited_at{};
   if (exited) {
     exited_at = std::chrono::steady_clock::now();
@@ -287,19 +342,7 @@ bool drive(int pid, std::array<Capture, 3> &captures, int &in_fd, const std::str
       exited = true;
       break;
     }
-    std::vector<pollfd> fds;
-    for (auto &c : captures)
-      if (c.open()) fds.push_back({c.fd, POLLIN, 0});
-    if (in_fd >= 0) fds.push_back({in_fd, POLLOUT, 0});
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
-    int wait_ms = static_cast<int>(std::clamp<long long>(left, 1, 20));  // short: we also poll waitpid
-    if (fds.empty()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
-      continue;
-    }
-    ::poll(fds.data(), fds.size(), wait_ms);
-    for (auto &c : captures)
-      if (c.open()) c.drain();
+    if (!poll_once(captures, in_fd, now, deadline)) continue;
     if (!until_line.empty() && !exited &&
         !line_starting_with(*captures[line_stream].text, until_line).empty()) {
       // What the process wrote to its outputs before the line is in their pipes by now.
@@ -309,29 +352,9 @@ bool drive(int pid, std::array<Capture, 3> &captures, int &in_fd, const std::str
       in_fd = -1;
       return true;
     }
-    if (in_fd >= 0) {
-      ssize_t n = ::write(in_fd, input.data() + in_written, input.size() - in_written);
-      if (n > 0) in_written += static_cast<std::size_t>(n);
-      if ((n < 0 && errno != EAGAIN && errno != EINTR) || in_written == input.size()) {
-        ::close(in_fd);
-        in_fd = -1;
-      }
-    }
+    feed_stdin(in_fd, input, in_written);
   }
-  for (auto &c : captures)
-    if (c.open()) {
-      c.drain();
-      if (c.open()) ::close(c.fd);
-      c.fd = -1;
-    }
-  if (in_fd >= 0) ::close(in_fd);
-  in_fd = -1;
-  if (WIFSIGNALED(status)) {
-    result.signaled = true;
-    result.signal = WTERMSIG(status);
-  } else if (WIFEXITED(status)) {
-    result.exit_code = WEXITSTATUS(status);
-  }
+  finish_child(captures, in_fd, status, result);
   return false;
 }
 
