@@ -11,6 +11,7 @@
 #include "agent/prompt_builder.hpp"
 #include "evaluator/verdict.hpp"
 #include "tasks/task.hpp"
+#include "traces/outcome.hpp"
 #include "util/files.hpp"
 
 namespace ptxbench::agent {
@@ -93,24 +94,20 @@ std::string string_at(const Json &j, const char *key) {
 
 /// "" when the turn is a failure to repair, else why not (and `category` is left empty).
 std::string classify(const traces::TurnRecord &record, std::string &category) {
-  const Json *verdict = record.verdict_object();
-  if (!verdict) return "request failed (no answer)";
-  const std::string status = string_at(*verdict, "status");
-  if (status == "skipped") return "not measured (GPU stages skipped)";
-  if (status.empty()) return "no verdict status";
-  const Json *axes = object_at(*verdict, "axes");
-  if (status == "ok") {
+  // The failure category as the report and exports count it (traces/outcome.hpp).
+  const std::string failure = traces::failure_category_of(record);
+  if (failure == "request_failed") return "request failed (no answer)";
+  if (failure == "skipped") return "not measured (GPU stages skipped)";
+  if (failure == "unknown" || failure.empty()) return "no verdict status";
+  if (failure == "ok") {
     // Skipped GPU stages leave a verdict ok with its axes unmeasured: nothing is known to repair.
-    const Json correct = axes ? axes->value("correct", Json()) : Json();
-    const Json executed = axes ? axes->value("targets_executed", Json()) : Json();
-    if (correct == Json(true) && executed == Json(false)) {
-      category = "targets_not_executed";
-      return "";
-    }
-    if (correct == Json(true) && executed == Json(true)) return "ok (nothing to repair)";
+    if (traces::correct_of(record) == true && traces::targets_executed_of(record) == true)
+      return "ok (nothing to repair)";
     return "not measured (GPU stages skipped)";
   }
-  category = status;
+  if (failure == "targets_not_executed" && traces::correct_of(record) != true)
+    return "not measured (GPU stages skipped)";
+  category = failure;
   return "";
 }
 

@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "agent/runner.hpp"
+#include "traces/outcome.hpp"
 
 namespace ptxbench::agent {
 
@@ -26,20 +27,17 @@ void add_record(Acc &acc, const traces::TurnRecord &r) {
   if (r.response) acc.row.tokens += r.response->usage.total();
   const Json *v = r.verdict_object();
   if (v == nullptr) return;
+  // The outcome as the report and exports count it (traces/outcome.hpp).
+  if (traces::compiled_of(r)) acc.compiled.insert(r.sample);
   const Json stages = v->value("stages", Json::object());
-  if (stages.contains("compile") && stages["compile"].value("status", "") == "ok")
-    acc.compiled.insert(r.sample);
   if (stages.contains("correctness") && stages["correctness"].value("status", "") == "skipped")
     acc.row.gpu_skipped_turns += 1;
-  const Json axes = v->value("axes", Json::object());
-  if (axes.value("correct", Json()) == Json(true)) {
+  if (traces::correct_of(r) == true) {
     acc.correct.insert(r.sample);
-    if (axes.contains("speedup") && axes["speedup"].is_number()) {
-      const double s = axes["speedup"].get<double>();
-      if (!acc.row.best_speedup || s > *acc.row.best_speedup) acc.row.best_speedup = s;
-    }
+    if (const auto s = traces::speedup_of(r); s && (!acc.row.best_speedup || *s > *acc.row.best_speedup))
+      acc.row.best_speedup = s;
   }
-  if (axes.value("targets_executed", Json()) == Json(true)) acc.executed.insert(r.sample);
+  if (traces::targets_executed_of(r) == true) acc.executed.insert(r.sample);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,7 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/evaluator.hpp"
-#include "evaluator/protocol/timing.hpp"
+#include "evaluator/protocol/error.hpp"
 #include "evaluator/verdict_cache.hpp"
 #include "tasks/task.hpp"
 #include "util/files.hpp"
@@ -149,21 +150,33 @@ int main(int argc, char **argv) {
     median_run = order[order.size() / 2];
   }
   const nlohmann::json &mv = verdicts[median_run];
+  const ev::Verdict median = ev::Verdict::from_json(mv);
   nlohmann::json profile = {{"wall_s", walls[median_run]}};
   for (const char *stage :
        {"parse", "static", "compile", "correctness", "timing", "execution", "sanitizer", "generalization"}) {
     if (!mv["stages"].contains(stage)) continue;  // generalization: only tasks with hidden workloads
     const nlohmann::json &st = mv["stages"][stage];
     profile["stages"][stage] = {{"status", st.value("status", "")}, {"s", st.value("wall_seconds", 0.0)}};
-    const nlohmann::json &figures = st.value("figures", nlohmann::json::object());
-    if (std::string_view(stage) == "timing") {  // typed (protocol/timing.hpp); the others still by key
-      if (const auto typed_timing = ptxbench::protocol::timing_figures_from_figures(figures))
-        profile["stages"][stage]["phases"] = typed_timing->phase_seconds;
-    } else if (figures.contains("phase_seconds")) {
-      profile["stages"][stage]["phases"] = figures["phase_seconds"];
+    // The stages that time their phases, and the compile stage's wait for the SASS listing, through their
+    // figures' codecs (figures that do not decode show no phases).
+    const std::string_view name = stage;
+    std::optional<std::map<std::string, double>> phases;
+    std::optional<double> sass_wait;
+    try {
+      if (name == "correctness") {
+        if (const auto f = median.correctness_figures()) phases = f->phase_seconds;
+      } else if (name == "timing") {
+        if (const auto f = median.timing_figures()) phases = f->phase_seconds;
+      } else if (name == "generalization") {
+        if (const auto f = median.generalization_figures()) phases = f->phase_seconds;
+      } else if (name == "compile") {
+        if (const auto f = median.compile_figures()) sass_wait = f->sass_wait_seconds;
+      }
+    } catch (const ptxbench::protocol::ProtocolError &e) {
+      std::fprintf(stderr, "the %s figures do not decode: %s\n", stage, e.what());
     }
-    if (st.contains("figures") && st["figures"].contains("sass_wait_seconds"))
-      profile["stages"][stage]["sass_wait_s (overlapped)"] = st["figures"]["sass_wait_seconds"];
+    if (phases) profile["stages"][stage]["phases"] = *phases;
+    if (sass_wait) profile["stages"][stage]["sass_wait_s (overlapped)"] = *sass_wait;
   }
   profile["gpu_stage"] = mv.value("profile", nlohmann::json::object());
   std::printf("profile of run %zu (median wall):\n%s\n", median_run + 1, profile.dump(1).c_str());

@@ -330,7 +330,7 @@ struct SanitizerTarget {
   fs::path cubin;
   SassListing listing;                            ///< of that cubin (for function+offset -> SASS opcode)
   std::optional<detail::SanitizerSource> source;  ///< nullopt = reports carry SASS offsets only
-  json figures = json::object();                  ///< line_info, line_info_error, ...
+  protocol::SanitizerFigures figures{};           ///< line_info, line_info_error, ...
 };
 
 /// PTX: the candidate's PTX recompiled with a `.loc` per line (evaluator/ptx_lines.hpp), so reports
@@ -342,13 +342,13 @@ SanitizerTarget sanitizer_target(const CompiledCandidate &c, const tasks::Task &
   SanitizerTarget t{evaluated_cubin, evaluated_listing, std::nullopt};
   if (c.response.language == KernelLanguage::cuda) {
     t.source = detail::SanitizerSource{"kernel.cu", c.response.kernel_source, "CUDA"};
-    t.figures["line_info"] = true;
-    t.figures["line_info_file"] = "kernel.cu";
+    t.figures.line_info = true;
+    t.figures.line_info_file = "kernel.cu";
     return t;
   }
   auto without_line_info = [&](const std::string &why) {
-    t.figures["line_info"] = false;
-    t.figures["line_info_error"] = why + " (reports name SASS offsets only)";
+    t.figures.line_info = false;
+    t.figures.line_info_error = why + " (reports name SASS offsets only)";
     return t;
   };
   const auto ptxas = find_ptxas(settings.ptxas_path);
@@ -361,9 +361,9 @@ SanitizerTarget sanitizer_target(const CompiledCandidate &c, const tasks::Task &
   if (!compiled) return without_line_info(compiled.error());
   t.cubin = compiled->cubin;
   t.source = detail::SanitizerSource{"kernel.ptx", c.ptx, "PTX"};
-  t.figures["line_info"] = true;
-  t.figures["line_info_file"] = "kernel.ptx";
-  t.figures["line_info_ptxas_seconds"] = compiled->ptxas_seconds;
+  t.figures.line_info = true;
+  t.figures.line_info_file = "kernel.ptx";
+  t.figures.line_info_ptxas_seconds = compiled->ptxas_seconds;
   // Offsets in reports are of the cubin that ran: list its SASS, not the evaluated one's.
   t.listing = SassListing{};
   if (auto dis = find_disassembler(settings.disassembler_path)) {
@@ -373,7 +373,7 @@ SanitizerTarget sanitizer_target(const CompiledCandidate &c, const tasks::Task &
     if (auto text = disassemble_cubin(*dis, t.cubin, dlimits))
       t.listing = parse_sass_listing(*text);
     else
-      t.figures["line_info_sass_error"] = text.error();
+      t.figures.line_info_sass_error = text.error();
   }
   return t;
 }
@@ -425,11 +425,12 @@ void run_sanitizer(CompiledCandidate &c, const tasks::Task &task, const protocol
   const std::string output = run.process.stdout_text + "\n" + run.process.stderr_text;
   s.diagnostics =
       detail::sanitizer_reports(output, target.listing, 8, target.source ? &*target.source : nullptr);
-  s.figures = {{"tool", tool},
-               {"exit", run.process.describe()},
-               {"reports", s.diagnostics.size()},
-               {"workload", small.workloads[0].spec.name}};
-  s.figures.update(target.figures);
+  protocol::SanitizerFigures figures = target.figures;
+  figures.tool = tool;
+  figures.exit = run.process.describe();
+  figures.reports = s.diagnostics.size();
+  figures.workload = small.workloads[0].spec.name;
+  s.figures = figures;
   if (s.diagnostics.empty()) {
     s.status = Status::ok;
     s.summary = "compute-sanitizer " + tool + " found nothing on one trial of the smallest workload (" +

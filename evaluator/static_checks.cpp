@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <set>
 
 #include <fmt/core.h>
@@ -219,20 +220,20 @@ namespace {
 
 void record_figures(StageResult &s, const PtxModule &module, const Manifest &manifest,
                     const tasks::Task &task) {
-  s.figures["entry"] = manifest.entry;
-  s.figures["ptx_version"] = module.version;
-  s.figures["ptx_target"] = module.target;
-  s.figures["instruction_count"] = module.instructions.size();
-  s.figures["entries"] = module.entry_names();
-  s.figures["targets_in_ptx"] = targets_in_ptx(module, task.targets);
-  nlohmann::json globals = nlohmann::json::array(), written = nlohmann::json::array();
+  protocol::StaticFigures f;
+  f.entry = manifest.entry;
+  f.ptx_version = module.version;
+  f.ptx_target = module.target;
+  f.instruction_count = module.instructions.size();
+  f.entries = module.entry_names();
+  f.targets_in_ptx = targets_in_ptx(module, task.targets).get<std::map<std::string, bool>>();
+  f.module_globals_written.emplace();
   for (const auto &v : module.module_variables) {
     if (v.state_space != ".global") continue;
-    globals.push_back(v.name);
-    if (v.may_be_written) written.push_back(v.name);
+    f.module_globals.push_back(v.name);
+    if (v.may_be_written) f.module_globals_written->push_back(v.name);
   }
-  s.figures["module_globals"] = globals;
-  s.figures["module_globals_written"] = written;
+  s.figures = f;
 }
 
 // The manifest's entry when the module defines it as a kernel; else an error naming the entries there are.

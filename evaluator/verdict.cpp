@@ -134,6 +134,26 @@ std::optional<protocol::CorrectnessFigures> Verdict::correctness_figures() const
   return protocol::correctness_figures_from_figures(correctness.figures);
 }
 
+std::optional<protocol::ParseFigures> Verdict::parse_figures() const {
+  return protocol::parse_figures_from_figures(parse.figures);
+}
+
+std::optional<protocol::StaticFigures> Verdict::static_figures() const {
+  return protocol::static_figures_from_figures(static_checks.figures);
+}
+
+std::optional<protocol::CompileFigures> Verdict::compile_figures() const {
+  return protocol::compile_figures_from_figures(compile.figures);
+}
+
+std::optional<protocol::SanitizerFigures> Verdict::sanitizer_figures() const {
+  return protocol::sanitizer_figures_from_figures(sanitizer.figures);
+}
+
+std::optional<protocol::GeneralizationFigures> Verdict::generalization_figures() const {
+  return protocol::generalization_figures_from_figures(generalization.figures);
+}
+
 void Verdict::finalize_status() {
   status = Status::ok;
   for (auto member : kPipeline) {

@@ -9,9 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/protocol/correctness.hpp"
+#include "evaluator/protocol/cpu_stages.hpp"
 #include "evaluator/protocol/execution.hpp"
+#include "evaluator/protocol/generalization.hpp"
 #include "evaluator/protocol/profile.hpp"
 #include "evaluator/protocol/result.hpp"
+#include "evaluator/protocol/sanitizer.hpp"
 #include "evaluator/protocol/timing.hpp"
 #include "evaluator/protocol/worker_output.hpp"
 #include "evaluator/status.hpp"
@@ -105,6 +108,13 @@ struct Verdict {
   /// The typed figures of the correctness stage; nullopt when it wrote none. Throws
   /// protocol::ProtocolError naming the field when malformed.
   std::optional<protocol::CorrectnessFigures> correctness_figures() const;
+  /// The typed figures of the parse, static, compile, sanitizer and generalization stages; nullopt when
+  /// the stage wrote none. Each throws protocol::ProtocolError naming the field when malformed.
+  std::optional<protocol::ParseFigures> parse_figures() const;
+  std::optional<protocol::StaticFigures> static_figures() const;
+  std::optional<protocol::CompileFigures> compile_figures() const;
+  std::optional<protocol::SanitizerFigures> sanitizer_figures() const;
+  std::optional<protocol::GeneralizationFigures> generalization_figures() const;
 };
 
 }  // namespace ptxbench::evaluator

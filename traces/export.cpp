@@ -10,6 +10,7 @@
 #include "traces/detail/export_examples.hpp"
 #include "traces/detail/repair_view.hpp"
 #include "traces/detail/run_view.hpp"
+#include "traces/outcome.hpp"
 #include "traces/profile_facts.hpp"
 #include "traces/repairs.hpp"
 #include "util/enum_names.hpp"
@@ -69,14 +70,14 @@ std::string failing_filter(const Example &e, const ExportFilter &f) {
     return "model";
   if (!contains(f.variants, e.trajectory->variant)) return "variant";
   if (!contains(f.turns, e.target_turn)) return "turn";
-  if (!contains(f.statuses, detail::status_of(*e.target))) return "status";
-  if (f.correct && detail::correct_of(*e.target) != *f.correct) return "correct";
-  if (f.targets_executed && detail::targets_executed_of(*e.target) != *f.targets_executed) return "executed";
-  if (f.generalizes && detail::generalizes_of(*e.target) != *f.generalizes) return "generalizes";
+  if (!contains(f.statuses, status_of(*e.target))) return "status";
+  if (f.correct && correct_of(*e.target) != *f.correct) return "correct";
+  if (f.targets_executed && targets_executed_of(*e.target) != *f.targets_executed) return "executed";
+  if (f.generalizes && generalizes_of(*e.target) != *f.generalizes) return "generalizes";
   if (f.min_speedup) {
-    auto s = detail::speedup_of(*e.target);
+    auto s = speedup_of(*e.target);
     // A suspicious timing (faster than the speed-of-light floor) is never a fast example.
-    if (!s || *s < *f.min_speedup || detail::status_of(*e.target) != "ok") return "min_speedup";
+    if (!s || *s < *f.min_speedup || status_of(*e.target) != "ok") return "min_speedup";
   }
   return "";
 }
@@ -126,7 +127,7 @@ Json metadata_of(const Example &e, const ExportOptions &o) {
             {"turn", e.target_turn},
             {"source_turn", e.source_turn ? Json(*e.source_turn) : Json(nullptr)},
             {"source_category", e.source_category},
-            {"target_status", detail::status_of(*e.target)},
+            {"target_status", status_of(*e.target)},
             {"kernel_hash", detail::kernel_hash_of(*e.target)},
             {"token_count", e.token_count},
             {"token_count_exact", e.token_count_exact},
@@ -136,10 +137,10 @@ Json metadata_of(const Example &e, const ExportOptions &o) {
             {"loss_message_indices", e.loss_messages}};
   if (o.format == ExportFormat::messages || o.format == ExportFormat::sharegpt) m["unit"] = to_string(o.unit);
   auto opt = [](auto v) { return v ? Json(*v) : Json(nullptr); };
-  m["correct"] = opt(detail::correct_of(*e.target));
-  m["targets_executed"] = opt(detail::targets_executed_of(*e.target));
-  m["speedup"] = opt(detail::speedup_of(*e.target));
-  m["generalizes"] = opt(detail::generalizes_of(*e.target));
+  m["correct"] = opt(correct_of(*e.target));
+  m["targets_executed"] = opt(targets_executed_of(*e.target));
+  m["speedup"] = opt(speedup_of(*e.target));
+  m["generalizes"] = opt(generalizes_of(*e.target));
   // What the profile stage measured (null when not profiled): the bound unit and its % of peak, the tensor
   // pipe's share and the library's figure for it.
   auto add_profile = [&](const std::string &prefix, const TurnRecord &record) {
@@ -151,7 +152,7 @@ Json metadata_of(const Example &e, const ExportOptions &o) {
   };
   add_profile("", *e.target);
   if (e.source && o.format == ExportFormat::improve_pairs) {
-    m["source_speedup"] = opt(detail::speedup_of(*e.source));
+    m["source_speedup"] = opt(speedup_of(*e.source));
     add_profile("source_", *e.source);
   }
   if (e.repair) {

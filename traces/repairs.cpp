@@ -6,6 +6,7 @@
 
 #include "traces/detail/repair_view.hpp"
 #include "traces/detail/run_view.hpp"
+#include "traces/outcome.hpp"
 #include "util/think_tags.hpp"
 
 namespace ptxbench::traces {

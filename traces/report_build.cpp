@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "traces/detail/run_view.hpp"
+#include "traces/outcome.hpp"
 #include "traces/repairs.hpp"
 #include "traces/report.hpp"
 
@@ -28,11 +29,11 @@ struct AttemptFacts {
 
 AttemptFacts facts_of(const TurnRecord &record) {
   AttemptFacts f;
-  f.compiled = detail::compiled_of(record);
-  f.correct = detail::correct_of(record) == true;
-  f.executed = detail::targets_executed_of(record) == true;
-  f.speedup = detail::speedup_of(record);
-  f.timed_ok = f.correct && f.speedup && detail::status_of(record) == "ok";
+  f.compiled = compiled_of(record);
+  f.correct = correct_of(record) == true;
+  f.executed = targets_executed_of(record) == true;
+  f.speedup = speedup_of(record);
+  f.timed_ok = f.correct && f.speedup && status_of(record) == "ok";
   return f;
 }
 
@@ -207,7 +208,7 @@ struct AttemptCosts {
 
 AttemptCosts costs_of(const TurnRecord &record) {
   AttemptCosts c;
-  c.status = detail::status_of(record);
+  c.status = status_of(record);
   if (const auto &resp = record.response) {
     c.prompt = resp->usage.prompt_tokens.value_or(0);
     c.completion = resp->usage.completion_tokens.value_or(0);
@@ -218,7 +219,7 @@ AttemptCosts costs_of(const TurnRecord &record) {
     if (const Json *stages = detail::object_field(*v, "stages"))
       if (const Json *s = detail::object_field(*stages, "correctness"))
         c.gpu_measured = detail::string_field(*s, "status").value_or("skipped") != "skipped";
-  c.borderline = detail::borderline_of(record) == true;
+  c.borderline = borderline_of(record) == true;
   if (const auto &tm = record.timings) {
     c.request_s = tm->request_s;
     c.ttft_s = tm->ttft_s;
@@ -337,7 +338,7 @@ class ReportBuilder {
       if (auto it = by_turn.find(turn); it != by_turn.end()) {
         const AttemptFacts f = facts_of(*it->second);
         if (f.correct) last_correct = it->second;
-        if (const auto g = detail::generalizes_of(*it->second)) generalizes = g;
+        if (const auto g = generalizes_of(*it->second)) generalizes = g;
         reached.compiled |= f.compiled;
         reached.correct |= f.correct;
         reached.executed |= f.executed;

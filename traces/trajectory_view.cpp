@@ -7,10 +7,12 @@
 #include <fmt/core.h>
 
 #include "evaluator/protocol/correctness.hpp"
+#include "evaluator/protocol/cpu_stages.hpp"
 #include "evaluator/protocol/error.hpp"
 #include "evaluator/protocol/execution.hpp"
 #include "evaluator/protocol/timing.hpp"
 #include "traces/detail/run_view.hpp"
+#include "traces/outcome.hpp"
 
 namespace ptxbench::traces {
 
@@ -177,16 +179,23 @@ void timing_lines(const Json &figures, std::vector<std::string> &out) {
   out.push_back(fmt::format("geomean speedup {:.3f}x", timing->geomean_speedup));
 }
 
+// ptxas's resources of the entry, once it compiled.
+void compile_lines(const Json &figures, std::vector<std::string> &out) {
+  const auto compile =
+      decoded(figures, protocol::compile_figures_from_figures, "compile figures unreadable: ", out);
+  if (!compile || !compile->registers) return;
+  const auto bytes = [](const std::optional<std::int64_t> &b) {
+    return num(static_cast<double>(b.value_or(0)));
+  };
+  out.push_back(fmt::format("resources: {} registers/thread, spills {}/{} B, {} B static shared",
+                            bytes(compile->registers), bytes(compile->spill_store_bytes),
+                            bytes(compile->spill_load_bytes), bytes(compile->shared_bytes)));
+}
+
 /// The figures a reader looks for first.
 std::vector<std::string> key_figures(const Json *verdict) {
   std::vector<std::string> out;
-  if (const Json *f = figures_of(stage_of(verdict, "compile")); f && detail::number_field(*f, "registers")) {
-    out.push_back(fmt::format("resources: {} registers/thread, spills {}/{} B, {} B static shared",
-                              num(*detail::number_field(*f, "registers")),
-                              num(detail::number_field(*f, "spill_store_bytes").value_or(0)),
-                              num(detail::number_field(*f, "spill_load_bytes").value_or(0)),
-                              num(detail::number_field(*f, "shared_bytes").value_or(0))));
-  }
+  if (const Json *compile = figures_of(stage_of(verdict, "compile"))) compile_lines(*compile, out);
   if (const Json *correctness = figures_of(stage_of(verdict, "correctness")))
     correctness_lines(*correctness, out);
   if (const Json *execution = figures_of(stage_of(verdict, "execution"))) execution_lines(*execution, out);
@@ -287,11 +296,11 @@ namespace {
 TurnView turn_view(const TurnRecord &r, const Price *price) {
   TurnView v;
   v.turn = r.turn;
-  v.status = detail::status_of(r);
-  v.correct = detail::correct_of(r);
-  v.targets_executed = detail::targets_executed_of(r);
-  v.generalizes = detail::generalizes_of(r);
-  v.speedup = detail::speedup_of(r);
+  v.status = status_of(r);
+  v.correct = correct_of(r);
+  v.targets_executed = targets_executed_of(r);
+  v.generalizes = generalizes_of(r);
+  v.speedup = speedup_of(r);
   if (r.messages) {
     for (const auto &m : *r.messages)
       if (m.role == "user") v.feedback_received = m.content;

@@ -197,19 +197,14 @@ std::string hidden_mismatch_pattern_section(const tasks::Task &task, const evalu
   for (const auto &f : v.generalizes->failed) {
     ++ordinal;  // as generalization_section numbers them
     if (f.kind != "incorrect") continue;
-    for (const auto &w : array_at(v.generalization.figures, "workloads")) {
-      if (!w.is_object() || str(w, "name") != f.workload) continue;
-      const auto it = w.find("mismatch_pattern");
-      if (it == w.end() || !it->is_object()) return "";
-      try {
-        const auto p = protocol::coarse_pattern(it->get<MismatchPattern>());  // coarse whatever was written
-        return render_mismatch_pattern(
-            p, &task, reveal ? "shape " + f.workload : fmt::format("unseen shape {}", ordinal));
-      } catch (const protocol::ProtocolError &) {
-        return "";
-      } catch (const json::exception &) {
-        return "";
-      }
+    const auto figures = figures_of(v, &evaluator::Verdict::generalization_figures);
+    for (const protocol::HiddenWorkload &w :
+         figures ? figures->workloads : std::vector<protocol::HiddenWorkload>{}) {
+      if (w.name != f.workload) continue;
+      if (!w.check || !w.check->mismatch_pattern) return "";
+      const auto p = protocol::coarse_pattern(*w.check->mismatch_pattern);  // coarse whatever was written
+      return render_mismatch_pattern(
+          p, &task, reveal ? "shape " + f.workload : fmt::format("unseen shape {}", ordinal));
     }
     return "";
   }

@@ -73,8 +73,16 @@ const json &array_at(const json &j, const char *key) {
   return it != j.end() && it->is_array() ? *it : empty;
 }
 
-std::string yes_no(std::optional<bool> b) {
-  return !b ? "unknown" : *b ? "yes" : "no";
+/// What a stage said about a target (in the PTX, in the SASS): a plain enum, since GCC 12 reports an
+/// optional<bool> chosen in a conditional as maybe-uninitialized (a false positive).
+enum class Seen { unknown, yes, no };
+
+Seen seen(std::optional<bool> b) {
+  return !b ? Seen::unknown : *b ? Seen::yes : Seen::no;
+}
+
+std::string yes_no(Seen s) {
+  return s == Seen::unknown ? "unknown" : s == Seen::yes ? "yes" : "no";
 }
 
 // ---- sections ----
@@ -187,20 +195,16 @@ std::string sanitizer_section(const Verdict &v) {
 }
 
 std::string resources_section(const Verdict &v) {
-  const json &f = v.compile.figures;
+  const auto f = figures_of(v, &Verdict::compile_figures).value_or(protocol::CompileFigures{});
   std::vector<std::string> parts;
-  if (auto r = num(f, "registers")) parts.push_back(fmt::format("{} registers/thread", *r));
-  auto spill_st = num(f, "spill_store_bytes"), spill_ld = num(f, "spill_load_bytes");
-  if (spill_st || spill_ld)
-    parts.push_back(
-        fmt::format("spills {} B stored / {} B loaded", spill_st.value_or(0), spill_ld.value_or(0)));
-  if (auto s = num(f, "shared_bytes")) parts.push_back(fmt::format("{} B static shared", *s));
-  if (auto s = num(f, "stack_bytes")) parts.push_back(fmt::format("{} B stack", *s));
+  if (f.registers) parts.push_back(fmt::format("{} registers/thread", *f.registers));
+  if (f.spill_store_bytes || f.spill_load_bytes)
+    parts.push_back(fmt::format("spills {} B stored / {} B loaded", f.spill_store_bytes.value_or(0),
+                                f.spill_load_bytes.value_or(0)));
+  if (f.shared_bytes) parts.push_back(fmt::format("{} B static shared", *f.shared_bytes));
+  if (f.stack_bytes) parts.push_back(fmt::format("{} B stack", *f.stack_bytes));
   std::string out = parts.empty() ? "not reported" : join(parts, ", ");
-  std::vector<std::string> warnings;
-  for (const auto &w : array_at(f, "warnings"))
-    if (w.is_string()) warnings.push_back(w.get<std::string>());
-  if (!warnings.empty()) out += "\nptxas warnings:\n" + bullet_list(warnings, 6, 300);
+  if (f.warnings && !f.warnings->empty()) out += "\nptxas warnings:\n" + bullet_list(*f.warnings, 6, 300);
   return out;
 }
 
@@ -217,10 +221,7 @@ std::string value_text(double v) {
 }
 
 std::vector<protocol::CorrectnessWorkload> correctness_rows(const Verdict &v) {
-  try {
-    if (auto figures = v.correctness_figures()) return std::move(figures->workloads);
-  } catch (const protocol::ProtocolError &) {
-  }
+  if (auto figures = figures_of(v, &Verdict::correctness_figures)) return std::move(figures->workloads);
   return {};
 }
 
@@ -263,12 +264,8 @@ std::string timing_section(const Verdict &v, const std::string &library) {
   const StageResult &t = v.timing;
   if (t.status == Status::skipped)
     return "Timing not measured" + (t.summary.empty() ? "." : ": " + t.summary + ".");
-  std::optional<protocol::TimingFigures> figures;
-  try {
-    figures = v.timing_figures();
-  } catch (const protocol::ProtocolError &) {
-    figures.reset();  // the evaluator warned in the stage's diagnostics
-  }
+  // Malformed figures read as none: the evaluator warned in the stage's diagnostics.
+  const std::optional<protocol::TimingFigures> figures = figures_of(v, &Verdict::timing_figures);
   if (!figures) return "Timing (median, cold L2):\n";
   std::vector<std::string> rows;
   for (const protocol::TimingWorkload &w : figures->workloads) {
@@ -402,33 +399,20 @@ std::string non_target_work_lines(const Verdict &v,
          evaluator::non_target_work_text(work, policy) + " of the task's FLOPs.\n";
 }
 
-/// The execution figures through the protocol's codec; none when the stage wrote none or they are
-/// malformed (the evaluator warned about that in the stage's diagnostics).
-std::optional<protocol::ExecutionFigures> execution_of(const Verdict &v) {
-  try {
-    return v.execution_figures();
-  } catch (const protocol::ProtocolError &) {
-    return std::nullopt;
-  }
-}
-
 /// Per-target lines joining what the static, compile and execution stages saw.
 std::string execution_section(const tasks::Task &task, const Verdict &v) {
-  const json &in_ptx =
-      v.static_checks.figures.is_object() && v.static_checks.figures.contains("targets_in_ptx")
-          ? v.static_checks.figures["targets_in_ptx"]
-          : json::object();
-  const json &in_sass = v.compile.figures.is_object() && v.compile.figures.contains("targets_in_sass")
-                            ? v.compile.figures["targets_in_sass"]
-                            : json::object();
-  const std::optional<protocol::ExecutionFigures> figures = execution_of(v);
+  const auto in_ptx = figures_of(v, &Verdict::static_figures);
+  const auto in_sass = figures_of(v, &Verdict::compile_figures);
+  // Malformed execution figures read as none (the evaluator warned about that in the stage's diagnostics).
+  const std::optional<protocol::ExecutionFigures> figures = figures_of(v, &Verdict::execution_figures);
   std::string out;
   std::vector<std::string> rows;
   for (const auto &target : task.targets) {
     const protocol::TargetExecution *row = figures ? figures->target(target.name) : nullptr;
-    std::optional<bool> ptx = boolean(in_ptx, target.name.c_str());
-    std::optional<bool> sass =
-        row ? std::optional<bool>(row->present_in_sass) : boolean(in_sass, target.name.c_str());
+    const Seen ptx = in_ptx ? seen(in_ptx->target_in_ptx(target.name)) : Seen::unknown;
+    const Seen sass = row       ? seen(row->present_in_sass)
+                      : in_sass ? seen(in_sass->target_in_sass(target.name))
+                                : Seen::unknown;
     // Executions with some thread's predicate on (a predicated-off issue does no work); plain value + flag:
     // GCC 12 reports optional<double> here as maybe-uninitialized (a false positive).
     std::optional<double> measured;
@@ -457,11 +441,11 @@ std::string execution_section(const tasks::Task &task, const Verdict &v) {
             "the work (the rest ran on other units, see the top opcodes)",
             util::percent_text(min_share));
     }
-    if (has_runs && run_count == 0 && ptx == true && sass == true)
+    if (has_runs && run_count == 0 && ptx == Seen::yes && sass == Seen::yes)
       line += fmt::format(". {} is in your PTX and in the SASS but executed 0 times", target.ptx_mnemonic);
-    else if (has_runs && run_count == 0 && sass == false && ptx == false)
+    else if (has_runs && run_count == 0 && sass == Seen::no && ptx == Seen::no)
       line += fmt::format(". Your PTX has no {} instruction", target.ptx_mnemonic);
-    else if (has_runs && run_count == 0 && sass == false)
+    else if (has_runs && run_count == 0 && sass == Seen::no)
       line += fmt::format(". {} is not in the SASS: ptxas removed or never emitted it", target.ptx_mnemonic);
     rows.push_back(line);
   }
@@ -482,16 +466,14 @@ std::string execution_section(const tasks::Task &task, const Verdict &v) {
 
 std::string static_details(const tasks::Task &task, const Verdict &v) {
   std::vector<std::string> lines;
-  const json &f = v.static_checks.figures;
-  if (f.is_object() && f.contains("targets_in_ptx") && f["targets_in_ptx"].is_object())
+  if (const auto f = figures_of(v, &Verdict::static_figures)) {
     for (const auto &t : task.targets)
-      if (boolean(f["targets_in_ptx"], t.name.c_str()) == false)
+      if (f->target_in_ptx(t.name) == false)
         lines.push_back(fmt::format("target {} ({}) is not in your PTX", t.name, t.ptx_mnemonic));
-  // The written ones (older verdicts list every .global variable only).
-  const bool has_written = f.is_object() && f.contains("module_globals_written");
-  for (const auto &g : array_at(f, has_written ? "module_globals_written" : "module_globals"))
-    if (g.is_string())
-      lines.push_back(fmt::format("module-scope .global variable '{}'", g.get<std::string>()));
+    // The written ones (older verdicts list every .global variable only).
+    for (const auto &g : f->stateful_globals())
+      lines.push_back(fmt::format("module-scope .global variable '{}'", g));
+  }
   if (lines.empty()) return "";
   return bullet_list(lines, kMaxDiagnostics, kMaxDiagnosticChars);
 }

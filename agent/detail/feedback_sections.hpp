@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/prompt_builder.hpp"
+#include "evaluator/protocol/error.hpp"
 #include "evaluator/verdict.hpp"
 #include "tasks/task.hpp"
 
@@ -26,6 +27,18 @@ std::optional<double> num(const nlohmann::json &j, const char *key);
 std::optional<bool> boolean(const nlohmann::json &j, const char *key);
 std::string str(const nlohmann::json &j, const char *key, std::string fallback = "");
 const nlohmann::json &array_at(const nlohmann::json &j, const char *key);
+
+/// A stage's typed figures through a Verdict accessor (`&Verdict::compile_figures`): none when the stage
+/// wrote none or they do not decode (the feedback says what it can without them).
+template <class T>
+std::optional<T> figures_of(const evaluator::Verdict &v,
+                            std::optional<T> (evaluator::Verdict::*read)() const) {
+  try {
+    return (v.*read)();
+  } catch (const protocol::ProtocolError &) {
+    return std::nullopt;
+  }
+}
 
 std::string diagnostics_section(const evaluator::StageResult &s);
 /// The stage without the diagnostics its summary already says.

@@ -2,6 +2,7 @@
 // deferred SASS listing (evaluator/detail/pipeline.hpp).
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <stdexcept>
 
 #include <fmt/core.h>
@@ -59,14 +60,15 @@ void report_ptxas_failure(StageResult &stage, const PtxasRun &run, const Compile
     stage.summary += fmt::format(" (and {} more error(s))", run.report.errors.size() - 1);
 }
 
-void record_resources(StageResult &stage, const PtxasFunctionInfo &info, std::size_t cubin_bytes) {
-  stage.figures["registers"] = info.registers;
-  stage.figures["spill_store_bytes"] = info.spill_store_bytes;
-  stage.figures["spill_load_bytes"] = info.spill_load_bytes;
-  stage.figures["shared_bytes"] = info.shared_bytes;
-  stage.figures["stack_bytes"] = info.stack_bytes;
-  stage.figures["barriers"] = info.barriers;
-  stage.figures["cubin_bytes"] = cubin_bytes;
+void record_resources(StageResult &stage, protocol::CompileFigures &figures, const PtxasFunctionInfo &info,
+                      std::size_t cubin_bytes) {
+  figures.registers = info.registers;
+  figures.spill_store_bytes = info.spill_store_bytes;
+  figures.spill_load_bytes = info.spill_load_bytes;
+  figures.shared_bytes = info.shared_bytes;
+  figures.stack_bytes = info.stack_bytes;
+  figures.barriers = info.barriers;
+  figures.cubin_bytes = cubin_bytes;
   if (info.spill_store_bytes > 0 || info.spill_load_bytes > 0)
     stage.diagnostics.push_back(
         {"warning",
@@ -144,7 +146,9 @@ StageOutcome<CompileOutput> compile_stage(const CompileInput &in, const tasks::T
                                           const EvaluatorSettings &settings, const fs::path &work) {
   StageOutcome<CompileOutput> out;
   StageResult &stage = out.result;
-  if (in.nvrtc_seconds) stage.figures["nvrtc_seconds"] = *in.nvrtc_seconds;
+  protocol::CompileFigures figures;
+  figures.nvrtc_seconds = in.nvrtc_seconds;
+  stage.figures = figures;  // written again after each step below
   auto ptxas = find_ptxas(settings.ptxas_path);
   if (!ptxas) {
     fail(stage, Status::compile_error,
@@ -162,13 +166,13 @@ StageOutcome<CompileOutput> compile_stage(const CompileInput &in, const tasks::T
     fail(stage, Status::compile_error, "could not run ptxas: " + run.error());
     return out;
   }
-  stage.figures["ptxas_seconds"] = run->wall_seconds;
-  json warnings = json::array();
+  figures.ptxas_seconds = run->wall_seconds;
+  figures.warnings.emplace();
   for (const auto &w : run->report.warnings) {
-    warnings.push_back(w.text);
+    figures.warnings->push_back(w.text);
     if (notable_warning(w.text)) stage.diagnostics.push_back(w);
   }
-  stage.figures["warnings"] = warnings;
+  stage.figures = figures;
   if (!run->ok) {
     report_ptxas_failure(stage, *run, in);
     return out;
@@ -176,7 +180,7 @@ StageOutcome<CompileOutput> compile_stage(const CompileInput &in, const tasks::T
   out.output.cubin = std::move(run->cubin);
   const PtxasFunctionInfo *found = run->report.find(in.entry);
   const PtxasFunctionInfo info = found ? *found : PtxasFunctionInfo{};
-  record_resources(stage, info, out.output.cubin.size());
+  record_resources(stage, figures, info, out.output.cubin.size());
   check_launch_resources(stage, info, in.plans, task.arch);
   if (stage.status != Status::launch_error) {
     stage.status = Status::ok;
@@ -185,27 +189,28 @@ StageOutcome<CompileOutput> compile_stage(const CompileInput &in, const tasks::T
                     info.shared_bytes, info.stack_bytes, info.spill_store_bytes, info.spill_load_bytes);
   }
   // SASS listing and target opcode families: started here, finished by finish_pending_sass.
-  stage.figures["sass_available"] = false;
-  stage.figures["targets_in_sass"] = json::object();
-  stage.figures["sass_families"] = json::object();
+  figures.sass_available = false;
+  figures.targets_in_sass.emplace();
+  figures.sass_families.emplace();
+  stage.figures = figures;
   out.output.pending_sass = start_sass(out.output.cubin, in, task, settings, out.output.environment);
   return out;
 }
 
 namespace {
 
-void record_sass(StageResult &stage, const SassListing &listing, const PendingSass &pending) {
+void record_sass(StageResult &stage, protocol::CompileFigures &figures, const SassListing &listing,
+                 const PendingSass &pending) {
   const tasks::Task &task = *pending.task;
-  stage.figures["sass_available"] = true;
-  stage.figures["sass_instruction_count"] = listing.instructions.size();
-  stage.figures["targets_in_sass"] = targets_in_sass(listing, task.targets);
-  json families = json::object();
-  for (const auto &[family, count] : listing.family_counts()) families[family] = count;
-  stage.figures["sass_families"] = families;
+  figures.sass_available = true;
+  figures.sass_instruction_count = listing.instructions.size();
+  figures.targets_in_sass = targets_in_sass(listing, task.targets).get<std::map<std::string, bool>>();
+  figures.sass_families.emplace();
+  for (const auto &[family, count] : listing.family_counts()) (*figures.sass_families)[family] = count;
   for (const auto &t : task.targets) {
     const bool in_ptx = std::find(pending.targets_in_ptx.begin(), pending.targets_in_ptx.end(), t.name) !=
                         pending.targets_in_ptx.end();
-    if (in_ptx && !stage.figures["targets_in_sass"][t.name].get<bool>())
+    if (in_ptx && figures.target_in_sass(t.name) == false)
       stage.diagnostics.push_back(
           {"warning",
            fmt::format(
@@ -221,19 +226,22 @@ util::Expected<std::string> finish_pending_sass(PendingSass &pending, StageResul
                                                 SassListing &listing) {
   const auto t0 = std::chrono::steady_clock::now();
   util::Expected<std::string> text = pending.listing.get();
+  // The figures the compile stage wrote (through the codec: this stage's own record).
+  protocol::CompileFigures figures =
+      protocol::compile_figures_from_figures(stage.figures).value_or(protocol::CompileFigures{});
   // How long this call blocked on the disassembler (when deferred, on a thread beside the worker).
-  stage.figures["sass_wait_seconds"] =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  figures.sass_wait_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!text) {
     stage.diagnostics.push_back({"note", text.error(), std::nullopt});
   } else {
     listing = parse_sass_listing(*text);
-    record_sass(stage, listing, pending);
+    record_sass(stage, figures, listing, pending);
   }
+  stage.figures = figures;
   if (stage.status == Status::ok) {
     std::vector<std::string> present;
     for (const auto &t : pending.task->targets)
-      if (stage.figures["targets_in_sass"].value(t.name, false)) present.push_back(t.name);
+      if (figures.target_in_sass(t.name) == true) present.push_back(t.name);
     stage.summary +=
         fmt::format("; SASS: {}", !text ? std::string("not available")
                                         : (present.empty() ? std::string("no target families")

@@ -9,8 +9,6 @@
 
 namespace ptxbench::evaluator::detail {
 
-using nlohmann::json;
-
 namespace {
 
 void fail(StageResult &s, Status status, const std::string &message, std::optional<int> line = std::nullopt) {
@@ -66,20 +64,22 @@ StageOutcome<ParseOutput> parse_stage(const tasks::Task &task, std::string_view 
     return out;
   }
   ParsedResponse &r = out.output.response = std::move(*parsed);
-  s.figures["language"] = r.language == KernelLanguage::ptx ? "ptx" : "cuda";
-  s.figures["kernel_first_line"] = r.kernel_first_line;
-  s.figures["kernel_blocks_seen"] = r.kernel_blocks_seen;
-  s.figures["json_blocks_seen"] = r.json_blocks_seen;
-  s.figures["kernel_bytes"] = r.kernel_source.size();
+  protocol::ParseFigures figures;
+  figures.language = r.language == KernelLanguage::ptx ? "ptx" : "cuda";
+  figures.kernel_first_line = r.kernel_first_line;
+  figures.kernel_blocks_seen = r.kernel_blocks_seen;
+  figures.json_blocks_seen = r.json_blocks_seen;
+  figures.kernel_bytes = r.kernel_source.size();
   // The device symbols the expressions resolved with: num_sms and where it came from.
-  s.figures["num_sms"] = device.num_sms > 0 ? json(device.num_sms) : json(nullptr);
-  s.figures["num_sms_source"] = device.source;
+  if (device.num_sms > 0) figures.num_sms = device.num_sms;
+  figures.num_sms_source = device.source;
   const bool resolved = resolve_manifest(s, out.output, task, device);
   if (resolved && !out.output.manifest.workspace_bytes.empty()) {
-    json workspace = json::object();  // workload -> bytes
-    for (const auto &plan : out.output.plans) workspace[plan.workload] = plan.workspace_bytes;
-    s.figures["workspace_bytes"] = workspace;
+    figures.workspace_bytes.emplace();  // workload -> bytes
+    for (const auto &plan : out.output.plans)
+      (*figures.workspace_bytes)[plan.workload] = plan.workspace_bytes;
   }
+  s.figures = figures;
   if (r.kernel_blocks_seen > 1)
     s.diagnostics.push_back({"note",
                              fmt::format("{} kernel blocks found; the last one (line {}) was evaluated",
@@ -115,7 +115,7 @@ StageOutcome<PtxSource> ptx_source_stage(const ParsedResponse &response, const t
                   std::string("the ptxbench-nvrtc child was not found next to the worker (build it, or set "
                               "EvaluatorSettings::nvrtc_child_path)")));
   out.output.nvrtc_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  out.result.figures["nvrtc_seconds"] = *out.output.nvrtc_seconds;
+  out.result.figures = protocol::CompileFigures{.nvrtc_seconds = out.output.nvrtc_seconds};
   if (!ptx) {
     fail(out.result, Status::compile_error, "NVRTC: " + ptx.error());
     return out;

@@ -9,8 +9,6 @@
 namespace ptxbench::evaluator::detail {
 namespace {
 
-using nlohmann::json;
-
 // "FFMA 1.23e+09, IMAD 4.5e+08, LDS 2e+08": the busiest opcode families, where the work ran instead.
 std::string top_opcodes_text(const protocol::ExecutionFigures &figures, std::size_t limit) {
   std::string out;
@@ -95,21 +93,19 @@ AxesDecision decide_axes(const Verdict &verdict, bool task_has_targets, double m
 namespace {
 
 // "12 of 58720256 output elements wrong (max abs error 0.31)": one hidden workload's failure, in numbers.
-std::string hidden_failure_summary(const json &row) {
-  const std::string kind = row.value("kind", "incorrect");
-  if (kind == "nondeterministic") return "a second identical launch gave different bits (a race)";
+std::string hidden_failure_summary(const protocol::HiddenWorkload &row) {
+  if (row.kind == protocol::HiddenKind::nondeterministic)
+    return "a second identical launch gave different bits (a race)";
   std::string text;
-  const double mismatches = row.value("mismatches", 0.0);
-  if (mismatches > 0)
-    text = util::number_text(mismatches) + " of " + util::number_text(row.value("output_elements", 0.0)) +
-           " output elements wrong";
-  if (row.value("unwritten_count", 0.0) > 0)
-    text +=
-        (text.empty() ? "" : ", ") + util::number_text(row.value("unwritten_count", 0.0)) + " never written";
-  if (row.value("guard_damage", 0.0) > 0)
-    text += (text.empty() ? "" : ", ") + std::string("wrote outside a tensor");
-  if (row.value("inputs_mutated", false))
-    text += (text.empty() ? "" : ", ") + std::string("modified an input");
+  const protocol::CorrectnessWorkload &c = *row.check;
+  if (c.mismatches > 0)
+    text = util::number_text(static_cast<double>(c.mismatches)) + " of " +
+           util::number_text(static_cast<double>(c.output_elements)) + " output elements wrong";
+  if (c.unwritten_count > 0)
+    text += (text.empty() ? "" : ", ") + util::number_text(static_cast<double>(c.unwritten_count)) +
+            " never written";
+  if (c.guard_damage > 0) text += (text.empty() ? "" : ", ") + std::string("wrote outside a tensor");
+  if (c.inputs_mutated) text += (text.empty() ? "" : ", ") + std::string("modified an input");
   return text.empty() ? "incorrect" : text;
 }
 
@@ -133,21 +129,26 @@ std::optional<Generalization> decide_generalization(const Verdict &verdict, std:
   for (const auto &[name, why] : plan_errors)
     g.failed.push_back({name, "bad_manifest", "the launch manifest does not resolve there: " + why});
   const StageResult &stage = verdict.generalization;
-  const json &f = stage.figures;
-  if (f.is_object() && f.contains("workloads") && f["workloads"].is_array()) {
-    for (const auto &row : f["workloads"]) {
-      const std::string kind = row.value("kind", "");
-      if (kind == "ok") {
-        ++g.passed;
-      } else if (kind == "incorrect" || kind == "nondeterministic") {
-        const double elements = row.value("output_elements", 0.0);
-        g.failed.push_back({row.value("name", "?"), kind, hidden_failure_summary(row),
-                            kind == "incorrect" && elements > 0
-                                ? std::optional<double>(row.value("mismatches", 0.0) / elements)
-                                : std::nullopt});
-        if (g.first_mismatch.is_null() && row.contains("first_mismatch"))
-          g.first_mismatch = row["first_mismatch"];
-      }
+  std::optional<protocol::GeneralizationFigures> figures;
+  std::string malformed;
+  try {
+    figures = verdict.generalization_figures();
+  } catch (const protocol::ProtocolError &e) {
+    malformed = e.what();  // counted as nothing checked, saying why
+  }
+  for (const protocol::HiddenWorkload &row :
+       figures ? figures->workloads : std::vector<protocol::HiddenWorkload>{}) {
+    if (row.kind == protocol::HiddenKind::ok) {
+      ++g.passed;
+    } else if (row.check) {  // incorrect or nondeterministic (a skipped shape is not the kernel's failure)
+      const bool incorrect = row.kind == protocol::HiddenKind::incorrect;
+      const auto elements = static_cast<double>(row.check->output_elements);
+      g.failed.push_back({row.name, std::string(protocol::to_string(row.kind)), hidden_failure_summary(row),
+                          incorrect && elements > 0
+                              ? std::optional<double>(static_cast<double>(row.check->mismatches) / elements)
+                              : std::nullopt});
+      if (g.first_mismatch.is_null() && row.check->first_mismatch)
+        g.first_mismatch = *row.check->first_mismatch;
     }
   }
   // A fault, hang or refused launch ends the stage at the workload in progress; the ones after it stay
@@ -155,11 +156,14 @@ std::optional<Generalization> decide_generalization(const Verdict &verdict, std:
   const bool ended_by_fault = stage.status == Status::runtime_error || stage.status == Status::timeout ||
                               stage.status == Status::launch_error;
   if (ended_by_fault)
-    g.failed.push_back({f.is_object() ? f.value("in_progress", std::string("?")) : std::string("?"),
+    g.failed.push_back({figures && figures->in_progress ? *figures->in_progress : std::string("?"),
                         std::string(to_string(stage.status)), stage.summary});
   g.total = g.passed + static_cast<int>(g.failed.size());
   if (g.total == 0) {
-    g.reason = stage.summary.empty() ? "not checked" : "not checked: " + stage.summary;
+    g.reason = !malformed.empty()
+                   ? "not checked: the generalization figures are malformed (" + malformed + ")"
+               : stage.summary.empty() ? "not checked"
+                                       : "not checked: " + stage.summary;
     return g;
   }
   g.value = g.failed.empty();

@@ -124,12 +124,7 @@ void to_json(json &j, TimingStop s) {
 }
 
 void from_json(const json &j, TimingStop &s) {
-  if (!j.is_string()) throw ProtocolError("", "expected a string, got " + j.dump());
-  const auto parsed = timing_stop_from_string(j.get<std::string>());
-  if (!parsed)
-    throw ProtocolError("",
-                        "unknown value " + j.dump() + " (known: " + util::enum_names(kTimingStopNames) + ")");
-  s = *parsed;
+  detail::read_enum(j, s, kTimingStopNames);
 }
 
 void to_json(json &j, const SpeedupInterval &i) {

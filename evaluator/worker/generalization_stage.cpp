@@ -5,7 +5,7 @@
 #include "evaluator/worker/detail/stage_runner.hpp"
 #include "evaluator/worker/detail/stage_state.hpp"
 
-#include <algorithm>
+#include "evaluator/protocol/generalization.hpp"
 
 namespace ptxbench::worker::detail {
 
@@ -18,34 +18,38 @@ void Worker::generalization_stage(bool correct) {
     return;
   }
   PhaseSeconds phases{device_.stream};
-  json figures = {{"workloads", json::array()}, {"total", total}, {"passed", 0}};
+  protocol::GeneralizationFigures figures;
+  figures.total = total;
   json diagnostics = json::array();
-  std::size_t passed = 0;
+  std::size_t passed = 0, skipped = 0;
   for (std::size_t i = 0; i < total; ++i) {
     const JobWorkload &w = job_.hidden_workloads[i];
     if (std::string why = family_->check_workload(w.spec); !why.empty()) {
-      figures["workloads"].push_back({{"name", w.spec.name}, {"kind", "skipped"}, {"reason", why}});
+      figures.workloads.push_back(
+          {.name = w.spec.name, .kind = protocol::HiddenKind::skipped, .reason = why});
+      ++skipped;
       continue;  // not a failure of the kernel: this worker cannot evaluate that shape
     }
     // Written before the workload runs: a fault or a kill from here on is charged to this workload.
-    figures["in_progress"] = w.spec.name;
-    set_stage("generalization", stage_json(Status::ok, "checking hidden workloads", diagnostics, figures,
-                                           seconds_since(start)));
+    figures.in_progress = w.spec.name;
+    set_stage("generalization", stage_json(Status::ok, "checking hidden workloads", diagnostics,
+                                           json(figures), seconds_since(start)));
     bool stopped = false;
     const WorkloadCheck c = check_workload("generalization", w, kHiddenIndexBase + i, phases, stopped);
     const bool ok = c.ok() && c.deterministic;
-    json row = workload_row(w, c);
+    protocol::HiddenWorkload row{.name = w.spec.name,
+                                 .kind = ok        ? protocol::HiddenKind::ok
+                                         : !c.ok() ? protocol::HiddenKind::incorrect
+                                                   : protocol::HiddenKind::nondeterministic,
+                                 .check = workload_row(w, c)};
     // A hidden shape must not be given away: its mismatch pattern without sizes, indices or counts.
-    if (c.pattern) row["mismatch_pattern"] = protocol::coarse_pattern(*c.pattern);
-    row["correct"] = ok;
-    row["kind"] = ok ? "ok" : !c.ok() ? "incorrect" : "nondeterministic";
+    if (c.pattern) row.check->mismatch_pattern = protocol::coarse_pattern(*c.pattern);
     if (ok && job_.time_hidden) {
       TimingRun run(job_.timing, device_.facts, device_.stream, job_.correctness.base_seed, "generalization");
       if (time_workload(w, kHiddenIndexBase + i, run) && !run.figures.workloads.empty())
-        row["timing"] = run.figures.workloads.back();
+        row.timing = run.figures.workloads.back();
       else
-        row["timing"] =
-            json{{"skipped", run.library_error.empty() ? std::string("not timed") : run.library_error}};
+        row.timing_skipped = run.library_error.empty() ? std::string("not timed") : run.library_error;
     }
     if (!ok) {
       diagnostics.push_back(diag(!c.ok() ? correctness_failure_text(w, c)
@@ -53,20 +57,18 @@ void Worker::generalization_stage(bool correct) {
                                                ": a second identical launch gave different bits (a race)"));
     }
     passed += ok;
-    figures["workloads"].push_back(std::move(row));
-    figures["passed"] = passed;
+    figures.workloads.push_back(std::move(row));
+    figures.passed = passed;
   }
-  figures.erase("in_progress");
-  const std::size_t checked = total - static_cast<std::size_t>(std::count_if(
-                                          figures["workloads"].begin(), figures["workloads"].end(),
-                                          [](const json &r) { return r.value("kind", "") == "skipped"; }));
-  figures["total"] = checked;
-  figures["phase_seconds"] = phases.seconds;
+  figures.in_progress.reset();
+  const std::size_t checked = total - skipped;
+  figures.total = checked;
+  figures.phase_seconds = phases.seconds.get<std::map<std::string, double>>();
   const std::string summary = std::to_string(passed) + " of " + std::to_string(checked) +
                               " hidden workloads correct" +
                               (passed == checked ? "" : ": " + std::string(diagnostics[0]["text"]));
   set_stage("generalization", stage_json(passed == checked ? Status::ok : Status::incorrect, summary,
-                                         diagnostics, figures, seconds_since(start)));
+                                         diagnostics, json(figures), seconds_since(start)));
 }
 
 }  // namespace ptxbench::worker::detail

@@ -54,22 +54,6 @@ RunIndex index_runs(const std::vector<LoadedRun> &runs);
 
 /// The verdict object, or nullptr when the request failed (verdict null/missing).
 const Json *verdict_of(const TurnRecord &record);
-/// Verdict status string; "request_failed" when there is no verdict.
-std::string status_of(const TurnRecord &record);
-std::optional<bool> correct_of(const TurnRecord &record);
-std::optional<bool> targets_executed_of(const TurnRecord &record);
-std::optional<double> speedup_of(const TurnRecord &record);
-/// verdict.generalizes.value: whether the kernel was also right on the task's hidden workloads; nullopt
-/// when the task has none or they were not checked (e.g. wrong on the shown ones, or no GPU).
-std::optional<bool> generalizes_of(const TurnRecord &record);
-/// The correctness stage flagged a workload borderline (its largest error near the tolerance:
-/// figures.borderline); nullopt for verdicts without the figure (no GPU stage, or made before it existed).
-std::optional<bool> borderline_of(const TurnRecord &record);
-/// ptxas produced a cubin: the compile stage is ok (or, without stages, the status is past compile).
-bool compiled_of(const TurnRecord &record);
-/// Failure category: the verdict status when not ok; "targets_not_executed" when ok but
-/// the target instructions were measured and did not run; "request_failed"; else "ok".
-std::string failure_category_of(const TurnRecord &record);
 /// verdict.kernel_hash, else candidate.kernel_hash, else the normalized hash of
 /// candidate.kernel_source; "" when there is no kernel.
 std::string kernel_hash_of(const TurnRecord &record);

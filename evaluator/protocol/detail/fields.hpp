@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <set>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/protocol/error.hpp"
+#include "util/enum_names.hpp"
 
 namespace ptxbench::protocol::detail {
 
@@ -149,6 +151,30 @@ void read_plain(const nlohmann::json &j, T &value) {
 /// Drops `key` when it holds null: for keys written only when there is something under them.
 inline void erase_if_null(nlohmann::json &j, const char *key) {
   if (const auto it = j.find(key); it != j.end() && it->is_null()) j.erase(it);
+}
+
+/// A closed enum written as its name in `table` (util/enum_names.hpp); another name is refused, listing the
+/// known ones.
+template <class E, std::size_t N>
+void read_enum(const nlohmann::json &j, E &value, const util::EnumName<E> (&table)[N]) {
+  if (!j.is_string()) throw ProtocolError("", "expected a string, got " + j.dump());
+  const auto parsed = util::enum_from_string(table, j.template get<std::string>());
+  if (!parsed)
+    throw ProtocolError("", "unknown value " + j.dump() + " (known: " + util::enum_names(table) + ")");
+  value = *parsed;
+}
+
+/// Drops every key holding null: for records that write an absent value by leaving its key out.
+inline void erase_nulls(nlohmann::json &j) {
+  for (auto it = j.begin(); it != j.end();) it = it->is_null() ? j.erase(it) : std::next(it);
+}
+
+/// A stage's figures as the typed record T: nullopt when the stage wrote none (not an object, or empty);
+/// malformed ones throw ProtocolError naming the field.
+template <class T>
+std::optional<T> figures_record(const nlohmann::json &figures) {
+  if (!figures.is_object() || figures.empty()) return std::nullopt;
+  return figures.template get<T>();
 }
 
 /// An array of records under `key`, read one by one so an error names the row ("workloads[1].name").
