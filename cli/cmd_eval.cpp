@@ -30,6 +30,7 @@ struct EvalOptions {
   double cooldown_ratio =
       evaluator::TimingPolicy{}.cooldown_ratio;  ///< GPU idle after each timed launch, x its time
   bool no_hidden = false, time_hidden = false, reveal_hidden = false;  ///< EvaluatorSettings::hidden
+  bool no_sanitizer = false;                                           ///< !EvaluatorSettings::run_sanitizer
   bool feedback = false;              ///< also print (to stderr) the feedback the run loop would send
   int num_sms = 0;                    ///< the manifest's num_sms; 0 = the task's GPU's
   std::optional<std::uint64_t> seed;  ///< the run seed for the inputs; none = drawn (and printed)
@@ -75,6 +76,7 @@ int run_eval(const EvalOptions &options) {
   settings.timing.cooldown_ratio = options.cooldown_ratio;
   settings.num_sms = options.num_sms;
   settings.hidden.check = !options.no_hidden;
+  settings.run_sanitizer = !options.no_sanitizer;
   settings.hidden.time = options.time_hidden;
   settings.hidden.reveal = options.reveal_hidden;
   settings.run_seed = options.seed && *options.seed != 0 ? *options.seed : evaluator::draw_run_seed();
@@ -151,6 +153,9 @@ void register_eval_command(CLI::App &app, Action &action) {
   cmd->add_flag(
       "--feedback", options->feedback,
       "Also print, on stderr, the feedback message the run loop would send the model for this verdict");
+  cmd->add_flag("--no-sanitizer", options->no_sanitizer,
+                "Skip the compute-sanitizer rerun of a fault, hang or race (as a service request's "
+                "settings.sanitizer false)");
   cmd->add_flag("--no-hidden", options->no_hidden,
                 "Do not check the task's hidden workloads (the verdict's generalizes stays unchecked)");
   cmd->add_option(

@@ -4,7 +4,7 @@
 # missing, so it is a no-op on a prepared machine (or one without a registry).
 #   PTXBENCH_WITH_CHROMIUM=1  also install chromium (the report HTML test)
 #   PTXBENCH_WITH_CLANG=0     skip clang + its libFuzzer runtime (the fuzz tests then report "skipped")
-#   PTXBENCH_WITH_SLURM=0     skip munge + Slurm (the slurm_cluster test then reports "skipped")
+#   PTXBENCH_WITH_SLURM=0     skip munge + Slurm + HAProxy (the slurm tests then report "skipped")
 #   PTXBENCH_WITH_LITELLM=0   skip LiteLLM's proxy (the realserver tests then report "skipped")
 set -euo pipefail
 
@@ -34,6 +34,7 @@ if [ "${PTXBENCH_WITH_SLURM:-1}" = 1 ]; then
   have_sbin slurmctld || need_pkgs+=(slurmctld)
   have_sbin slurmd || need_pkgs+=(slurmd)
   command -v sbatch >/dev/null || need_pkgs+=(slurm-client)
+  have_sbin haproxy || need_pkgs+=(haproxy)  # `ptxbench slurm balancer`'s (tests/slurm/slurm_serve_test.py)
 fi
 if [ "${PTXBENCH_WITH_CHROMIUM:-0}" = 1 ] && ! command -v chromium >/dev/null; then
   need_pkgs+=(chromium)

@@ -34,6 +34,16 @@ std::string request_key(const Submission &s) {
   return s.task->id + " " + util::fnv1a64_hex(material.dump()) + " " + util::fnv1a64_hex(s.text);
 }
 
+/// A GPU worker killed by a signal the evaluator did not send (its wall-clock limit is a `timeout`): the OOM
+/// killer, an operator, a load test. Such a verdict says what happened to the machine, not to the kernel.
+/// Returns that stage's summary, or "" when no worker was killed.
+std::string worker_killed(const Verdict &v) {
+  for (const evaluator::StageResult *s :
+       {&v.correctness, &v.execution, &v.timing, &v.generalization, &v.profiling})
+    if (s->summary.starts_with("the GPU worker was killed by")) return s->summary;
+  return {};
+}
+
 }  // namespace
 
 struct VerdictService::Evaluation {
@@ -45,8 +55,11 @@ struct VerdictService::Evaluation {
   Clock::time_point submitted, started, finished;
   Clock::time_point deadline;  ///< the latest deadline of its requests
   State state = State::queued;
-  json verdict;       ///< Verdict::to_json (done)
-  json reward;        ///< reward_of (done)
+  json verdict;          ///< Verdict::to_json (done)
+  json reward;           ///< reward_of (done)
+  bool reusable = true;  ///< false: later submissions of the same request evaluate it again (worker_killed)
+  std::vector<std::shared_ptr<Evaluation>>
+      followers;      ///< the same kernel in other text, waiting for this one
   std::string error;  ///< what was thrown (error): a bug, reported, not a verdict
   std::vector<std::string> request_ids;
   std::vector<std::function<void()>> on_final;
@@ -98,7 +111,7 @@ util::Expected<Accepted, Refusal> VerdictService::submit(std::vector<Submission>
   const auto usable = [&](const std::string &key) {
     auto it = by_key_.find(key);
     return it != by_key_.end() && it->second->state != Evaluation::State::expired &&
-           it->second->state != Evaluation::State::error;
+           it->second->state != Evaluation::State::error && it->second->reusable;
   };
   std::size_t fresh = 0;
   {
@@ -202,37 +215,79 @@ void VerdictService::worker_loop() {
     }
     Verdict verdict;
     std::string error;
+    std::optional<std::string> kernel_key;
+    std::shared_ptr<evaluator::VerdictCache> cache;
+    bool leader = false;  // evaluating a kernel others may wait for (evaluating_)
     try {
-      bool hit = false;
-      std::optional<std::string> kernel_key;
       {
-        std::shared_ptr<evaluator::VerdictCache> cache;
-        {
-          std::lock_guard lock(mutex_);
-          cache = cache_;
-        }
-        kernel_key = cache->key(*e->task, e->text, e->settings);
-        if (kernel_key) {
-          if (auto v = cache->get(*kernel_key)) {
-            verdict = std::move(*v);
-            hit = true;
-          }
-        }
-        if (!hit) {
-          verdict = evaluator::evaluate(*e->task, e->text, e->settings);
-          if (kernel_key) cache->put(*kernel_key, verdict, fmt::format("request {}", e->request_ids.front()));
-        }
+        std::lock_guard lock(mutex_);
+        cache = cache_;
       }
+      kernel_key = cache->key(*e->task, e->text, e->settings);
+      std::optional<Verdict> hit = kernel_key ? cache->get(*kernel_key) : std::nullopt;
       if (hit) {
+        verdict = std::move(*hit);
         std::lock_guard lock(mutex_);
         ++cache_hits_;
+      } else {
+        if (kernel_key) {
+          // The same kernel in other text being evaluated now: wait for its verdict instead of evaluating
+          // it twice (this thread goes on with the queue; the leader finishes this one).
+          std::lock_guard lock(mutex_);
+          auto [it, fresh] = evaluating_.try_emplace(*kernel_key, e);
+          if (!fresh) {
+            it->second->followers.push_back(e);
+            ++kernel_shared_;
+            continue;
+          }
+          leader = true;
+        }
+        verdict = evaluator::evaluate(*e->task, e->text, e->settings);
+        // A worker killed from outside is no verdict on the kernel: evaluated once more, and when that
+        // happens again the answer says so but is neither cached nor shared with later submissions.
+        if (const std::string killed = worker_killed(verdict);
+            !killed.empty() && Clock::now() < e->deadline) {
+          verdict = evaluator::evaluate(*e->task, e->text, e->settings);
+          verdict.profile["service_retry"] = "evaluated again: " + killed;
+        }
+        if (!worker_killed(verdict).empty()) {
+          std::lock_guard lock(mutex_);
+          e->reusable = false;
+        } else if (kernel_key) {
+          cache->put(*kernel_key, verdict, fmt::format("request {}", e->request_ids.front()));
+        }
       }
     } catch (const std::exception &ex) {
       error = ex.what();
       fmt::print(stderr, "ptxbench serve: internal error evaluating {} for task {}: {}\n",
                  e->request_ids.front(), e->task->id, error);
     }
+    std::vector<std::shared_ptr<Evaluation>> followers;
+    if (leader) {
+      std::lock_guard lock(mutex_);
+      evaluating_.erase(*kernel_key);
+      followers = std::move(e->followers);
+    }
     finish(e, std::move(verdict), std::move(error));
+    // Those that waited get the cached verdict; when there is none (an error, a killed worker, a verdict
+    // the machine made) they go back to the front of the queue and are evaluated themselves.
+    for (auto &f : followers) {
+      if (std::optional<Verdict> v = cache->get(*kernel_key)) {
+        {
+          std::lock_guard lock(mutex_);
+          ++cache_hits_;
+        }
+        finish(f, std::move(*v), {});
+      } else {
+        {
+          std::lock_guard lock(mutex_);
+          f->state = Evaluation::State::queued;
+          --running_;
+          queue_.push_front(f);
+        }
+        work_ready_.notify_one();
+      }
+    }
   }
 }
 
@@ -384,6 +439,7 @@ json VerdictService::queue_stats() const {
           {"accepted", accepted_},
           {"deduplicated", deduplicated_},
           {"cache_hits", cache_hits_},
+          {"kernel_shared", kernel_shared_},
           {"finished", finished_},
           {"expired", expired_},
           {"errors", errors_},

@@ -4,9 +4,12 @@
 //
 // A request is (task, model text, settings, deadline). Identical (task, text, verdict-deciding settings)
 // requests share one evaluation (queued, running or finished); a resent kernel in other text reuses its
-// verdict through evaluator::VerdictCache. A request whose deadline passes before its evaluation finishes
-// is answered as a `timeout` verdict (made here, never by waiting longer); an evaluation all of whose
-// requests have expired while queued is not run.
+// verdict through evaluator::VerdictCache (one sent while that kernel is being evaluated waits for that
+// evaluation, so a kernel is evaluated once however many clients send it at once). A request whose deadline
+// passes before its evaluation finishes is answered as a `timeout` verdict (made here, never by waiting
+// longer); an evaluation all of whose requests have expired while queued is not run. A GPU worker killed
+// from outside (a signal the evaluator did not send) gets the evaluation run once more; such a verdict is
+// never cached nor shared with later submissions.
 #pragma once
 
 #include <chrono>
@@ -132,12 +135,14 @@ class VerdictService {
   std::deque<std::shared_ptr<Evaluation>> queue_;
   std::map<std::string, std::shared_ptr<Evaluation>> by_key_;  ///< queued, running and finished
   std::map<std::string, std::shared_ptr<Request>> requests_;
+  /// Kernels (verdict cache keys) being evaluated now -> that evaluation: one in other text waits for it.
+  std::map<std::string, std::shared_ptr<Evaluation>> evaluating_;
   std::deque<std::string> finished_order_;        ///< request ids, oldest finished first (for retention)
   std::deque<Clock::time_point> finished_times_;  ///< evaluations finished in the last hour
   std::uint64_t next_id_ = 1;
   std::string id_prefix_;
-  std::size_t running_ = 0, finished_ = 0, accepted_ = 0, deduplicated_ = 0, cache_hits_ = 0, expired_ = 0,
-              errors_ = 0, undelivered_ = 0;
+  std::size_t running_ = 0, finished_ = 0, accepted_ = 0, deduplicated_ = 0, cache_hits_ = 0,
+              kernel_shared_ = 0, expired_ = 0, errors_ = 0, undelivered_ = 0;
   double evaluation_seconds_total_ = 0;
   bool draining_ = false, stopping_ = false;
   std::vector<std::thread> threads_;
