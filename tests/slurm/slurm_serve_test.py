@@ -152,7 +152,7 @@ def main():
         assert state["verdict"]["settings"]["run_seed"] == SEED, state["verdict"]["settings"]
         sc.log(f"through the balancer: {rid} -> {state['verdict']['status']} (stages "
                f"{facts(state['verdict'])[2]}), the same as ptxbench eval --seed {SEED}")
-        logs = [f for f in os.listdir(os.path.join(sdir, "logs")) if f.startswith(f"serve.{job}.")]
+        logs = [f for f in os.listdir(os.path.join(sdir, "logs")) if f.startswith(f"serve.{job}.") and f.endswith(".log")]
         assert logs, os.listdir(os.path.join(sdir, "logs"))
         status, body = http(url + "/v1/queue", token="wrong")
         assert status == 401, (status, body)
