@@ -155,9 +155,8 @@ Values empty_feedback_values() {
 }
 
 const StageResult &failing_stage(const Verdict &v) {
-  for (const StageResult *s :
-       {&v.parse, &v.static_checks, &v.compile, &v.correctness, &v.execution, &v.timing})
-    if (s->status == v.status) return *s;
+  for (const auto &row : protocol::kStageTable)
+    if (row.decides_status && v.stage(row.stage).status == v.status) return v.stage(row.stage);
   return v.parse;
 }
 

@@ -7,6 +7,7 @@
 #include "agent/detail/clocks.hpp"
 #include "agent/detail/runner_state.hpp"
 #include "agent/shard.hpp"
+#include "evaluator/worker_client.hpp"
 #include "util/files.hpp"
 #include "util/subprocess.hpp"
 
@@ -21,13 +22,13 @@ nlohmann::json probe_worker(const evaluator::EvaluatorSettings &settings) {
   // The same lookup the GPU stage uses (setting, $PTXBENCH_WORKER, beside ptxbench, the build tree).
   const auto found = evaluator::find_worker_binary(settings);
   if (!found) return {{"error", "the GPU worker (ptxbench-worker) was not found"}};
-  const fs::path worker = *found;
-  util::ProcessSpec spec;
-  spec.argv = {worker.string(), "--probe"};
   util::TempDir home("ptxbench-probe");
-  spec.env = util::scrubbed_environment(home.path().string());
-  spec.limits.wall_time = std::chrono::milliseconds(60'000);
-  auto result = util::run_process(spec);
+  auto result =
+      evaluator::run_worker_command(*found, evaluator::WorkerCommand::probe(),
+                                    evaluator::WorkerPlace{.home = home.path(),
+                                                           .wall = std::chrono::milliseconds(60'000),
+                                                           .sandboxed = false,
+                                                           .working_directory = false});
   if (!result) return {{"error", result.error()}};
   if (!result->ok()) {
     return {{"error", fmt::format("ptxbench-worker --probe: {}: {}", result->describe(),

@@ -36,6 +36,7 @@
 
 #include "agent/run_config.hpp"
 #include "agent/runner.hpp"
+#include "evaluator/protocol/stages.hpp"
 #include "traces/record.hpp"
 
 using namespace ptxbench;
@@ -91,7 +92,9 @@ void print_gpu_classes(const traces::LoadedRun &run) {
     gpu_total += g;
     if (g <= 0 || !r.verdict.contains("stages")) continue;
     double staged = 0;
-    for (const char *stage : {"correctness", "timing", "execution", "sanitizer", "generalization"}) {
+    for (const auto &row : protocol::kStageTable) {  // the GPU stages, the sanitizer rerun included
+      if (row.side == protocol::StageSide::cpu || row.stage == protocol::Stage::profile) continue;
+      const std::string stage(row.name);
       const auto &st = r.verdict["stages"].value(stage, nlohmann::json::object());
       const double s = st.is_object() ? st.value("wall_seconds", 0.0) : 0.0;
       stage_s[stage] += s;

@@ -15,6 +15,7 @@
 #include "cli/cli.hpp"
 #include "evaluator/evaluator.hpp"
 #include "evaluator/sass.hpp"
+#include "evaluator/worker_client.hpp"
 #include "util/subprocess.hpp"
 
 namespace ptxbench::cli {
@@ -68,14 +69,14 @@ std::vector<Check> run_checks(const DoctorOptions &o, json &facts) {
          "no GPU: " + gpu_reason + " (compile and static checks still work; GPU stages are skipped)", true});
   } else {
     // Ask the worker (the only process that loads the driver's compute side): GPU facts and a CUPTI probe.
-    util::ProcessSpec spec;
     const auto worker = evaluator::find_worker_binary(settings);
-    spec.argv = {worker ? worker->string() : "ptxbench-worker", "--probe", "--device", "0"};
-    spec.env = util::scrubbed_environment("/tmp");
-    spec.env["CUDA_VISIBLE_DEVICES"] = std::to_string(o.device);
-    spec.limits.wall_time = std::chrono::milliseconds(60'000);
-    spec.limits.address_space_bytes = 0;
-    auto r = util::run_process(spec);
+    auto r =
+        evaluator::run_worker_command(worker.value_or("ptxbench-worker"), evaluator::WorkerCommand::probe(0),
+                                      evaluator::WorkerPlace{.home = "/tmp",
+                                                             .visible_device = o.device,
+                                                             .wall = std::chrono::milliseconds(60'000),
+                                                             .sandboxed = false,
+                                                             .working_directory = false});
     if (!r || !r->ok()) {
       checks.push_back({"GPU", "fail",
                         "the worker probe failed (" +

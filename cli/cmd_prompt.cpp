@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
@@ -11,6 +12,7 @@
 #include "agent/prompt_builder.hpp"
 #include "agent/run_config.hpp"
 #include "cli/cli.hpp"
+#include "evaluator/protocol/stages.hpp"
 #include "evaluator/status.hpp"
 #include "tasks/task.hpp"
 
@@ -35,9 +37,11 @@ evaluator::Verdict illustrative_verdict(const tasks::Task &task, evaluator::Stat
   using evaluator::Status;
   evaluator::Verdict v;
   v.task_id = task.id;
-  evaluator::StageResult *stages[] = {&v.parse,       &v.static_checks, &v.compile,
-                                      &v.correctness, &v.execution,     &v.timing};
-  int failing = 6;  // ok: every stage passes
+  std::vector<evaluator::StageResult *> stages;  // the status order (evaluator/protocol/stages.hpp)
+  for (const auto &row : protocol::kStageTable)
+    if (row.decides_status) stages.push_back(&v.stage(row.stage));
+  const int count = static_cast<int>(stages.size());
+  int failing = count;  // ok: every stage passes
   switch (status) {
     case Status::no_kernel:
     case Status::bad_manifest:
@@ -62,7 +66,7 @@ evaluator::Verdict illustrative_verdict(const tasks::Task &task, evaluator::Stat
     default:
       break;
   }
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < count; ++i) {
     if (i < failing) {
       stages[i]->status = Status::ok;
       stages[i]->summary = "ok";

@@ -8,8 +8,6 @@
 #include <string>
 #include <utility>
 
-#include <fmt/core.h>
-
 #include "evaluator/detail/pipeline.hpp"
 #include "evaluator/static_checks.hpp"
 #include "util/files.hpp"
@@ -29,34 +27,18 @@ double ms_to_s(std::chrono::milliseconds ms) {
   return std::chrono::duration<double>(ms).count();
 }
 
-// Pipeline order, for skipping what follows a failed stage.
-constexpr StageResult Verdict::*kStageOrder[] = {
-    &Verdict::parse,     &Verdict::static_checks, &Verdict::compile,  &Verdict::correctness,
-    &Verdict::execution, &Verdict::timing,        &Verdict::sanitizer};
-
-// Marks every stage after `from` as skipped because it ended with a failure.
-void skip_after(Verdict &v, StageResult Verdict::*from) {
-  bool after = false;
-  for (StageResult Verdict::*s : kStageOrder) {
-    if (after) {
-      (v.*s).status = Status::skipped;
-      (v.*s).summary = fmt::format("not run: an earlier stage ended with {}", to_string((v.*from).status));
-    }
-    if (s == from) after = true;
-  }
-}
+using protocol::Stage;
 
 // Runs one stage: times it, stores its result in `slot` and, unless it passed, skips the stages after
 // it. The output when it passed, else nullopt.
-template <class Stage>
-auto run_stage(Verdict &v, StageResult Verdict::*slot, Stage &&stage)
-    -> std::optional<decltype(stage().output)> {
+template <class Run>
+auto run_stage(Verdict &v, Stage slot, Run &&run) -> std::optional<decltype(run().output)> {
   const auto t0 = Clock::now();
-  auto outcome = stage();
+  auto outcome = run();
   outcome.result.wall_seconds += seconds_since(t0);
-  v.*slot = std::move(outcome.result);
-  if ((v.*slot).status != Status::ok) {
-    skip_after(v, slot);
+  v.stage(slot) = std::move(outcome.result);
+  if (v.stage(slot).status != Status::ok) {
+    v.skip_from(slot);
     return std::nullopt;
   }
   return std::move(outcome.output);
@@ -71,7 +53,7 @@ void run_after_parse(CompiledCandidate &c, const tasks::Task &task, const Evalua
   Verdict &v = c.verdict;
   util::TempDir work("ptxbench-eval");
   // A CUDA block that does not compile fails the compile stage before the static stage could run.
-  auto source = run_stage(v, &Verdict::compile,
+  auto source = run_stage(v, Stage::compile,
                           [&] { return detail::ptx_source_stage(c.response, task, settings, work.path()); });
   if (!source) {
     v.static_checks.status = Status::skipped;
@@ -80,7 +62,7 @@ void run_after_parse(CompiledCandidate &c, const tasks::Task &task, const Evalua
   }
   c.ptx = std::move(source->ptx);
   v.compile.wall_seconds = 0;  // the compile stage's time is ptxas's; NVRTC's is its figure
-  auto checked = run_stage(v, &Verdict::static_checks, [&] {
+  auto checked = run_stage(v, Stage::static_checks, [&] {
     auto outcome = detail::static_stage(c.ptx, c.manifest, c.plans, task, settings.compile);
     v.kernel_hash = outcome.output.kernel_hash;  // named even when the module does not pass
     return outcome;
@@ -96,7 +78,7 @@ void run_after_parse(CompiledCandidate &c, const tasks::Task &task, const Evalua
                                 checked->targets_in_ptx,
                                 source->nvrtc_seconds};
   std::shared_ptr<detail::PendingSass> pending;
-  run_stage(v, &Verdict::compile, [&] {
+  run_stage(v, Stage::compile, [&] {
     auto outcome = detail::compile_stage(in, task, settings, work.path());
     merge_environment(v, outcome.output.environment);
     c.cubin = std::move(outcome.output.cubin);
@@ -195,7 +177,7 @@ CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view text,
   v.settings = settings.to_json();
   if (!task.hidden_workloads.empty()) v.generalizes = Generalization{};  // decided by the GPU stage
   v.skip_gpu_stages("not run yet");
-  auto parsed = run_stage(v, &Verdict::parse, [&] {
+  auto parsed = run_stage(v, Stage::parse, [&] {
     return detail::parse_stage(task, text, bytes, at_least, settings.parse,
                                device_symbols(task, settings.num_sms));
   });

@@ -29,6 +29,7 @@
 #include "evaluator/protocol/result.hpp"
 #include "evaluator/protocol/worker_output.hpp"
 #include "evaluator/sass.hpp"
+#include "evaluator/worker_client.hpp"
 #include "util/files.hpp"
 #include "util/int_expr.hpp"
 #include "util/strings.hpp"
@@ -43,37 +44,7 @@ using nlohmann::json;
 using protocol::kGpuStageNames;
 
 StageResult &stage_of(Verdict &v, const std::string &name) {
-  if (name == "correctness") return v.correctness;
-  if (name == "execution") return v.execution;
-  if (name == "generalization") return v.generalization;
-  if (name == "profile") return v.profiling;
-  return v.timing;
-}
-
-std::string tail(const std::string &text, std::size_t max_chars = 2000) {
-  return text.size() <= max_chars ? text : "..." + text.substr(text.size() - max_chars);
-}
-
-fs::path self_executable_dir() {
-  const fs::path exe = util::own_executable();
-  return exe.empty() ? fs::current_path() : exe.parent_path();
-}
-
-/// The worker: the setting, $PTXBENCH_WORKER, next to this executable, or in the build tree layout.
-std::optional<fs::path> find_worker_impl(const EvaluatorSettings &settings) {
-  std::vector<fs::path> candidates;
-  if (!settings.worker_path.empty()) {
-    candidates.push_back(settings.worker_path);
-  } else {
-    if (const char *env = std::getenv("PTXBENCH_WORKER")) candidates.emplace_back(env);
-    const fs::path dir = self_executable_dir();
-    candidates.push_back(dir / "ptxbench-worker");
-    candidates.push_back(dir / ".." / "evaluator" / "worker" / "ptxbench-worker");
-    candidates.push_back(dir / ".." / ".." / "evaluator" / "worker" / "ptxbench-worker");
-  }
-  for (const auto &c : candidates)
-    if (::access(c.c_str(), X_OK) == 0) return fs::weakly_canonical(c);
-  return std::nullopt;
+  return v.stage(protocol::stage_from_name(name).value_or(protocol::Stage::timing));
 }
 
 /// Asks the driver (loaded with dlopen: this process never links libcuda) how many GPUs there are.
@@ -180,10 +151,15 @@ protocol::Job build_job(const CompiledCandidate &c, const tasks::Task &task,
   job.device = 0;  // CUDA_VISIBLE_DEVICES pins the chosen GPU as ordinal 0
   job.cubin_path = cubin_path.string();
   job.entry = c.manifest.entry;
-  job.stages = {"correctness", "execution", "timing"};
   for (const auto &plan : c.plans) job.workloads.push_back(job_workload(task, plan));
-  if (settings.hidden.check && !c.hidden_plans.empty()) {
-    job.stages.push_back("generalization");
+  const bool hidden = settings.hidden.check && !c.hidden_plans.empty();
+  for (const auto &row : protocol::kStageTable) {
+    if (row.side != protocol::StageSide::worker) continue;
+    if (row.stage == protocol::Stage::generalization && !hidden) continue;
+    if (row.stage == protocol::Stage::profile && !settings.profile.enabled) continue;
+    job.stages.emplace_back(row.name);
+  }
+  if (hidden) {
     for (const auto &plan : c.hidden_plans) job.hidden_workloads.push_back(job_workload(task, plan));
     job.time_hidden = settings.hidden.time;
   }
@@ -195,77 +171,14 @@ protocol::Job build_job(const CompiledCandidate &c, const tasks::Task &task,
   job.timing = settings.timing;
   job.limits = settings.worker;
   job.profile = settings.profile;
-  if (settings.profile.enabled) job.stages.push_back("profile");
   job.cache_dir = selection_cache_dir(settings).string();
   job.task = task.to_json();
   return job;
 }
 
-std::string signal_name(int sig) {
-  const char *d = strsignal(sig);
-  return "signal " + std::to_string(sig) + (d ? std::string(" (") + d + ")" : "");
-}
-
 /// A worker that has written its result gets this long to exit before its process group is killed.
 constexpr std::chrono::milliseconds kExitingWorkerLimit{30'000};
 
-struct WorkerRun {
-  bool started = false;
-  std::string start_error;
-  util::ProcessResult process;
-  protocol::WorkerResult result;  ///< result.json as the worker left it (empty when none)
-  bool has_result = false;        ///< result.json was there and read
-  std::string result_error;       ///< why result.json could not be read ("" = read, or none written)
-  /// A pre-started worker that said it had finished (result complete) and is still tearing down: it
-  /// holds the GPU until it exits (WorkerPool::reap_later).
-  std::optional<util::StartedProcess> exiting;
-};
-
-/// Reads result.json into `run` (no file: no stages; an unreadable one: no stages and why).
-void read_result(const fs::path &result_path, WorkerRun &run) {
-  std::error_code ec;
-  if (!fs::exists(result_path, ec)) return;
-  auto text = util::read_file(result_path, 64u << 20);
-  if (!text) {
-    run.result_error = text.error();
-    return;
-  }
-  try {
-    run.result = json::parse(*text).get<protocol::WorkerResult>();
-    run.has_result = true;
-  } catch (const std::exception &e) {  // json::exception or protocol::ProtocolError
-    run.result = {};
-    run.result_error = std::string("the worker's result file is malformed: ") + e.what();
-  }
-}
-
-WorkerRun run_worker(const std::vector<std::string> &argv, const fs::path &job_dir,
-                     const fs::path &result_path, int device, std::chrono::milliseconds wall,
-                     std::uint64_t cpu_seconds) {
-  WorkerRun run;
-  util::ProcessSpec spec;
-  spec.argv = argv;
-  spec.env = util::scrubbed_environment(job_dir.string());
-  spec.env["CUDA_VISIBLE_DEVICES"] = std::to_string(device);
-  spec.env["TMPDIR"] = job_dir.string();
-  spec.working_directory = job_dir.string();
-  spec.limits.wall_time = wall;
-  spec.limits.cpu_seconds = cpu_seconds;
-  spec.limits.address_space_bytes = 0;  // CUDA reserves a huge virtual address space
-  spec.limits.file_size_bytes = 256ull << 20;
-  spec.limits.open_files = 1024;
-  auto r = util::run_process(spec);
-  if (!r) {
-    run.start_error = r.error();
-    return run;
-  }
-  run.started = true;
-  run.process = std::move(*r);
-  read_result(result_path, run);
-  return run;
-}
-
-/// Runs the job on a pre-started worker (which said "ready"): its job and result paths on one stdin line.
 /// Where the worker run's time went outside the stages, from the worker's steady-clock marks (one
 /// clock for every process): job_line (the job handed over until the worker read it), job_load (job
 /// parse, cubin load: until the first stage), exit (the result written until the process was reaped:
@@ -289,24 +202,25 @@ json handover_seconds(const json &worker, std::chrono::steady_clock::time_point 
   return out;
 }
 
-WorkerRun run_prestarted(util::StartedProcess worker, const fs::path &job_path, const fs::path &result_path,
-                         std::chrono::milliseconds wall, bool wait_for_exit) {
-  WorkerRun run;
-  run.started = true;
-  const std::string input = job_path.string() + "\t" + result_path.string() + "\n";
-  // `finished N` comes on the worker's protocol channel, which only the worker writes (the kernel's
-  // printf goes to stdout), after its result file is complete.
-  run.process = wait_for_exit ? worker.finish(input, wall)
-                              : worker.finish_until_line(input, protocol::kFinishedLinePrefix, wall);
-  if (run.process.still_running) {
-    // The exit code it announced stands for the one it is about to return.
-    run.process.exit_code =
-        protocol::finished_code(run.process.channel_text).value_or(protocol::exit_code::kInternal);
-    run.process.still_running = false;
-    run.exiting.emplace(std::move(worker));
-  }
-  read_result(result_path, run);
-  return run;
+/// num_sms: the plans resolved it on the CPU (the task's GPU, or the setting); the worker reports the
+/// device's SM count. The verdict records the value used; a different device gets a warning, since a
+/// grid sized by num_sms then no longer matches the SMs one to one (timings are not the task GPU's).
+void note_num_sms(CompiledCandidate &candidate, const json &environment) {
+  Verdict &v = candidate.verdict;
+  if (candidate.plans.empty() || candidate.plans.front().num_sms <= 0) return;
+  const std::int64_t planned = candidate.plans.front().num_sms;
+  v.environment["num_sms"] = planned;
+  const json &found =
+      environment.is_object() && environment.contains("sm_count") ? environment["sm_count"] : json(nullptr);
+  if (found.is_number_integer() && found.get<std::int64_t>() != planned)
+    v.correctness.diagnostics.push_back(
+        {"warning",
+         fmt::format(
+             "the manifest's num_sms resolved to {} but this GPU ({}) has {} SMs: set the evaluator's "
+             "num_sms (run config evaluator.num_sms, or ptxbench eval --num-sms {}) to evaluate on it",
+             planned, environment.value("gpu_name", "?"), found.get<std::int64_t>(),
+             found.get<std::int64_t>()),
+         std::nullopt});
 }
 
 /// The profile's sampled PCs named by the candidate's own lines (the listing was made with line info).
@@ -412,10 +326,13 @@ void run_sanitizer(CompiledCandidate &c, const tasks::Task &task, const protocol
     return;
   }
   const auto start = std::chrono::steady_clock::now();
-  const WorkerRun run =
-      run_worker({*tool_path, "--tool", tool, "--print-limit", "20", "--show-backtrace", "device",
-                  worker.string(), "--job", job_path.string(), "--result", result_path.string()},
-                 job_dir, result_path, settings.device, std::chrono::milliseconds(60'000), 300);
+  WorkerCommand command = WorkerCommand::one_job(job_path, result_path);
+  command.wrapper = {*tool_path, "--tool", tool, "--print-limit", "20", "--show-backtrace", "device"};
+  const WorkerRun run = run_worker(worker, command,
+                                   WorkerPlace{.home = job_dir,
+                                               .visible_device = settings.device,
+                                               .wall = std::chrono::milliseconds(60'000),
+                                               .cpu_seconds = 300});
   s.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!run.started) {
     s.status = Status::skipped;
@@ -444,7 +361,7 @@ void run_sanitizer(CompiledCandidate &c, const tasks::Task &task, const protocol
 }  // namespace
 
 std::optional<std::filesystem::path> find_worker_binary(const EvaluatorSettings &settings) {
-  return find_worker_impl(settings);
+  return locate_worker(settings);
 }
 
 std::string gpu_unavailable_reason(const EvaluatorSettings &settings) {
@@ -469,37 +386,196 @@ std::string gpu_driver_unavailable_reason(int device) {
   return probe_driver(device);
 }
 
+namespace {
+
+/// The job's files in the GPU stage's private folder. A listing still being made goes to the worker as
+/// a file when it is done; the worker needs it only for the execution stage, after correctness and timing.
+struct JobFiles {
+  util::TempDir dir{"ptxbench-gpu"};
+  fs::path cubin = dir.path() / "kernel.cubin";
+  fs::path job = dir.path() / "job.json";
+  fs::path result = dir.path() / "result.json";
+  fs::path sass = dir.path() / "sass.json";
+};
+
+protocol::Job write_job(const CompiledCandidate &candidate, const tasks::Task &task,
+                        const EvaluatorSettings &settings, const JobFiles &files) {
+  protocol::Job job = build_job(candidate, task, settings, files.cubin);
+  if (candidate.pending_sass)
+    job.sass_path = files.sass.string();
+  else
+    job.sass = candidate.sass_listing.instructions;
+  if (auto w1 = util::write_file_atomic(files.cubin, candidate.cubin); !w1)
+    throw std::runtime_error(w1.error());
+  if (auto w2 = util::write_file_atomic(files.job, json(job).dump()); !w2)
+    throw std::runtime_error(w2.error());
+  return job;
+}
+
+/// Hands the SASS listing to the worker as a file once the disassembler is done (on a thread).
+std::jthread hand_over_sass(CompiledCandidate &candidate, const fs::path &sass_path) {
+  if (!candidate.pending_sass) return {};
+  return std::jthread([&candidate, &sass_path] {
+    // finish_sass touches only the compile stage and `sass`, which nothing reads until the join.
+    protocol::SassHandover file;
+    try {
+      const std::string error = finish_sass(candidate);
+      if (error.empty())
+        file.sass = candidate.sass_listing.instructions;
+      else
+        file.error = error;
+    } catch (const std::exception &e) {
+      file.error = std::string("the SASS listing failed: ") + e.what();
+    }
+    (void)util::write_file_atomic(sass_path,
+                                  json(file).dump());  // unwritten: the worker gives up and says so
+  });
+}
+
+/// Runs the job on the pre-started worker `ready` (or a one-shot one), and once more on a one-shot
+/// worker when the pre-started one died before it took the job (no verdict on the candidate).
+WorkerRun run_job(std::optional<util::StartedProcess> ready, const fs::path &worker, const JobFiles &files,
+                  const EvaluatorSettings &settings, json &profile) {
+  const auto worker_start = std::chrono::steady_clock::now();
+  const auto one_shot = [&] {
+    return run_worker(worker, WorkerCommand::one_job(files.job, files.result),
+                      WorkerPlace{.home = files.dir.path(),
+                                  .visible_device = settings.device,
+                                  .wall = settings.worker.wall,
+                                  .cpu_seconds = settings.worker.cpu_seconds});
+  };
+  const bool prestarted = ready.has_value();
+  WorkerRun run = prestarted ? run_prestarted(std::move(*ready), files.job, files.result,
+                                              settings.worker.wall, settings.worker.wait_for_exit)
+                             : one_shot();
+  profile["worker"] = prestarted ? "prestarted" : "one_shot";
+  if (prestarted && !run.process.timed_out && !fs::exists(files.result)) {
+    profile["worker"] = "one_shot_after_prestarted_died";
+    profile["prestarted_exit"] = run.process.describe();
+    run = one_shot();
+  }
+  const auto worker_end = std::chrono::steady_clock::now();
+  profile["worker_run_seconds"] = std::chrono::duration<double>(worker_end - worker_start).count();
+  profile["worker_handover"] = handover_seconds(run.result.worker, worker_start, worker_end);
+  // A worker still tearing down keeps the GPU lock until it exits, after this verdict is made.
+  profile["worker_exit"] = run.exiting ? "after the verdict" : "waited for";
+  return run;
+}
+
+/// The worker's stages into the verdict: those it wrote, in its words; the crash, kill or wall limit
+/// charged to the first it did not finish (a machine fault recorded as such); the rest not run.
+void take_worker_stages(Verdict &v, const WorkerRun &run, const protocol::Job &job,
+                        const EvaluatorSettings &settings) {
+  const auto &stages = run.result.stages;
+  for (const char *name : kGpuStageNames)
+    if (stages.contains(name)) stage_of(v, name) = stages.at(name);
+  if (!run.clean()) {
+    const CrashCharge charge = charge_crash(run, job.stages, settings.worker.wall);
+    StageResult &s = stage_of(v, charge.stage);
+    s.status = charge.status;
+    s.summary = charge.summary;
+    if (!charge.stderr_tail.empty())
+      s.diagnostics.push_back({"error", "worker stderr: " + charge.stderr_tail, std::nullopt});
+    s.diagnostics.insert(s.diagnostics.begin(), Diagnostic{"error", s.summary, std::nullopt});
+    if (charge.fault) v.machine_fault = charge.fault;
+  }
+  for (const char *name : kGpuStageNames) {
+    StageResult &s = stage_of(v, name);
+    if (std::string_view(name) == "generalization" && !v.generalizes) continue;      // the task has none
+    if (std::string_view(name) == "profile" && !settings.profile.enabled) continue;  // not asked for
+    if (!stages.contains(name) && s.summary.empty()) {
+      s.status = Status::skipped;
+      s.summary = "not run: an earlier GPU stage ended the worker";
+    }
+  }
+}
+
+/// The kernel's printf, the timing policy, what ran it (environment, num_sms, the inputs' seed) and where
+/// the worker run's time went.
+void record_run(CompiledCandidate &candidate, const WorkerRun &run, const fs::path &worker,
+                const EvaluatorSettings &settings, json profile) {
+  Verdict &v = candidate.verdict;
+  const util::ProcessResult &p = run.process;
+  // The kernel's device printf: all of the worker's stdout (its protocol lines use their own channel).
+  v.kernel_output = protocol::kernel_output_from(p.stdout_text, p.stdout_dropped);
+  detail::note_printf_in_timeouts(v, *v.kernel_output, detail::ptx_calls_printf(candidate.ptx));
+  if (v.timing.status != Status::skipped) {
+    v.timing.figures["policy"] = settings.timing;
+    try {
+      (void)v.timing_figures();  // the axis and the feedback read them through the codec
+    } catch (const protocol::ProtocolError &e) {
+      v.timing.diagnostics.push_back(
+          {"warning", std::string("the timing figures could not be read: ") + e.what(), std::nullopt});
+    }
+  }
+  if (run.result.environment.is_object())
+    for (auto &[k, val] : run.result.environment.items()) v.environment[k] = val;
+  v.environment["gpu_index"] = settings.device;
+  v.environment["worker"] = worker.string();
+  note_num_sms(candidate, run.result.environment);
+  if (run.has_result) v.settings["correctness_base_seed"] = run.result.base_seed;
+  // The worker's own set-up and the handover: worker run minus the stages it timed.
+  if (run.has_result) profile["worker_setup"] = run.result.worker;
+  double stage_seconds = 0;
+  for (const char *name : kGpuStageNames) stage_seconds += stage_of(v, name).wall_seconds;
+  profile["outside_stages_seconds"] = profile["worker_run_seconds"].get<double>() - stage_seconds;
+  v.profile = std::move(profile);
+  map_profile_lines(v.profiling, candidate);
+}
+
+/// The three axes and, beside them, the hidden workloads. Executed means run AND doing the work: a
+/// target that ran but did too little of the task's FLOPs (e.g. one wgmma beside an FFMA loop) fails the
+/// axis and is named in a warning.
+void decide(CompiledCandidate &candidate, const tasks::Task &task, const EvaluatorSettings &settings) {
+  Verdict &v = candidate.verdict;
+  detail::AxesDecision decided = detail::decide_axes(v, !task.targets.empty(), settings.min_target_work_share,
+                                                     settings.min_tma_byte_share, settings.redundant_work);
+  v.axes = decided.axes;
+  for (auto &line : decided.shortfalls)
+    v.execution.diagnostics.push_back({"warning", std::move(line), std::nullopt});
+  v.generalizes = detail::decide_generalization(v, task.hidden_workloads.size(), candidate.hidden_plan_errors,
+                                                settings.hidden.check);
+}
+
+/// Diagnostics for the model on faults, hangs and races: compute-sanitizer reruns the job's smallest
+/// workload once (the worker still tearing down is waited for: the rerun needs the GPU to itself).
+void sanitize_if_needed(CompiledCandidate &candidate, const tasks::Task &task, const protocol::Job &job,
+                        const JobFiles &files, const fs::path &worker, WorkerRun &run,
+                        const EvaluatorSettings &settings) {
+  Verdict &v = candidate.verdict;
+  const Status c = v.correctness.status;
+  const bool wants_sanitizer =
+      c == Status::runtime_error || c == Status::timeout || c == Status::nondeterministic;
+  if (!settings.run_sanitizer || !wants_sanitizer) {
+    v.sanitizer.status = Status::skipped;
+    v.sanitizer.summary = wants_sanitizer ? "sanitizer disabled" : "not needed (no fault, hang or race)";
+    return;
+  }
+  if (run.exiting) {
+    (void)run.exiting->reap(kExitingWorkerLimit);
+    run.exiting.reset();
+  }
+  run_sanitizer(candidate, task, job, files.dir.path(), worker, candidate.sass_listing, settings);
+}
+
+/// Marks the GPU stages skipped with `reason` (a machine fault when one is given) and ends the verdict.
+void skip_all(Verdict &v, const std::string &reason, std::optional<MachineFault> fault = std::nullopt) {
+  v.skip_gpu_stages(reason);
+  if (fault) v.machine_fault = fault;
+  v.finalize_status();
+}
+
+}  // namespace
+
 void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
                     const EvaluatorSettings &settings) {
   Verdict &v = candidate.verdict;
-  const std::string reason = gpu_unavailable_reason(settings);
-  if (!reason.empty()) {
-    v.skip_gpu_stages(reason);
-    v.finalize_status();
-    return;
-  }
-  if (!candidate.ready_for_gpu()) {
-    v.skip_gpu_stages("not run: an earlier stage did not pass");
-    v.finalize_status();
-    return;
-  }
+  if (const std::string reason = gpu_unavailable_reason(settings); !reason.empty())
+    return skip_all(v, reason);
+  if (!candidate.ready_for_gpu()) return skip_all(v, "not run: an earlier stage did not pass");
   const fs::path worker = *find_worker_binary(settings);
-  util::TempDir dir("ptxbench-gpu");
-  const fs::path cubin_path = dir.path() / "kernel.cubin";
-  const fs::path job_path = dir.path() / "job.json";
-  const fs::path result_path = dir.path() / "result.json";
-  // A listing still being made goes to the worker as a file when it is done; the worker needs it only
-  // for the execution stage, after correctness and timing.
-  const fs::path sass_path = dir.path() / "sass.json";
-  protocol::Job job = build_job(candidate, task, settings, cubin_path);
-  if (candidate.pending_sass)
-    job.sass_path = sass_path.string();
-  else
-    job.sass = candidate.sass_listing.instructions;
-  if (auto w1 = util::write_file_atomic(cubin_path, candidate.cubin); !w1)
-    throw std::runtime_error(w1.error());
-  if (auto w2 = util::write_file_atomic(job_path, json(job).dump()); !w2)
-    throw std::runtime_error(w2.error());
+  const JobFiles files;
+  const protocol::Job job = write_job(candidate, task, settings, files);
 
   // A worker that set itself up ahead (under the GPU lock, which it has released by now): taken before
   // the lock, since one still setting up waits for that lock.
@@ -519,176 +595,20 @@ void run_gpu_stages(CompiledCandidate &candidate, const tasks::Task &task,
   auto lock = std::make_shared<GpuLock>(settings.lock_dir, lock_file(settings));
   profile["lock_wait_seconds"] =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - lock_start).count();
-  if (!lock->error().empty()) {
-    v.skip_gpu_stages(lock->error());
-    v.finalize_status();
-    return;
-  }
-  std::jthread sass_handover;
-  if (candidate.pending_sass)
-    sass_handover = std::jthread([&candidate, &sass_path] {
-      // finish_sass touches only the compile stage and `sass`, which nothing reads until the join.
-      protocol::SassHandover file;
-      try {
-        const std::string error = finish_sass(candidate);
-        if (error.empty())
-          file.sass = candidate.sass_listing.instructions;
-        else
-          file.error = error;
-      } catch (const std::exception &e) {
-        file.error = std::string("the SASS listing failed: ") + e.what();
-      }
-      (void)util::write_file_atomic(sass_path,
-                                    json(file).dump());  // unwritten: the worker gives up and says so
-    });
-  const auto worker_start = std::chrono::steady_clock::now();
-  const auto one_shot = [&] {
-    return run_worker({worker.string(), "--job", job_path.string(), "--result", result_path.string()},
-                      dir.path(), result_path, settings.device, settings.worker.wall,
-                      settings.worker.cpu_seconds);
-  };
-  WorkerRun run = ready ? run_prestarted(std::move(*ready), job_path, result_path, settings.worker.wall,
-                                         settings.worker.wait_for_exit)
-                        : one_shot();
-  profile["worker"] = ready ? "prestarted" : "one_shot";
-  // A pre-started worker that died before it took the job (no result file at all) is no verdict on the
-  // candidate: run the job again in a fresh worker.
-  if (ready && !run.process.timed_out && !fs::exists(result_path)) {
-    profile["worker"] = "one_shot_after_prestarted_died";
-    profile["prestarted_exit"] = run.process.describe();
-    run = one_shot();
-  }
-  const auto worker_end = std::chrono::steady_clock::now();
-  profile["worker_run_seconds"] = std::chrono::duration<double>(worker_end - worker_start).count();
-  profile["worker_handover"] = handover_seconds(run.result.worker, worker_start, worker_end);
-  // A worker still tearing down keeps the GPU lock until it exits, after this verdict is made.
-  profile["worker_exit"] = run.exiting ? "after the verdict" : "waited for";
+  if (!lock->error().empty()) return skip_all(v, lock->error(), MachineFault::gpu_lock);
+  std::jthread sass_handover = hand_over_sass(candidate, files.sass);
+  WorkerRun run = run_job(std::move(ready), worker, files, settings, profile);
   // The next candidate's worker sets itself up while this process does CPU work; it waits for the lock.
   if (settings.worker.prestart) detail::WorkerPool::shared().refill(key, task.family == tasks::Family::gemm);
   if (sass_handover.joinable()) sass_handover.join();
-  if (!run.started) {
-    v.skip_gpu_stages("the GPU worker could not start: " + run.start_error);
-    v.finalize_status();
-    return;
-  }
+  if (!run.started)
+    return skip_all(v, "the GPU worker could not start: " + run.start_error,
+                    MachineFault::worker_not_started);
 
-  // Stages the worker finished, in its words.
-  const auto &stages = run.result.stages;
-  for (const char *name : kGpuStageNames)
-    if (stages.contains(name)) stage_of(v, name) = stages.at(name);
-
-  // The first stage it did not finish ran into the crash, the kill or the wall limit.
-  const util::ProcessResult &p = run.process;
-  const bool clean =
-      !p.signaled && !p.timed_out && run.result_error.empty() &&
-      (p.exit_code == protocol::exit_code::kFinished || p.exit_code == protocol::exit_code::kStopped);
-  if (!clean) {
-    const std::string stage_name = protocol::crashed_stage(stages, job.stages);
-    StageResult &s = stage_of(v, stage_name);
-    const std::string err_tail = tail(p.stderr_text);
-    if (!run.result_error.empty()) {
-      s.status = Status::runtime_error;
-      s.summary = run.result_error + " (" + p.describe() + ")";
-    } else if (p.exit_code == protocol::exit_code::kNoDevice) {
-      s.status = Status::skipped;
-      s.summary = "the worker found no usable GPU: " + tail(p.stderr_text, 300);
-    } else if (p.timed_out) {
-      s.status = Status::timeout;
-      s.summary = "the GPU worker exceeded its wall-clock limit of " +
-                  std::to_string(settings.worker.wall.count() / 1000) +
-                  " s and was killed (a kernel that never " + "finishes, or far too slow)";
-    } else if (p.signaled) {
-      s.status = Status::runtime_error;
-      s.summary = "the GPU worker was killed by " + signal_name(p.signal);
-    } else {
-      s.status = Status::runtime_error;
-      s.summary = "the GPU worker failed (" + p.describe() + ")";
-    }
-    if (!err_tail.empty()) s.diagnostics.push_back({"error", "worker stderr: " + err_tail, std::nullopt});
-    s.diagnostics.insert(s.diagnostics.begin(), Diagnostic{"error", s.summary, std::nullopt});
-  }
-  for (const char *name : kGpuStageNames) {
-    StageResult &s = stage_of(v, name);
-    if (std::string_view(name) == "generalization" && !v.generalizes) continue;      // the task has none
-    if (std::string_view(name) == "profile" && !settings.profile.enabled) continue;  // not asked for
-    if (!stages.contains(name) && s.summary.empty()) {
-      s.status = Status::skipped;
-      s.summary = "not run: an earlier GPU stage ended the worker";
-    }
-  }
-
-  // The kernel's device printf: all of the worker's stdout (its protocol lines use their own channel).
-  v.kernel_output = protocol::kernel_output_from(p.stdout_text, p.stdout_dropped);
-  detail::note_printf_in_timeouts(v, *v.kernel_output, detail::ptx_calls_printf(candidate.ptx));
-
-  if (v.timing.status != Status::skipped) {
-    v.timing.figures["policy"] = settings.timing;
-    try {
-      (void)v.timing_figures();  // the axis and the feedback read them through the codec
-    } catch (const protocol::ProtocolError &e) {
-      v.timing.diagnostics.push_back(
-          {"warning", std::string("the timing figures could not be read: ") + e.what(), std::nullopt});
-    }
-  }
-
-  // Environment: what ran it.
-  if (run.result.environment.is_object())
-    for (auto &[k, val] : run.result.environment.items()) v.environment[k] = val;
-  v.environment["gpu_index"] = settings.device;
-  v.environment["worker"] = worker.string();
-  // num_sms: the plans resolved it on the CPU (the task's GPU, or the setting); the worker reports the
-  // device's SM count. The verdict records the value used; a different device gets a warning, since a
-  // grid sized by num_sms then no longer matches the SMs one to one (timings are not the task GPU's).
-  if (!candidate.plans.empty() && candidate.plans.front().num_sms > 0) {
-    const std::int64_t planned = candidate.plans.front().num_sms;
-    v.environment["num_sms"] = planned;
-    const json &found = run.result.environment.is_object() && run.result.environment.contains("sm_count")
-                            ? run.result.environment["sm_count"]
-                            : json(nullptr);
-    if (found.is_number_integer() && found.get<std::int64_t>() != planned)
-      v.correctness.diagnostics.push_back(
-          {"warning",
-           fmt::format(
-               "the manifest's num_sms resolved to {} but this GPU ({}) has {} SMs: set the evaluator's "
-               "num_sms (run config evaluator.num_sms, or ptxbench eval --num-sms {}) to evaluate on it",
-               planned, run.result.environment.value("gpu_name", "?"), found.get<std::int64_t>(),
-               found.get<std::int64_t>()),
-           std::nullopt});
-  }
-  if (run.has_result) v.settings["correctness_base_seed"] = run.result.base_seed;
-  // The worker's own set-up and the handover: worker run minus the stages it timed.
-  if (run.has_result) profile["worker_setup"] = run.result.worker;
-  double stage_seconds = 0;
-  for (const char *name : kGpuStageNames) stage_seconds += stage_of(v, name).wall_seconds;
-  profile["outside_stages_seconds"] = profile["worker_run_seconds"].get<double>() - stage_seconds;
-  v.profile = profile;
-  map_profile_lines(v.profiling, candidate);
-
-  // The three axes. Executed means run AND doing the work: a target that ran but did too little of
-  // the task's FLOPs (e.g. one wgmma beside an FFMA loop) fails the axis and is named in a warning.
-  detail::AxesDecision decided = detail::decide_axes(v, !task.targets.empty(), settings.min_target_work_share,
-                                                     settings.min_tma_byte_share, settings.redundant_work);
-  v.axes = decided.axes;
-  for (auto &line : decided.shortfalls)
-    v.execution.diagnostics.push_back({"warning", std::move(line), std::nullopt});
-  // Beside the axes: the hidden workloads.
-  v.generalizes = detail::decide_generalization(v, task.hidden_workloads.size(), candidate.hidden_plan_errors,
-                                                settings.hidden.check);
-
-  // Diagnostics for the model on faults, hangs and races.
-  const Status c = v.correctness.status;
-  const bool wants_sanitizer =
-      c == Status::runtime_error || c == Status::timeout || c == Status::nondeterministic;
-  if (settings.run_sanitizer && wants_sanitizer) {
-    if (run.exiting) {  // the rerun needs the GPU to itself
-      (void)run.exiting->reap(kExitingWorkerLimit);
-      run.exiting.reset();
-    }
-    run_sanitizer(candidate, task, job, dir.path(), worker, candidate.sass_listing, settings);
-  } else {
-    v.sanitizer.status = Status::skipped;
-    v.sanitizer.summary = wants_sanitizer ? "sanitizer disabled" : "not needed (no fault, hang or race)";
-  }
+  take_worker_stages(v, run, job, settings);
+  record_run(candidate, run, worker, settings, std::move(profile));
+  decide(candidate, task, settings);
+  sanitize_if_needed(candidate, task, job, files, worker, run, settings);
   v.finalize_status();
   if (run.exiting)
     detail::WorkerPool::shared().reap_later(std::move(*run.exiting), lock, kExitingWorkerLimit);

@@ -1,5 +1,7 @@
 #include "evaluator/verdict.hpp"
 
+#include <stdexcept>
+
 namespace ptxbench::evaluator {
 namespace {
 
@@ -16,11 +18,8 @@ std::optional<T> optional_from_json(const json &j, const char *key) {
   return j[key].get<T>();
 }
 
-// Pipeline order: the overall status is the first stage that did not pass.
-constexpr StageResult Verdict::*kPipeline[] = {&Verdict::parse,     &Verdict::static_checks,
-                                               &Verdict::compile,   &Verdict::correctness,
-                                               &Verdict::execution, &Verdict::timing};
-constexpr const char *kStageNames[] = {"parse", "static", "compile", "correctness", "execution", "timing"};
+using protocol::kStageTable;
+using protocol::Stage;
 
 }  // namespace
 
@@ -51,12 +50,8 @@ Generalization Generalization::from_json(const json &j) {
 
 json Verdict::to_json() const {
   json stages = json::object();
-  for (std::size_t i = 0; i < std::size(kPipeline); ++i) stages[kStageNames[i]] = this->*kPipeline[i];
-  stages["sanitizer"] = sanitizer;
-  // Only tasks with hidden workloads have the stage and the result, so other verdicts read as before.
-  if (generalizes) stages["generalization"] = generalization;
-  // Verdicts made without the profile stage (GPU stages off, older runs) read as before.
-  if (profiling.status != Status::skipped || !profiling.summary.empty()) stages["profile"] = profiling;
+  for (const auto &row : kStageTable)
+    if (written(row.stage)) stages[std::string(row.name)] = stage(row.stage);
   json out{{"status", evaluator::to_string(status)},
            {"task_id", task_id},
            {"kernel_hash", kernel_hash},
@@ -72,6 +67,7 @@ json Verdict::to_json() const {
            {"reused_from", reused_from},
            {"generalizes", generalizes ? generalizes->to_json() : json(nullptr)}};
   if (kernel_output) out["kernel_output"] = *kernel_output;
+  if (machine_fault) out["machine_fault"] = std::string(evaluator::to_string(*machine_fault));
   return out;
 }
 
@@ -82,11 +78,9 @@ Verdict Verdict::from_json(const json &j) {
   v.task_id = j.value("task_id", "");
   v.kernel_hash = j.value("kernel_hash", "");
   const json &stages = j.at("stages");
-  for (std::size_t i = 0; i < std::size(kPipeline); ++i)
-    if (stages.contains(kStageNames[i])) v.*kPipeline[i] = stages[kStageNames[i]].get<StageResult>();
-  if (stages.contains("sanitizer")) v.sanitizer = stages["sanitizer"].get<StageResult>();
-  if (stages.contains("generalization")) v.generalization = stages["generalization"].get<StageResult>();
-  if (stages.contains("profile")) v.profiling = stages["profile"].get<StageResult>();
+  for (const auto &row : kStageTable)
+    if (const std::string name(row.name); stages.contains(name))
+      v.stage(row.stage) = stages[name].get<StageResult>();
   if (j.contains("generalizes") && j["generalizes"].is_object())
     v.generalizes = Generalization::from_json(j["generalizes"]);
   if (j.contains("axes")) {
@@ -102,6 +96,8 @@ Verdict Verdict::from_json(const json &j) {
   if (j.contains("reused_from")) v.reused_from = j["reused_from"];
   if (j.contains("kernel_output") && !j["kernel_output"].is_null())
     v.kernel_output = j["kernel_output"].get<protocol::KernelOutput>();
+  if (j.contains("machine_fault") && j["machine_fault"].is_string())
+    v.machine_fault = machine_fault_from_string(j["machine_fault"].get<std::string>());
   if (overall)
     v.status = *overall;
   else
@@ -109,12 +105,64 @@ Verdict Verdict::from_json(const json &j) {
   return v;
 }
 
-void Verdict::skip_gpu_stages(const std::string &reason) {
-  for (StageResult *s : {&correctness, &execution, &timing, &generalization, &sanitizer}) {
-    s->status = Status::skipped;
-    s->summary = reason;
+StageResult &Verdict::stage(Stage s) {
+  switch (s) {
+    case Stage::parse:
+      return parse;
+    case Stage::static_checks:
+      return static_checks;
+    case Stage::compile:
+      return compile;
+    case Stage::correctness:
+      return correctness;
+    case Stage::execution:
+      return execution;
+    case Stage::timing:
+      return timing;
+    case Stage::sanitizer:
+      return sanitizer;
+    case Stage::generalization:
+      return generalization;
+    case Stage::profile:
+      return profiling;
   }
-  if (generalizes) *generalizes = Generalization{std::nullopt, 0, 0, {}, nullptr, "not checked: " + reason};
+  throw std::logic_error("a stage without a verdict slot");
+}
+
+const StageResult &Verdict::stage(Stage s) const {
+  return const_cast<Verdict &>(*this).stage(s);
+}
+
+bool Verdict::written(Stage s) const {
+  // Only tasks with hidden workloads have the stage and the result, so other verdicts read as before.
+  if (s == Stage::generalization) return generalizes.has_value();
+  // Verdicts made without the profile stage (GPU stages off, older runs) read as before.
+  if (s == Stage::profile) return profiling.status != Status::skipped || !profiling.summary.empty();
+  return true;
+}
+
+void Verdict::skip_from(Stage failed) {
+  const std::string summary =
+      "not run: an earlier stage ended with " + std::string(to_string(stage(failed).status));
+  bool after = false;
+  for (const auto &row : kStageTable) {
+    if (after && row.skipped_after_failure) {
+      stage(row.stage).status = Status::skipped;
+      stage(row.stage).summary = summary;
+    }
+    if (row.stage == failed) after = true;
+  }
+}
+
+void Verdict::skip_gpu_stages(const std::string &reason, GpuSkip which) {
+  for (const auto &row : kStageTable) {
+    if (!row.skipped_without_gpu) continue;
+    if (which == GpuSkip::shown_workloads && row.stage == Stage::generalization) continue;
+    stage(row.stage).status = Status::skipped;
+    stage(row.stage).summary = reason;
+  }
+  if (generalizes && which == GpuSkip::all)
+    *generalizes = Generalization{std::nullopt, 0, 0, {}, nullptr, "not checked: " + reason};
 }
 
 std::optional<protocol::KernelProfile> Verdict::kernel_profile() const {
@@ -156,8 +204,9 @@ std::optional<protocol::GeneralizationFigures> Verdict::generalization_figures()
 
 void Verdict::finalize_status() {
   status = Status::ok;
-  for (auto member : kPipeline) {
-    const StageResult &s = this->*member;
+  for (const auto &row : kStageTable) {
+    if (!row.decides_status) continue;
+    const StageResult &s = stage(row.stage);
     if (s.status != Status::ok && s.status != Status::skipped) {
       status = s.status;
       return;

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "evaluator/machine_fault.hpp"
 #include "evaluator/protocol/correctness.hpp"
 #include "evaluator/protocol/cpu_stages.hpp"
 #include "evaluator/protocol/execution.hpp"
@@ -15,6 +16,7 @@
 #include "evaluator/protocol/profile.hpp"
 #include "evaluator/protocol/result.hpp"
 #include "evaluator/protocol/sanitizer.hpp"
+#include "evaluator/protocol/stages.hpp"
 #include "evaluator/protocol/timing.hpp"
 #include "evaluator/protocol/worker_output.hpp"
 #include "evaluator/status.hpp"
@@ -86,6 +88,10 @@ struct Verdict {
   /// null: evaluated. Otherwise the verdict was copied from an identical earlier evaluation (verdict
   /// cache): {origin (e.g. "sample 2 turn 1"), key}; nothing ran for it.
   nlohmann::json reused_from = nullptr;
+  /// Set when a GPU stage could not run for the machine's reasons (the worker client says so where it
+  /// happens): the verdict says nothing about the kernel and the verdict cache does not keep it. JSON key
+  /// "machine_fault" (its name), absent when none, so every other verdict reads as before.
+  std::optional<MachineFault> machine_fault;
 
   nlohmann::json to_json() const;
   /// Throws nlohmann::json::exception or protocol::ProtocolError on malformed input. A stage status
@@ -94,9 +100,22 @@ struct Verdict {
   static Verdict from_json(const nlohmann::json &j);
   /// Recomputes `status` from the stages (first non-ok, non-skipped stage in pipeline order).
   void finalize_status();
-  /// Marks every GPU stage (correctness, execution, timing, generalization) and the sanitizer skipped with
-  /// `reason`; a hidden-workload result becomes "not checked" with it.
-  void skip_gpu_stages(const std::string &reason);
+  /// The slot of a stage of the stage table (evaluator/protocol/stages.hpp).
+  StageResult &stage(protocol::Stage s);
+  const StageResult &stage(protocol::Stage s) const;
+  /// Whether to_json writes the stage (generalization only for a task with hidden workloads, profile only
+  /// when it ran or says why not).
+  bool written(protocol::Stage s) const;
+  /// Marks every stage after `failed` that the table skips after a failure as skipped, saying which
+  /// status ended the pipeline.
+  void skip_from(protocol::Stage failed);
+  /// Which stages skip_gpu_stages marks: all of the table's GPU stages (the hidden-workload result becomes
+  /// "not checked"), or those of the shown workloads only (generalization and its result left as they
+  /// are: the runner's GPU-less path).
+  enum class GpuSkip { all, shown_workloads };
+  /// Marks the table's GPU stages (correctness, execution, timing, sanitizer, generalization) skipped
+  /// with `reason`; a hidden-workload result becomes "not checked" with it.
+  void skip_gpu_stages(const std::string &reason, GpuSkip which = GpuSkip::all);
   /// The typed profile record of the profile stage; nullopt when nothing was measured.
   std::optional<protocol::KernelProfile> kernel_profile() const;
   /// The typed figures of the timing stage, whatever its status (a suspicious stage has them too);

@@ -71,13 +71,7 @@ std::optional<Verdict> VerdictCache::get(const std::string &key) const {
 
 void VerdictCache::put(const std::string &key, const Verdict &verdict, const std::string &origin) {
   // A verdict that reflects the machine rather than the kernel is made again next time.
-  const auto machine_said = [](const StageResult &s) {
-    return s.summary.starts_with("the GPU worker could not start") ||
-           s.summary.starts_with("the worker found no usable GPU") ||
-           s.summary.starts_with("cannot open the GPU lock file");
-  };
-  for (const StageResult *s : {&verdict.correctness, &verdict.execution, &verdict.timing})
-    if (machine_said(*s)) return;
+  if (verdict.machine_fault) return;
   std::lock_guard lock(mutex_);
   entries_.try_emplace(key, verdict, origin);
 }

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/evaluator.hpp"
+#include "evaluator/worker_client.hpp"
 #include "util/files.hpp"
 #include "util/subprocess.hpp"
 
@@ -86,11 +87,11 @@ const json *target_named(const ev::Verdict &v, const std::string &name) {
 }  // namespace
 
 TEST_CASE("reference GEMM agrees with cuBLASLt (bf16, ragged, core-sized, fp8 with scales)") {
-  ptxbench::util::ProcessSpec spec;
-  spec.argv = {kWorker.string(), "--check-reference"};
-  spec.env = ptxbench::util::scrubbed_environment("/tmp");
-  spec.limits.wall_time = std::chrono::milliseconds(120'000);
-  auto r = ptxbench::util::run_process(spec);
+  auto r = ev::run_worker_command(kWorker, ev::WorkerCommand::check_reference(),
+                                  ev::WorkerPlace{.home = "/tmp",
+                                                  .wall = std::chrono::milliseconds(120'000),
+                                                  .sandboxed = false,
+                                                  .working_directory = false});
   REQUIRE(r.has_value());
   INFO("stderr: " << r->stderr_text);
   REQUIRE(r->exit_code == 0);

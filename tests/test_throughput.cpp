@@ -436,6 +436,7 @@ TEST_CASE("verdict cache: a resent identical kernel reuses its verdict; any chan
   // A verdict that reflects the machine (no GPU worker) is not kept.
   ev::Verdict machine;
   machine.correctness.summary = "the GPU worker could not start: program not found";
+  machine.machine_fault = ev::MachineFault::worker_not_started;
   ev::VerdictCache fresh(json{{"gpu", "H200"}});
   fresh.put(*key, machine, "x");
   CHECK(fresh.size() == 0);

@@ -10,6 +10,7 @@
 #include "evaluator/protocol/cpu_stages.hpp"
 #include "evaluator/protocol/error.hpp"
 #include "evaluator/protocol/execution.hpp"
+#include "evaluator/protocol/stages.hpp"
 #include "evaluator/protocol/timing.hpp"
 #include "traces/detail/run_view.hpp"
 #include "traces/outcome.hpp"
@@ -205,8 +206,8 @@ std::vector<std::string> key_figures(const Json *verdict) {
 
 std::vector<std::string> stage_lines(const Json *verdict) {
   std::vector<std::string> out;
-  for (const char *name : {"parse", "static", "compile", "correctness", "execution", "timing", "sanitizer",
-                           "generalization", "profile"}) {
+  for (const auto &row : protocol::kStageTable) {
+    const std::string name(row.name);
     const Json *s = stage_of(verdict, name);
     if (!s) continue;
     std::string line = fmt::format("{}: {}", name, detail::string_field(*s, "status").value_or("?"));

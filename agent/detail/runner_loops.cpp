@@ -194,10 +194,7 @@ void Runner::Impl::cpu_loop() {
       }
       if (!gpu_enabled && job->compiled->ready_for_gpu()) {
         auto &v = job->compiled->verdict;
-        for (evaluator::StageResult *s : {&v.correctness, &v.execution, &v.timing, &v.sanitizer}) {
-          s->status = evaluator::Status::skipped;
-          s->summary = gpu_skip_reason;
-        }
+        v.skip_gpu_stages(gpu_skip_reason, evaluator::Verdict::GpuSkip::shown_workloads);
         v.finalize_status();
       }
       remember_verdict(*job);

@@ -22,7 +22,9 @@ void note_printf_in_timeouts(Verdict &v, const protocol::KernelOutput &output, b
            : std::string("the kernel calls printf")) +
       " (device printf is slow: printing from many threads or in a loop can hold a kernel past the limit, "
       "and what the launch that ran past it printed is lost)";
-  for (StageResult *s : {&v.correctness, &v.timing, &v.execution, &v.generalization}) {
+  for (const protocol::Stage stage : protocol::kWorkerStages) {
+    if (stage == protocol::Stage::profile) continue;
+    StageResult *s = &v.stage(stage);
     if (s->status != Status::timeout) continue;
     if (!s->diagnostics.empty() && s->diagnostics.front().text == s->summary)
       s->diagnostics.front().text += "; " + note;

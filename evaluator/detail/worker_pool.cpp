@@ -1,6 +1,7 @@
 #include "evaluator/detail/worker_pool.hpp"
 
 #include "evaluator/protocol/worker_output.hpp"
+#include "evaluator/worker_client.hpp"
 
 namespace ptxbench::evaluator::detail {
 
@@ -38,23 +39,13 @@ WorkerPool &WorkerPool::shared() {
 
 std::optional<util::StartedProcess> WorkerPool::spawn(const WorkerKey &key, bool warm_cublaslt) {
   if (!home_) home_ = std::make_unique<util::TempDir>("ptxbench-workers");
-  util::ProcessSpec spec;
-  spec.argv = {key.worker.string(), "--prestart", "--device", "0"};  // CUDA_VISIBLE_DEVICES pins the GPU
-  if (!key.lock.empty()) {
-    spec.argv.push_back("--lock");
-    spec.argv.push_back(key.lock.string());
-  }
-  if (key.cupti) spec.argv.push_back("--prewarm-cupti");
-  if (warm_cublaslt) spec.argv.push_back("--warm-cublaslt");
-  spec.env = util::scrubbed_environment(home_->path().string());
-  spec.env["CUDA_VISIBLE_DEVICES"] = std::to_string(key.device);
-  // `ready` and `finished N` come on this channel, apart from stdout (the kernel's printf).
-  spec.channel_fd_env = protocol::kChannelFdEnv;
-  spec.working_directory = home_->path().string();
-  spec.limits.cpu_seconds = key.cpu_seconds;
-  spec.limits.address_space_bytes = 0;  // CUDA reserves a huge virtual address space
-  spec.limits.file_size_bytes = 256ull << 20;
-  spec.limits.open_files = 1024;
+  // `ready` and `finished N` come on the protocol channel, apart from stdout (the kernel's printf).
+  const util::ProcessSpec spec =
+      worker_process_spec(key.worker, WorkerCommand::prestart(key.lock, key.cupti, warm_cublaslt),
+                          WorkerPlace{.home = home_->path(),
+                                      .visible_device = key.device,
+                                      .cpu_seconds = key.cpu_seconds,
+                                      .channel = true});
   auto p = util::StartedProcess::start(spec);
   if (!p) return std::nullopt;
   return std::move(*p);

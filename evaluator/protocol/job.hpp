@@ -23,6 +23,7 @@
 #include "evaluator/protocol/detail/equality.hpp"
 
 #include "evaluator/protocol/policies.hpp"
+#include "evaluator/protocol/stages.hpp"
 
 namespace ptxbench::protocol {
 
@@ -167,10 +168,7 @@ struct TargetSpec {
 enum class JobMode { full, sanitize };  ///< sanitize: one trial, correctness only, under compute-sanitizer
 std::string to_string(JobMode);
 
-/// The GPU stages, by name, in the worker's running order. "generalization" checks the hidden workloads
-/// last, so that a kernel that faults or hangs there has had its shown workloads judged already.
-inline constexpr const char *kGpuStageNames[] = {"correctness", "timing", "execution", "generalization",
-                                                 "profile"};
+// kGpuStageNames: the worker's stages, by name, in its running order (evaluator/protocol/stages.hpp).
 
 struct Job {
   std::string task_id, family, reference;
