@@ -2,6 +2,8 @@
 // table) and the sanitizer's report parser. Linked into test_evaluator beside test_evaluator.cpp.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -547,4 +549,82 @@ TEST_CASE("profile lines: CUDA answers count kernel.cu lines only; unmapped samp
                                    source, true);
   CHECK(bare.line_error == "the SASS listing has no line info");
   CHECK(bare.hot_lines.empty());
+}
+
+TEST_CASE(
+    "profile lines: a CUDA answer's sampled PCs land on its own kernel.cu lines (NVRTC, ptxas, nvdisasm)") {
+  // A committed CUDA answer (warp-specialized TMA + wgmma GEMM, wgmma in an inlined asm helper), compiled
+  // the way the evaluator compiles CUDA (NVRTC with -lineinfo, then ptxas on its PTX) and disassembled with
+  // kernel.cu's line table, the way the compile stage does it for a CUDA answer.
+  const std::string response = test::test_data("answers/27_cuda_warp_specialized_gemm.md");
+  auto parsed = parse_response(response);
+  REQUIRE(parsed.has_value());
+  REQUIRE(parsed->language == KernelLanguage::cuda);
+  const std::string &source = parsed->kernel_source;
+  auto ptx = nvrtc_compile_in_process(source, "sm_90a");
+  REQUIRE_MESSAGE(ptx.has_value(), ptx.error());
+  auto ptxas = find_ptxas();
+  REQUIRE_MESSAGE(ptxas.has_value(), "ptxas is needed for this test (CUDA toolkit)");
+  auto dis = find_disassembler();
+  REQUIRE_MESSAGE((dis && dis->kind == DisassemblerKind::nvdisasm),
+                  "nvdisasm is needed for this test (scripts/install_deps.sh installs NVIDIA's pip wheel)");
+  util::TempDir dir("ptxbench-test");
+  util::ProcessLimits limits;
+  limits.wall_time = std::chrono::milliseconds(120'000);
+  auto run = run_ptxas(*ptxas, *ptx, "sm_90a", dir.path(), limits);
+  REQUIRE_MESSAGE(run.has_value(), run.error());
+  REQUIRE_MESSAGE(run->ok, run->failure);
+  const fs::path cubin = dir.path() / "evaluated.cubin";
+  REQUIRE(util::write_file_atomic(cubin, run->cubin).has_value());
+  auto text = disassemble_cubin(*dis, cubin, limits, SassLineInfo::source);
+  REQUIRE_MESSAGE(text.has_value(), text.error());
+  const SassListing listing = parse_sass_listing(*text);
+  REQUIRE(!listing.source_lines.empty());
+
+  // The kernel body's lines that call the answer's inlined wgmma helper: nvdisasm names an inlined
+  // function's instructions by the line that calls it, so the model reads its own call, not the helper.
+  std::set<int> call_lines;
+  int line_no = 0;
+  {
+    std::istringstream in(source);
+    for (std::string l; std::getline(in, l);) {
+      ++line_no;
+      if (l.find("wgmma_m64n256k16(acc") != std::string::npos) call_lines.insert(line_no);
+    }
+  }
+  REQUIRE(!call_lines.empty());
+
+  // Samples as CUPTI would hand them over: 100 on every HGMMA PC (waiting on the math pipe), 1 on every
+  // other instruction of the kernel.
+  protocol::PcSampling sampling;
+  std::size_t hgmma = 0;
+  for (const auto &inst : listing.instructions) {
+    const bool mma = inst.opcode.rfind("HGMMA", 0) == 0;
+    hgmma += mma;
+    const std::uint64_t n = mma ? 100 : 1;
+    sampling.pcs.push_back({inst.function, inst.offset, n, {{mma ? "math_pipe_throttle" : "wait", n}}});
+    sampling.samples += n;
+  }
+  REQUIRE(hgmma > 0);
+  evaluator::detail::map_hot_lines(sampling, listing, source, /*cuda=*/true);
+  CHECK(sampling.line_error == "");
+  CHECK(sampling.line_source == "kernel.cu");
+  REQUIRE(!sampling.hot_lines.empty());
+  // Every kept line is a line of the answer's code block, quoted as written.
+  for (const auto &h : sampling.hot_lines) {
+    CHECK(h.line >= 1);
+    CHECK(h.line <= line_no);
+    std::string line = nth_line(source, h.line);
+    line.erase(line.find_last_not_of(" \t\r") + 1);
+    const std::size_t cut = evaluator::detail::kMaxHotLineChars;
+    CHECK(h.text == (line.size() <= cut ? line : line.substr(0, cut - 3) + "..."));
+  }
+  // The hottest line calls the wgmma helper, and most HGMMA samples land on such calls (ptxas may hand
+  // one to a neighbouring statement it scheduled beside them).
+  CHECK(call_lines.count(sampling.hot_lines.front().line) == 1);
+  std::uint64_t on_calls = 0;
+  for (const auto &h : sampling.hot_lines)
+    if (call_lines.count(h.line)) on_calls += h.samples;
+  CHECK(on_calls * 2 >= hgmma * 100);
+  CHECK(sampling.hot_lines.front().reasons.front().reason == "math_pipe_throttle");
 }

@@ -124,8 +124,11 @@ std::string sampling_lines(const protocol::PcSampling &s) {
   out += fmt::format(
       "- hottest lines of your {} (share of the samples; what the warps there were doing; a waiting warp is "
       "counted at the instruction it cannot issue yet, so the slow result it waits for usually comes from a "
-      "line above):\n",
-      what);
+      "line above{}):\n",
+      what,
+      s.line_source == "kernel.cu"
+          ? "; the code of an inlined __device__ function is counted at the line of your kernel that calls it"
+          : "");
   std::uint64_t shown = 0;
   for (std::size_t i = 0; i < s.hot_lines.size() && i < kShownHotLines; ++i) shown += s.hot_lines[i].samples;
   for (std::size_t i = 0; i < s.hot_lines.size() && i < kShownHotLines; ++i) {
