@@ -28,6 +28,7 @@
 
 #include "evaluator/evaluator.hpp"
 #include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/stages.hpp"
 #include "evaluator/verdict_cache.hpp"
 #include "tasks/task.hpp"
 #include "util/files.hpp"
@@ -152,28 +153,30 @@ int main(int argc, char **argv) {
   const nlohmann::json &mv = verdicts[median_run];
   const ev::Verdict median = ev::Verdict::from_json(mv);
   nlohmann::json profile = {{"wall_s", walls[median_run]}};
-  for (const char *stage :
-       {"parse", "static", "compile", "correctness", "timing", "execution", "sanitizer", "generalization"}) {
+  for (const auto &row : ptxbench::protocol::kStageTable) {
+    const std::string stage(row.name);
     if (!mv["stages"].contains(stage)) continue;  // generalization: only tasks with hidden workloads
     const nlohmann::json &st = mv["stages"][stage];
     profile["stages"][stage] = {{"status", st.value("status", "")}, {"s", st.value("wall_seconds", 0.0)}};
     // The stages that time their phases, and the compile stage's wait for the SASS listing, through their
     // figures' codecs (figures that do not decode show no phases).
-    const std::string_view name = stage;
+    using ptxbench::protocol::Stage;
     std::optional<std::map<std::string, double>> phases;
     std::optional<double> sass_wait;
     try {
-      if (name == "correctness") {
+      if (row.stage == Stage::correctness) {
         if (const auto f = median.correctness_figures()) phases = f->phase_seconds;
-      } else if (name == "timing") {
+      } else if (row.stage == Stage::timing) {
         if (const auto f = median.timing_figures()) phases = f->phase_seconds;
-      } else if (name == "generalization") {
+      } else if (row.stage == Stage::generalization) {
         if (const auto f = median.generalization_figures()) phases = f->phase_seconds;
-      } else if (name == "compile") {
+      } else if (row.stage == Stage::profile) {
+        if (const auto f = median.profile_figures()) phases = f->phase_seconds;
+      } else if (row.stage == Stage::compile) {
         if (const auto f = median.compile_figures()) sass_wait = f->sass_wait_seconds;
       }
     } catch (const ptxbench::protocol::ProtocolError &e) {
-      std::fprintf(stderr, "the %s figures do not decode: %s\n", stage, e.what());
+      std::fprintf(stderr, "the %s figures do not decode: %s\n", stage.c_str(), e.what());
     }
     if (phases) profile["stages"][stage]["phases"] = *phases;
     if (sass_wait) profile["stages"][stage]["sass_wait_s (overlapped)"] = *sass_wait;

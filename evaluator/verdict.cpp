@@ -170,6 +170,10 @@ std::optional<protocol::KernelProfile> Verdict::kernel_profile() const {
   return protocol::kernel_profile_from_figures(profiling.figures);
 }
 
+std::optional<protocol::ProfileFigures> Verdict::profile_figures() const {
+  return protocol::profile_figures_from_figures(profiling.figures);
+}
+
 std::optional<protocol::TimingFigures> Verdict::timing_figures() const {
   return protocol::timing_figures_from_figures(timing.figures);
 }

@@ -118,6 +118,8 @@ struct Verdict {
   void skip_gpu_stages(const std::string &reason, GpuSkip which = GpuSkip::all);
   /// The typed profile record of the profile stage; nullopt when nothing was measured.
   std::optional<protocol::KernelProfile> kernel_profile() const;
+  /// The profile stage's figures (the profile and the stage's phase seconds); nullopt when it has none.
+  std::optional<protocol::ProfileFigures> profile_figures() const;
   /// The typed figures of the timing stage, whatever its status (a suspicious stage has them too);
   /// nullopt when it timed nothing. Throws protocol::ProtocolError naming the field when malformed.
   std::optional<protocol::TimingFigures> timing_figures() const;

@@ -477,6 +477,46 @@ TEST_CASE(
   CHECK_THROWS_AS((void)bad.get<KernelProfile>(), ptxbench::protocol::ProtocolError);
 }
 
+TEST_CASE(
+    "protocol: the profile stage's figures are typed: profile and phase seconds; a skipped stage has none") {
+  namespace p = ptxbench::protocol;
+  p::ProfileFigures f;
+  f.kernel_profile = p::KernelProfile{};
+  f.kernel_profile->workload = "M=4096";
+  f.kernel_profile->passes = 7;
+  f.phase_seconds = {{"candidate", 0.21}, {"candidate_cupti_config", 0.05}, {"pc_sampling", 0.3}};
+  const nlohmann::json j = f;
+  CHECK(j["phase_seconds"]["candidate_cupti_config"] == 0.05);
+  CHECK(j.get<p::ProfileFigures>() == f);
+  const auto read = p::profile_figures_from_figures(j);
+  REQUIRE(read.has_value());
+  CHECK(read->kernel_profile->passes == 7);
+  // A skipped profile stage writes {}: no figures, not an empty profile.
+  CHECK_FALSE(p::profile_figures_from_figures(nlohmann::json::object()).has_value());
+  // Only phase seconds (a stage stopped before measuring): no profile.
+  CHECK_FALSE(
+      nlohmann::json{{"phase_seconds", {{"candidate", 0.1}}}}.get<p::ProfileFigures>().kernel_profile);
+  nlohmann::json bad = j;
+  bad["phase_seconds"]["pc_sampling"] = -1;
+  try {
+    (void)bad.get<p::ProfileFigures>();
+    FAIL("negative seconds must be refused");
+  } catch (const p::ProtocolError &e) {
+    CHECK(e.field() == "phase_seconds.pc_sampling");
+  }
+  bad = j;
+  bad["kernel_profile"]["passes"] = -3;
+  try {
+    (void)bad.get<p::ProfileFigures>();
+    FAIL("negative passes must be refused");
+  } catch (const p::ProtocolError &e) {
+    CHECK(e.field() == "kernel_profile.passes");
+  }
+  bad = j;
+  bad["extra"] = 1;
+  CHECK_THROWS_AS((void)bad.get<p::ProfileFigures>(), p::ProtocolError);
+}
+
 TEST_CASE("protocol: the profile's PC samples and hot lines survive a round trip; old records read empty") {
   namespace p = ptxbench::protocol;
   p::KernelProfile k;

@@ -200,4 +200,31 @@ std::optional<KernelProfile> kernel_profile_from_figures(const json &figures) {
   }
 }
 
+void to_json(json &j, const ProfileFigures &f) {
+  j = json::object();
+  if (f.kernel_profile) j["kernel_profile"] = *f.kernel_profile;
+  j["phase_seconds"] = f.phase_seconds;
+}
+
+void from_json(const json &j, ProfileFigures &f) {
+  f = ProfileFigures{};
+  if (!j.is_object()) throw ProtocolError("", "expected an object, got " + std::string(j.type_name()));
+  for (const auto &[key, value] : j.items())
+    if (key != "kernel_profile" && key != "phase_seconds") throw ProtocolError(key, "unknown field");
+  f.kernel_profile = kernel_profile_from_figures(j);
+  if (const auto it = j.find("phase_seconds"); it != j.end()) {
+    if (!it->is_object()) throw ProtocolError("phase_seconds", "expected an object of seconds");
+    for (const auto &[phase, seconds] : it->items()) {
+      if (!seconds.is_number() || seconds.get<double>() < 0)
+        throw ProtocolError("phase_seconds." + phase, "expected seconds >= 0, got " + seconds.dump());
+      f.phase_seconds[phase] = seconds.get<double>();
+    }
+  }
+}
+
+std::optional<ProfileFigures> profile_figures_from_figures(const json &figures) {
+  if (!figures.is_object() || figures.empty()) return std::nullopt;
+  return figures.get<ProfileFigures>();
+}
+
 }  // namespace ptxbench::protocol

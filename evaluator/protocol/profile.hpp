@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -119,8 +120,23 @@ void from_json(const nlohmann::json &j, PcSampling &s);
 void to_json(nlohmann::json &j, const KernelProfile &p);
 void from_json(const nlohmann::json &j, KernelProfile &p);
 
+/// The profile stage's figures: {kernel_profile?, phase_seconds}.
+struct ProfileFigures {
+  std::optional<KernelProfile> kernel_profile;  ///< none when the stage measured nothing (skipped)
+  /// s per phase: the candidate's and the library's metrics, their CUPTI set-up steps
+  /// (candidate_cupti_<step>), PC sampling and its steps (pc_sampling_<step>)
+  std::map<std::string, double> phase_seconds;
+  PTXBENCH_PROTOCOL_EQUALITY(ProfileFigures)
+};
+void to_json(nlohmann::json &j, const ProfileFigures &f);
+/// Throws ProtocolError naming the field ("kernel_profile.metrics[0].value", "phase_seconds") on figures
+/// not of that form; a key it does not know is refused.
+void from_json(const nlohmann::json &j, ProfileFigures &f);
+
 /// The profile in a profile stage's figures; nullopt when the stage measured nothing (skipped, or an
 /// older verdict without the stage). Throws ProtocolError naming the field when the figures are malformed.
 std::optional<KernelProfile> kernel_profile_from_figures(const nlohmann::json &figures);
+/// The profile stage's figures; nullopt when it has none (an older verdict, or figures {}).
+std::optional<ProfileFigures> profile_figures_from_figures(const nlohmann::json &figures);
 
 }  // namespace ptxbench::protocol

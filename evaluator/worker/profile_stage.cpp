@@ -229,9 +229,11 @@ void Worker::profile_stage(bool correct) {
     summary += "; closest to its peak: " + b->label + " at " + fmt_num(b->value) + "%";
     if (b->library) summary += " (library: " + fmt_num(*b->library) + "%)";
   }
-  set_stage("profile", stage_json(Status::ok, summary, json::array(),
-                                  json{{"kernel_profile", kp}, {"phase_seconds", phases.seconds}},
-                                  seconds_since(start)));
+  set_stage(
+      "profile",
+      stage_json(Status::ok, summary, json::array(),
+                 json(protocol::ProfileFigures{kp, phases.seconds.get<std::map<std::string, double>>()}),
+                 seconds_since(start)));
 }
 
 protocol::PcSampling Worker::sample_launch(const JobWorkload &w, const TensorSet &tensors,
