@@ -3,6 +3,7 @@
 #include "evaluator/worker_client.hpp"
 
 #include <unistd.h>
+#include <csignal>
 
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,7 @@ constexpr util::EnumName<MachineFault> kMachineFaultNames[] = {
     {MachineFault::worker_not_started, "worker_not_started"},
     {MachineFault::no_device, "no_device"},
     {MachineFault::gpu_lock, "gpu_lock"},
+    {MachineFault::worker_killed, "worker_killed"},
 };
 
 fs::path self_executable_dir() {
@@ -60,6 +62,10 @@ void read_result(const fs::path &result_path, WorkerRun &run) {
 
 std::string_view to_string(MachineFault fault) {
   return util::enum_to_string(kMachineFaultNames, fault);
+}
+
+bool killed_from_outside(int signal) {
+  return signal == SIGKILL || signal == SIGTERM || signal == SIGINT || signal == SIGHUP || signal == SIGQUIT;
 }
 
 std::optional<MachineFault> machine_fault_from_string(std::string_view name) {
@@ -217,6 +223,14 @@ CrashCharge charge_crash(const WorkerRun &run, const std::vector<std::string> &w
     c.status = protocol::Status::timeout;
     c.summary = "the GPU worker exceeded its wall-clock limit of " + std::to_string(wall.count() / 1000) +
                 " s and was killed (a kernel that never " + "finishes, or far too slow)";
+  } else if (p.signaled && killed_from_outside(p.signal)) {
+    // Not the kernel's doing: nothing in a kernel sends its host process these.
+    c.status = protocol::Status::skipped;
+    c.summary =
+        "the GPU worker was killed by " + signal_name(p.signal) +
+        " from outside the evaluator (the OOM killer, an operator or a job scheduler): the kernel was "
+        "not judged";
+    c.fault = MachineFault::worker_killed;
   } else if (p.signaled) {
     c.summary = "the GPU worker was killed by " + signal_name(p.signal);
   } else {

@@ -10,6 +10,7 @@
 
 #include "evaluator/protocol/correctness.hpp"
 #include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/stages.hpp"
 #include "evaluator/protocol/execution.hpp"
 #include "evaluator/protocol/timing.hpp"
 #include "serve/detail/key_values.hpp"
@@ -133,13 +134,11 @@ void speedup_parts(const evaluator::Verdict &v, json &parts) {
 /// changed, guard regions written.
 json suspicious_flags(const evaluator::Verdict &v) {
   std::vector<std::string> flags;
-  const std::vector<std::pair<const char *, const evaluator::StageResult *>> stages = {
-      {"parse", &v.parse},         {"static", &v.static_checks},
-      {"compile", &v.compile},     {"correctness", &v.correctness},
-      {"execution", &v.execution}, {"timing", &v.timing}};
-  for (const auto &[name, s] : stages) {
-    if (s->status == Status::suspicious) flags.push_back(fmt::format("suspicious:{}", name));
-    if (s->status == Status::nondeterministic) flags.push_back(fmt::format("nondeterministic:{}", name));
+  for (const auto &row : protocol::kStageTable) {
+    if (!row.decides_status) continue;  // the stages of the status order: parse through timing
+    const evaluator::StageResult &s = v.stage(row.stage);
+    if (s.status == Status::suspicious) flags.push_back(fmt::format("suspicious:{}", row.name));
+    if (s.status == Status::nondeterministic) flags.push_back(fmt::format("nondeterministic:{}", row.name));
   }
   std::optional<protocol::CorrectnessFigures> correctness;
   try {

@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 
 #include "agent/prompt_builder.hpp"
+#include "evaluator/protocol/stages.hpp"
 #include "util/files.hpp"
 
 namespace ptxbench::serve {
@@ -35,13 +36,16 @@ std::string request_key(const Submission &s) {
 }
 
 /// A GPU worker killed by a signal the evaluator did not send (its wall-clock limit is a `timeout`): the OOM
-/// killer, an operator, a load test. Such a verdict says what happened to the machine, not to the kernel.
-/// Returns that stage's summary, or "" when no worker was killed.
+/// killer, an operator, a load test (the typed MachineFault::worker_killed). Such a verdict says what
+/// happened to the machine, not to the kernel. Returns the summary of the stage it was charged to, or ""
+/// when no worker was killed.
 std::string worker_killed(const Verdict &v) {
-  for (const evaluator::StageResult *s :
-       {&v.correctness, &v.execution, &v.timing, &v.generalization, &v.profiling})
-    if (s->summary.starts_with("the GPU worker was killed by")) return s->summary;
-  return {};
+  if (v.machine_fault != evaluator::MachineFault::worker_killed) return {};
+  for (const auto &row : protocol::kStageTable)
+    if (const evaluator::StageResult &s = v.stage(row.stage);
+        s.status == Status::skipped && !s.diagnostics.empty())
+      return s.summary;
+  return "the GPU worker was killed from outside the evaluator";
 }
 
 }  // namespace
@@ -375,7 +379,8 @@ json VerdictService::request_json(const Request &r, Clock::time_point now) const
         "no verdict within the request's deadline of {:g} s (the evaluation was {})", r.deadline_s, where);
     Verdict v;
     v.task_id = e.task->id;
-    for (evaluator::StageResult *s : {&v.parse, &v.static_checks, &v.compile}) s->summary = reason;
+    for (const auto &row : protocol::kStageTable)
+      if (row.side == protocol::StageSide::cpu) v.stage(row.stage).summary = reason;
     v.skip_gpu_stages(reason);
     v.status = Status::timeout;
     v.settings = evaluator::verdict_settings(e.settings);

@@ -185,6 +185,19 @@ TEST_CASE("worker client: a one-shot job's result is read; a crash is charged to
   CHECK(charge.stderr_tail.find("dying") != std::string::npos);
   CHECK_FALSE(charge.fault);  // the kernel's doing, as far as anyone can tell
 
+  // SIGKILL from outside (the OOM killer, an operator): the machine's fault, typed; the kernel not judged.
+  const fs::path killed = fake_worker(dir.path(), "killed.sh", "kill -KILL $$\n");
+  const ev::WorkerRun gone = ev::run_worker(
+      killed, ev::WorkerCommand::one_job(job, dir.path() / "r_killed.json"), place_in(dir.path()));
+  const ev::CrashCharge outside = ev::charge_crash(gone, kWanted, 10'000ms);
+  CHECK(outside.stage == "correctness");
+  CHECK(outside.status == ev::Status::skipped);
+  CHECK(outside.fault == ev::MachineFault::worker_killed);
+  CHECK(outside.summary.starts_with("the GPU worker was killed by signal 9"));
+  CHECK(outside.summary.find("from outside the evaluator") != std::string::npos);
+  CHECK(ev::machine_fault_from_string(ev::to_string(ev::MachineFault::worker_killed)) ==
+        ev::MachineFault::worker_killed);
+
   // The worker's "no usable GPU" exit: the machine's fault, typed, the stage skipped.
   const fs::path no_gpu = fake_worker(dir.path(), "nogpu.sh", "echo 'no usable GPU: none' >&2\nexit 4\n");
   const ev::WorkerRun none =
