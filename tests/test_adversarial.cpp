@@ -123,6 +123,21 @@ std::string check_details(const json &expected, const ev::Verdict &v) {
       want(damage >= c["guard_damage_min"].get<std::uint64_t>(), "guard_damage");
     if (c.contains("nan_min")) want(nans >= c["nan_min"].get<std::uint64_t>(), "nan_count");
     if (c.contains("inputs_mutated")) want(mutated == c["inputs_mutated"].get<bool>(), "inputs_mutated");
+    // Near the tolerance edge: the flag, and bounds on the largest |error| / tolerance of any workload.
+    const auto figures = v.correctness_figures();
+    if (c.contains("borderline"))
+      want(figures && figures->borderline == c["borderline"].get<bool>(),
+           "borderline != " + c["borderline"].dump());
+    double margin = -1;
+    if (figures)
+      for (const auto &w : figures->workloads)
+        if (w.margin) margin = std::max(margin, w.margin->max_error_ratio);
+    if (c.contains("margin_min"))
+      want(margin >= c["margin_min"].get<double>(),
+           "margin " + std::to_string(margin) + " below " + c["margin_min"].dump());
+    if (c.contains("margin_max"))
+      want(margin <= c["margin_max"].get<double>(),
+           "margin " + std::to_string(margin) + " above " + c["margin_max"].dump());
   }
   if (expected.contains("expected_targets")) {
     for (const auto &[name, props] : expected["expected_targets"].items()) {

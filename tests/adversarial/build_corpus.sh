@@ -101,6 +101,8 @@ emit printf_protocol_imitation PRINTF_PROTOCOL "$GRID_DEFAULT" 0 \
   "Correct GEMM whose block (0, 0) prints imitations of the worker's protocol lines (ready, finished 0, finished 3) on every launch."
 emit printf_flood PRINTF_FLOOD "$GRID_DEFAULT" 0 \
   "Correct GEMM in which every thread prints a line per K slice (hundreds of millions of printf calls)."
+emit borderline_truncated_store TRUNCATED_STORE "$GRID_DEFAULT" 0 \
+  "Correct FFMA GEMM that rounds C to bf16 toward zero instead of to nearest: each element is up to a whole bf16 ulp off, just inside the tolerance."
 emit targets_only_in_comments CONTROL "$GRID_DEFAULT" 0 \
   "Correct FFMA GEMM whose PTX mentions wgmma and TMA only in comments." targets_in_comments
 # Cases with a kernel of their own (not a kernels.cu variant): the source sits beside the corpus.
