@@ -44,6 +44,12 @@
 #                           five core tasks; prints verdicts per GPU-hour, GPU seconds per verdict class and
 #                           each stage's share of GPU time. GPU_CHECK_MIX_SAMPLES / _TURNS (default 4 / 3),
 #                           GPU_CHECK_MIX_LIMIT (seconds, default 420; a run stopped there prints its figures)
+#   GPU_CHECK_PROFILE_COST=1 bench/profile_cost.py: bench_eval as shipped, --no-pc-sampling and --no-profile per
+#                           case (GPU_CHECK_PROFILE_COST_CASES, _RUNS): what the profile stage adds, by phase
+#   GPU_CHECK_NCU=1         bench/profile_vs_ncu.py: every profile figure next to ncu --metrics for the same
+#                           kernel and shape (GPU_CHECK_NCU_CASES; reuses the verdicts of the evaluations)
+#   GPU_CHECK_BORDERLINE=1  bench/borderline_repeat.py: the borderline corpus kernel evaluated
+#                           GPU_CHECK_BORDERLINE_REPEATS (10) times with one run seed, then _FRESH (3) drawn seeds
 #   GPU_CHECK_REPAIRS_DEMO=1 scripts/repairs_demo.sh (a student run, teacher repairs, the repair-pairs card and
 #                           the report; GPU stages on) into $OUT/repairs_demo
 #   GPU_CHECK_REPORT_DEMO=1 bench/report_demo.sh with the GPU stages on (3 models x 5 core tasks x 4 x 4);
@@ -159,6 +165,30 @@ PY
       --json "$OUT/fidelity_attention.json" 2>&1 | tee "$OUT/fidelity_attention.log" | tail -8
   fi
   fi
+fi
+
+if [[ -n ${GPU_CHECK_PROFILE_COST:-} ]]; then
+  echo "== profile cost: bench_eval as shipped, --no-pc-sampling, --no-profile (median of ${GPU_CHECK_PROFILE_COST_RUNS:-5})"
+  python3 "$ROOT/bench/profile_cost.py" "$BUILD/bench/bench_eval" --runs "${GPU_CHECK_PROFILE_COST_RUNS:-5}" \
+    --out "$OUT/profile_cost" --cases ${GPU_CHECK_PROFILE_COST_CASES:-gemm_n4096_k4096/wgmma_tma \
+    gemm_n7168_k5120/wgmma_tma gemm_n7168_k5120/mma_sync mha_fwd_d128/flash_fwd} 2>"$OUT/profile_cost.progress" \
+    | tee "$OUT/profile_cost_table.txt"
+fi
+
+if [[ -n ${GPU_CHECK_NCU:-} ]]; then
+  echo "== profile vs ncu --metrics (same kernel, same shape; verdicts reused from the evaluations above)"
+  python3 "$ROOT/bench/profile_vs_ncu.py" "$PTXBENCH" --worker "$PTXBENCH_WORKER" --verdicts "$OUT/verdicts" \
+    --out "$OUT/ncu" --cases ${GPU_CHECK_NCU_CASES:-gemm_n7168_k5120/simple gemm_n7168_k5120/mma_sync \
+    gemm_n7168_k5120/wgmma_tma mha_fwd_d128/flash_fwd mha_fwd_d128/wgmma_tma mha_bwd_d128/wgmma} \
+    2>"$OUT/ncu.progress" | tee "$OUT/ncu_table.txt"
+fi
+
+if [[ -n ${GPU_CHECK_BORDERLINE:-} ]]; then
+  echo "== borderline kernel: ${GPU_CHECK_BORDERLINE_REPEATS:-10} evaluations with one run seed, then drawn seeds"
+  python3 "$ROOT/bench/borderline_repeat.py" "$PTXBENCH" --task gemm_n4096_k4096 \
+    --response "$ROOT/tests/adversarial/borderline_truncated_store/response.md" \
+    --repeats "${GPU_CHECK_BORDERLINE_REPEATS:-10}" --fresh-seeds "${GPU_CHECK_BORDERLINE_FRESH:-3}" \
+    --out "$OUT/borderline" 2>"$OUT/borderline.progress" | tee "$OUT/borderline_table.txt"
 fi
 
 if [[ -n ${GPU_CHECK_REPAIRS_DEMO:-} ]]; then
