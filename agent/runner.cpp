@@ -44,8 +44,9 @@ nlohmann::json probe_worker(const evaluator::EvaluatorSettings &settings) {
 RunServices RunServices::defaults() {
   RunServices s;
   s.make_client = [](const llm::EndpointConfig &c) { return llm::create_client(c); };
-  s.cpu_stages = [](const tasks::Task &t, std::string_view r, const evaluator::EvaluatorSettings &st) {
-    return evaluator::run_cpu_stages(t, r, st);
+  s.cpu_stages = [](const tasks::Task &t, std::string_view, evaluator::ParsedCandidate parsed,
+                    const evaluator::EvaluatorSettings &st) {
+    return evaluator::run_cpu_stages(t, std::move(parsed), st);
   };
   s.gpu_stages = [](evaluator::CompiledCandidate &c, const tasks::Task &t,
                     const evaluator::EvaluatorSettings &st) { evaluator::run_gpu_stages(c, t, st); };

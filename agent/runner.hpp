@@ -30,7 +30,10 @@ namespace ptxbench::agent {
 /// orchestrator benchmark swap single entries.
 struct RunServices {
   std::function<util::Expected<std::unique_ptr<llm::ChatClient>>(const llm::EndpointConfig &)> make_client;
+  /// The CPU stages of one response: its text, and the parse stage's outcome for it (parsed once by the
+  /// loop, which took the verdict cache's key from it; the default runs the stages after parse on it).
   std::function<evaluator::CompiledCandidate(const tasks::Task &, std::string_view,
+                                             evaluator::ParsedCandidate,
                                              const evaluator::EvaluatorSettings &)>
       cpu_stages;
   std::function<void(evaluator::CompiledCandidate &, const tasks::Task &,

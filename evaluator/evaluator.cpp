@@ -168,8 +168,26 @@ std::optional<fs::path> find_nvrtc_child(const EvaluatorSettings &settings) {
 
 namespace {
 
-CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view text, std::size_t bytes,
-                                 bool at_least, const EvaluatorSettings &settings, bool defer_sass) {
+ParsedCandidate parse_input(const tasks::Task &task, std::string_view text, std::size_t bytes, bool at_least,
+                            const EvaluatorSettings &settings) {
+  const auto t0 = Clock::now();
+  auto outcome = detail::parse_stage(task, text, bytes, at_least, settings.parse,
+                                     device_symbols(task, settings.num_sms));
+  ParsedCandidate p;
+  p.parse = std::move(outcome.result);
+  p.parse.wall_seconds += seconds_since(t0);
+  // What the stage got to, also when it failed after splitting the text (a bad manifest keeps the kernel
+  // for the record's source lines).
+  p.response = std::move(outcome.output.response);
+  p.manifest = std::move(outcome.output.manifest);
+  p.plans = std::move(outcome.output.plans);
+  p.hidden_plans = std::move(outcome.output.hidden_plans);
+  p.hidden_plan_errors = std::move(outcome.output.hidden_plan_errors);
+  return p;
+}
+
+CompiledCandidate cpu_stages_after_parse(const tasks::Task &task, ParsedCandidate parsed,
+                                         const EvaluatorSettings &settings, bool defer_sass) {
   const auto t_all = Clock::now();
   CompiledCandidate c;
   Verdict &v = c.verdict;
@@ -177,16 +195,16 @@ CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view text,
   v.settings = settings.to_json();
   if (!task.hidden_workloads.empty()) v.generalizes = Generalization{};  // decided by the GPU stage
   v.skip_gpu_stages("not run yet");
-  auto parsed = run_stage(v, Stage::parse, [&] {
-    return detail::parse_stage(task, text, bytes, at_least, settings.parse,
-                               device_symbols(task, settings.num_sms));
-  });
-  if (parsed) {
-    c.response = std::move(parsed->response);
-    c.manifest = std::move(parsed->manifest);
-    c.plans = std::move(parsed->plans);
-    c.hidden_plans = std::move(parsed->hidden_plans);
-    c.hidden_plan_errors = std::move(parsed->hidden_plan_errors);
+  const double parse_seconds = parsed.parse.wall_seconds;
+  v.parse = std::move(parsed.parse);
+  if (v.parse.status != Status::ok) {
+    v.skip_from(Stage::parse);
+  } else {
+    c.response = std::move(parsed.response);
+    c.manifest = std::move(parsed.manifest);
+    c.plans = std::move(parsed.plans);
+    c.hidden_plans = std::move(parsed.hidden_plans);
+    c.hidden_plan_errors = std::move(parsed.hidden_plan_errors);
     run_after_parse(c, task, settings);
   }
   if (!defer_sass || v.compile.status != Status::ok) {
@@ -196,15 +214,15 @@ CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view text,
       v.compile.wall_seconds += seconds_since(t_sass);  // not overlapped with anything: the stage's time
   }
   v.finalize_status();
-  v.wall_seconds = seconds_since(t_all);
+  v.wall_seconds = parse_seconds + seconds_since(t_all);
   return c;
 }
 
-Verdict evaluate_input(const tasks::Task &task, std::string_view text, std::size_t bytes, bool at_least,
-                       const EvaluatorSettings &settings) {
+Verdict evaluate_parsed(const tasks::Task &task, ParsedCandidate parsed, const EvaluatorSettings &settings) {
   const auto t0 = Clock::now();
+  const double parse_seconds = parsed.parse.wall_seconds;
   // The SASS listing is made while the worker runs (run_gpu_stages hands it over when it is done).
-  CompiledCandidate c = run_cpu_stages(task, text, bytes, at_least, settings, /*defer_sass=*/true);
+  CompiledCandidate c = cpu_stages_after_parse(task, std::move(parsed), settings, /*defer_sass=*/true);
   if (c.ready_for_gpu()) {
     if (settings.run_gpu) {
       run_gpu_stages(c, task, settings);
@@ -214,23 +232,42 @@ Verdict evaluate_input(const tasks::Task &task, std::string_view text, std::size
   }
   finish_sass(c);
   c.verdict.finalize_status();
-  c.verdict.wall_seconds = seconds_since(t0);
+  c.verdict.wall_seconds = parse_seconds + seconds_since(t0);
   return std::move(c.verdict);
 }
 
 }  // namespace
 
+ParsedCandidate parse_candidate(const tasks::Task &task, std::string_view response,
+                                const EvaluatorSettings &settings) {
+  return parse_input(task, response, response.size(), false, settings);
+}
+
+ParsedCandidate parse_candidate(const tasks::Task &task, const ResponseInput &response,
+                                const EvaluatorSettings &settings) {
+  return parse_input(task, response.text, response.bytes, response.bytes_at_least, settings);
+}
+
 CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view response,
                                  const EvaluatorSettings &settings, bool defer_sass) {
-  return run_cpu_stages(task, response, response.size(), false, settings, defer_sass);
+  return cpu_stages_after_parse(task, parse_candidate(task, response, settings), settings, defer_sass);
+}
+
+CompiledCandidate run_cpu_stages(const tasks::Task &task, ParsedCandidate parsed,
+                                 const EvaluatorSettings &settings, bool defer_sass) {
+  return cpu_stages_after_parse(task, std::move(parsed), settings, defer_sass);
 }
 
 Verdict evaluate(const tasks::Task &task, std::string_view response, const EvaluatorSettings &settings) {
-  return evaluate_input(task, response, response.size(), false, settings);
+  return evaluate_parsed(task, parse_candidate(task, response, settings), settings);
 }
 
 Verdict evaluate(const tasks::Task &task, const ResponseInput &response, const EvaluatorSettings &settings) {
-  return evaluate_input(task, response.text, response.bytes, response.bytes_at_least, settings);
+  return evaluate_parsed(task, parse_candidate(task, response, settings), settings);
+}
+
+Verdict evaluate(const tasks::Task &task, ParsedCandidate parsed, const EvaluatorSettings &settings) {
+  return evaluate_parsed(task, std::move(parsed), settings);
 }
 
 }  // namespace ptxbench::evaluator

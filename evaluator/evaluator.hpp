@@ -123,10 +123,35 @@ struct CompiledCandidate {
   bool ready_for_gpu() const;  ///< compiled and every plan resolved
 };
 
+/// A response through the parse stage, once per verdict: the verdict cache's key (VerdictCache::key),
+/// the CPU stages and the run's record all take it, so no reader parses the response again.
+struct ParsedCandidate {
+  /// the parse stage's result (timed); status ok: every field below is filled; failed: `response` holds
+  /// what the text split into (kernel and manifest text) when it got that far
+  StageResult parse;
+  ParsedResponse response;
+  Manifest manifest;
+  std::vector<LaunchPlan> plans;         ///< one per workload (ptx_type still empty: the PTX declares it)
+  std::vector<LaunchPlan> hidden_plans;  ///< one per hidden workload the manifest resolves
+  std::map<std::string, std::string> hidden_plan_errors;  ///< hidden workload name -> why it did not resolve
+  bool parsed() const { return parse.status == Status::ok; }
+};
+
+/// The parse stage alone. `settings`: its parse limits and num_sms (the device symbols); pass the same
+/// settings to run_cpu_stages and VerdictCache::key.
+ParsedCandidate parse_candidate(const tasks::Task &task, std::string_view response,
+                                const EvaluatorSettings &settings);
+/// For a response read by read_response (one over the size limit fails the stage by its size alone).
+ParsedCandidate parse_candidate(const tasks::Task &task, const ResponseInput &response,
+                                const EvaluatorSettings &settings);
+
 /// Parse, static checks, compile. With defer_sass the disassembly of the cubin (nvdisasm takes about
 /// half a second) keeps running after the return, so that it overlaps the GPU stage; the compile
 /// stage's SASS figures are filled by finish_sass (run_gpu_stages and evaluate call it).
 CompiledCandidate run_cpu_stages(const tasks::Task &task, std::string_view response,
+                                 const EvaluatorSettings &settings, bool defer_sass = false);
+/// The stages after parse, for a response parse_candidate parsed with the same settings.
+CompiledCandidate run_cpu_stages(const tasks::Task &task, ParsedCandidate parsed,
                                  const EvaluatorSettings &settings, bool defer_sass = false);
 
 /// Waits for a deferred SASS listing and fills the compile stage's SASS figures, diagnostics and
@@ -143,6 +168,8 @@ Verdict evaluate(const tasks::Task &task, std::string_view response, const Evalu
 /// Both, in order, for a response read by read_response: one over the size limit gets the parse stage's
 /// verdict (no_kernel, with its size) without its text.
 Verdict evaluate(const tasks::Task &task, const ResponseInput &response, const EvaluatorSettings &settings);
+/// Both, in order, for a response parse_candidate parsed with the same settings.
+Verdict evaluate(const tasks::Task &task, ParsedCandidate parsed, const EvaluatorSettings &settings);
 
 /// A job's base seed: a hash of the run seed and the task id (never 0, which would mean "from the clock").
 std::uint64_t task_input_seed(std::uint64_t run_seed, std::string_view task_id);

@@ -1,5 +1,7 @@
 #include "evaluator/verdict_cache.hpp"
 
+#include <algorithm>
+
 #include "evaluator/candidate.hpp"
 #include "evaluator/ptx.hpp"
 #include "util/files.hpp"
@@ -23,38 +25,38 @@ json verdict_settings(const EvaluatorSettings &settings) {
 
 std::optional<std::string> VerdictCache::key(const tasks::Task &task, std::string_view response,
                                              const EvaluatorSettings &settings) const {
-  auto parsed = parse_response(response, settings.parse);
-  if (!parsed) return std::nullopt;
+  return key(task, parse_candidate(task, response, settings), settings);
+}
+
+std::optional<std::string> VerdictCache::key(const tasks::Task &task, const ParsedCandidate &parsed,
+                                             const EvaluatorSettings &settings) const {
+  if (!parsed.parsed()) return std::nullopt;
   // The plans carry the workspace size and num_sms, so a different SM count never reuses a verdict.
-  const DeviceSymbols device = device_symbols(task, settings.num_sms);
-  auto manifest = parse_manifest(parsed->manifest_text, task, device);
-  if (!manifest) return std::nullopt;
   json plans = json::array();
-  for (const auto &w : task.workloads) {
-    auto plan = resolve_launch(*manifest, task, w, device);
-    if (!plan) return std::nullopt;
-    plans.push_back(*plan);
-  }
+  for (const auto &plan : parsed.plans) plans.push_back(plan);
   // Manifests that agree on the shown workloads can differ on the hidden ones (a grid written for the
-  // headline shape): their plans, or why they do not resolve, are part of the key.
+  // headline shape): their plans, or why they do not resolve, are part of the key, in the task's order.
   for (const auto &w : task.hidden_workloads) {
-    auto plan = resolve_launch(*manifest, task, w, device);
-    plans.push_back(plan ? json(*plan) : json{{"unresolved", plan.error()}});
+    const auto plan = std::find_if(parsed.hidden_plans.begin(), parsed.hidden_plans.end(),
+                                   [&](const LaunchPlan &p) { return p.workload == w.name; });
+    if (plan != parsed.hidden_plans.end())
+      plans.push_back(*plan);
+    else
+      plans.push_back(
+          {{"unresolved", parsed.hidden_plan_errors.count(w.name) ? parsed.hidden_plan_errors.at(w.name)
+                                                                  : std::string("not resolved")}});
   }
   std::string kernel;
-  if (parsed->language == KernelLanguage::ptx) {
-    auto module = parse_ptx(parsed->kernel_source);
-    kernel =
-        module ? "ptx " + module->normalized_hash : "ptx-source " + util::fnv1a64_hex(parsed->kernel_source);
+  const ParsedResponse &r = parsed.response;
+  if (r.language == KernelLanguage::ptx) {
+    auto module = parse_ptx(r.kernel_source);
+    kernel = module ? "ptx " + module->normalized_hash : "ptx-source " + util::fnv1a64_hex(r.kernel_source);
   } else {
-    kernel = "cuda " + util::fnv1a64_hex(parsed->kernel_source);
+    kernel = "cuda " + util::fnv1a64_hex(r.kernel_source);
   }
-  const json material = {{"kernel", kernel},
-                         {"entry", manifest->entry},
-                         {"plans", plans},
-                         {"task", task.to_json()},
-                         {"settings", verdict_settings(settings)},
-                         {"environment", environment_}};
+  const json material = {
+      {"kernel", kernel},       {"entry", parsed.manifest.entry},         {"plans", plans},
+      {"task", task.to_json()}, {"settings", verdict_settings(settings)}, {"environment", environment_}};
   return kernel + " " + util::fnv1a64_hex(material.dump());
 }
 

@@ -28,6 +28,8 @@ class VerdictCache {
 
   /// The key of a response, or nullopt when it does not parse to a kernel and a resolved launch (such
   /// responses cost no GPU time anyway and are not cached).
+  std::optional<std::string> key(const tasks::Task &task, const ParsedCandidate &parsed,
+                                 const EvaluatorSettings &settings) const;
   std::optional<std::string> key(const tasks::Task &task, std::string_view response,
                                  const EvaluatorSettings &settings) const;
 

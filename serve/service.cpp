@@ -227,7 +227,9 @@ void VerdictService::worker_loop() {
         std::lock_guard lock(mutex_);
         cache = cache_;
       }
-      kernel_key = cache->key(*e->task, e->text, e->settings);
+      // Parsed once: the cache key and the evaluation both take it.
+      evaluator::ParsedCandidate parsed = evaluator::parse_candidate(*e->task, e->text, e->settings);
+      kernel_key = cache->key(*e->task, parsed, e->settings);
       std::optional<Verdict> hit = kernel_key ? cache->get(*kernel_key) : std::nullopt;
       if (hit) {
         verdict = std::move(*hit);
@@ -246,7 +248,7 @@ void VerdictService::worker_loop() {
           }
           leader = true;
         }
-        verdict = evaluator::evaluate(*e->task, e->text, e->settings);
+        verdict = evaluator::evaluate(*e->task, std::move(parsed), e->settings);
         // A worker killed from outside is no verdict on the kernel: evaluated once more, and when that
         // happens again the answer says so but is neither cached nor shared with later submissions.
         if (const std::string killed = worker_killed(verdict);

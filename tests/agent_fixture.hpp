@@ -68,6 +68,7 @@ inline llm::ChatResponse text(const std::string &content, std::int64_t tokens = 
 /// CPU stages keyed on the response text: "CORRECT" reaches the target, "SLOW" is correct at 0.5x, else
 /// compile_error.
 inline evaluator::CompiledCandidate fake_cpu_stages(const tasks::Task &task, std::string_view response,
+                                                    evaluator::ParsedCandidate,
                                                     const evaluator::EvaluatorSettings &) {
   evaluator::CompiledCandidate c;
   auto &v = c.verdict;

@@ -213,9 +213,9 @@ TEST_CASE(
   agent::RunServices s = fake_services(script);
   s.gpu_unavailable_reason = [](const evaluator::EvaluatorSettings &) { return std::string(); };
   s.probe_environment = [](const evaluator::EvaluatorSettings &) { return Json{{"device_count", 1}}; };
-  s.cpu_stages = [](const tasks::Task &task, std::string_view response,
+  s.cpu_stages = [](const tasks::Task &task, std::string_view response, evaluator::ParsedCandidate,
                     const evaluator::EvaluatorSettings &e) {
-    evaluator::CompiledCandidate c = fake_cpu_stages(task, response, e);
+    evaluator::CompiledCandidate c = fake_cpu_stages(task, response, {}, e);
     c.cubin = "cubin";
     c.plans.resize(1);  // ready for the GPU stages
     return c;
@@ -430,10 +430,10 @@ TEST_CASE("loop: with reuse_verdicts false every resent kernel is evaluated afre
   };
   std::atomic<int> compiled{0};
   auto services = fake_services(script);
-  services.cpu_stages = [&](const tasks::Task &task, std::string_view response,
+  services.cpu_stages = [&](const tasks::Task &task, std::string_view response, evaluator::ParsedCandidate,
                             const evaluator::EvaluatorSettings &s) {
     ++compiled;
-    return fake_cpu_stages(task, response, s);
+    return fake_cpu_stages(task, response, {}, s);
   };
   auto c = base_config(tmp.dir / "run", 1, 1, 3);
   c.tasks = {"gemm_n7168_k5120"};
@@ -463,12 +463,13 @@ TEST_CASE("loop: one run seed per run: drawn, recorded, in every evaluation's se
   std::set<std::uint64_t> seen;  // the run seeds the evaluations were given
   const auto services = [&] {
     auto s = fake_services(script);
-    s.cpu_stages = [&](const tasks::Task &t, std::string_view r, const evaluator::EvaluatorSettings &st) {
+    s.cpu_stages = [&](const tasks::Task &t, std::string_view r, evaluator::ParsedCandidate,
+                       const evaluator::EvaluatorSettings &st) {
       {
         std::lock_guard lock(mutex);
         seen.insert(st.run_seed);
       }
-      return fake_cpu_stages(t, r, st);
+      return fake_cpu_stages(t, r, {}, st);
     };
     return s;
   };

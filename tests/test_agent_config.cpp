@@ -316,10 +316,10 @@ TEST_CASE(
   };
   std::atomic<int> compiled{0};
   auto services = fake_services(script);
-  services.cpu_stages = [&](const tasks::Task &task, std::string_view response,
+  services.cpu_stages = [&](const tasks::Task &task, std::string_view response, evaluator::ParsedCandidate,
                             const evaluator::EvaluatorSettings &s) {
     ++compiled;
-    return fake_cpu_stages(task, response, s);  // a compile_error verdict: the loop goes on
+    return fake_cpu_stages(task, response, {}, s);  // a compile_error verdict: the loop goes on
   };
   auto c = base_config(tmp.dir / "run", 1, 1, 5);
   c.tasks = {"gemm_n7168_k5120"};

@@ -97,6 +97,7 @@ class ResettingServer {
 
 /// CPU stages stand-in: every response is a compile error, so each trajectory runs all its turns.
 evaluator::CompiledCandidate compile_error_stages(const tasks::Task &task, std::string_view response,
+                                                  evaluator::ParsedCandidate,
                                                   const evaluator::EvaluatorSettings &) {
   evaluator::CompiledCandidate c;
   auto &v = c.verdict;

@@ -53,7 +53,7 @@ agent::RunServices echo_services() {
   s.make_client = [](const llm::EndpointConfig &) -> util::Expected<std::unique_ptr<llm::ChatClient>> {
     return std::unique_ptr<llm::ChatClient>(new EchoClient());
   };
-  s.cpu_stages = [](const tasks::Task &task, std::string_view response,
+  s.cpu_stages = [](const tasks::Task &task, std::string_view response, evaluator::ParsedCandidate,
                     const evaluator::EvaluatorSettings &) {
     evaluator::CompiledCandidate c;
     auto &v = c.verdict;

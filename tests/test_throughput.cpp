@@ -354,6 +354,44 @@ TEST_CASE("verdict cache: the workspace size and the SM count are part of the ke
   CHECK(*cache.key(*task, with_workspace("num_sms * 4096"), explicit_132) != *per_sm);
 }
 
+TEST_CASE(
+    "parse once: the cache key and the CPU stages take one parse; the same key and verdict as from text") {
+  const auto [task_value, response_value] = gemm_and_wgmma_response();
+  ev::EvaluatorSettings settings;
+  settings.run_gpu = false;
+  ev::VerdictCache cache(json{{"gpu", "H200"}, {"driver", 580}});
+  ev::ParsedCandidate parsed = ev::parse_candidate(task_value, response_value, settings);
+  REQUIRE(parsed.parsed());
+  CHECK(parsed.parse.wall_seconds > 0);
+  CHECK(parsed.plans.size() == task_value.workloads.size());
+  // The key from the parsed candidate is the key from the text (old cache directories stay valid).
+  const auto key = cache.key(task_value, parsed, settings);
+  REQUIRE(key);
+  CHECK(*key == *cache.key(task_value, response_value, settings));
+  // The stages after parse on it give the verdict the text gives.
+  const ev::CompiledCandidate from_parsed = ev::run_cpu_stages(task_value, std::move(parsed), settings);
+  const ev::CompiledCandidate from_text = ev::run_cpu_stages(task_value, response_value, settings);
+  CHECK(from_parsed.verdict.status == from_text.verdict.status);
+  CHECK(from_parsed.verdict.parse.status == ev::Status::ok);
+  CHECK(from_parsed.verdict.parse.summary == from_text.verdict.parse.summary);
+  CHECK(from_parsed.verdict.parse.figures == from_text.verdict.parse.figures);
+  CHECK(from_parsed.verdict.kernel_hash == from_text.verdict.kernel_hash);
+  CHECK(from_parsed.manifest.entry == from_text.manifest.entry);
+  // A response whose manifest does not resolve: no key, the stage fails as from text, and the split
+  // kernel is kept for the record.
+  std::string bad = response_value;
+  const auto entry = bad.find("\"entry\"");
+  REQUIRE(entry != std::string::npos);
+  bad.replace(entry, 7, "\"entryx\"");
+  ev::ParsedCandidate failed = ev::parse_candidate(task_value, bad, settings);
+  CHECK_FALSE(failed.parsed());
+  CHECK_FALSE(cache.key(task_value, failed, settings));
+  CHECK_FALSE(failed.response.kernel_source.empty());
+  const ev::CompiledCandidate failed_stages = ev::run_cpu_stages(task_value, std::move(failed), settings);
+  CHECK(failed_stages.verdict.status == ev::run_cpu_stages(task_value, bad, settings).verdict.status);
+  CHECK(failed_stages.verdict.compile.status == ev::Status::skipped);
+}
+
 TEST_CASE("run seed: a job's input seed is a hash of the run seed and the task") {
   const std::uint64_t a = ev::task_input_seed(20260101, "gemm_n7168_k5120");
   CHECK(a == ev::task_input_seed(20260101, "gemm_n7168_k5120"));  // fixed within a run

@@ -178,12 +178,15 @@ void Runner::Impl::cpu_loop() {
       const tasks::Task &task = *job->trajectory->task;
       const auto t0 = std::chrono::steady_clock::now();
       const std::int64_t c0 = thread_cpu_ns();
-      if (reuse_verdict(job)) return;
+      // The response is parsed once: the verdict cache's key, the stages and the record all take this.
+      const evaluator::EvaluatorSettings settings = settings_for(*job);
+      evaluator::ParsedCandidate parsed = evaluator::parse_candidate(task, job->response->content, settings);
+      if (reuse_verdict(job, parsed, settings)) return;
       if (service) {
-        evaluate_remotely(std::move(job));
+        evaluate_remotely(std::move(job), std::move(parsed.response));
         return;
       }
-      job->compiled.emplace(services.cpu_stages(task, job->response->content, settings_for(*job)));
+      job->compiled.emplace(services.cpu_stages(task, job->response->content, std::move(parsed), settings));
       const std::int64_t c1 = thread_cpu_ns();
       job->evaluator_ns = c1 - c0;
       job->cpu_stages_s = detail::seconds_since(t0);
@@ -204,7 +207,7 @@ void Runner::Impl::cpu_loop() {
   }
 }
 
-void Runner::Impl::evaluate_remotely(JobPtr job) {
+void Runner::Impl::evaluate_remotely(JobPtr job, evaluator::ParsedResponse parsed) {
   const tasks::Task &task = *job->trajectory->task;
   const auto t0 = std::chrono::steady_clock::now();
   const std::int64_t c0 = thread_cpu_ns();
@@ -222,10 +225,8 @@ void Runner::Impl::evaluate_remotely(JobPtr job) {
   // The candidate as sent (for the record and the feedback's source lines); the verdict as the service made
   // it.
   evaluator::CompiledCandidate c;
-  if (auto parsed = evaluator::parse_response(job->response->content, config.evaluator.parse)) {
-    c.response = std::move(*parsed);
-    if (c.response.language == evaluator::KernelLanguage::ptx) c.ptx = c.response.kernel_source;
-  }
+  c.response = std::move(parsed);  // empty when it did not parse
+  if (c.response.language == evaluator::KernelLanguage::ptx) c.ptx = c.response.kernel_source;
   c.verdict = std::move(*verdict);
   job->compiled.emplace(std::move(c));
   job->cpu_stages_s = detail::seconds_since(t0);
@@ -239,17 +240,17 @@ evaluator::EvaluatorSettings Runner::Impl::settings_for(const TurnJob &job) cons
   return s;
 }
 
-bool Runner::Impl::reuse_verdict(JobPtr &job) {
+bool Runner::Impl::reuse_verdict(JobPtr &job, evaluator::ParsedCandidate &parsed,
+                                 const evaluator::EvaluatorSettings &settings) {
   if (!verdict_cache || !config.reuse_verdicts) return false;
   const tasks::Task &task = *job->trajectory->task;
-  job->verdict_key = verdict_cache->key(task, job->response->content, settings_for(*job)).value_or("");
+  job->verdict_key = verdict_cache->key(task, parsed, settings).value_or("");
   if (job->verdict_key.empty()) return false;
   auto hit = verdict_cache->get(job->verdict_key);
   if (!hit) return false;
   // The candidate as sent (for the record); the verdict as made the first time.
   evaluator::CompiledCandidate c;
-  if (auto parsed = evaluator::parse_response(job->response->content, config.evaluator.parse))
-    c.response = std::move(*parsed);
+  c.response = std::move(parsed.response);
   c.verdict = std::move(*hit);
   job->compiled.emplace(std::move(c));
   ++verdicts_reused;

@@ -191,10 +191,13 @@ struct Runner::Impl {
   void gpu_loop(int ordinal);
   /// evaluator.url: the turn's verdict from the service; a service that stays down or answers garbage
   /// stops the run (RunEnd::evaluator_failed; the turn is redone on resume).
-  void evaluate_remotely(JobPtr job);
+  /// `parsed`: the response as parsed for the record (empty when it did not parse).
+  void evaluate_remotely(JobPtr job, evaluator::ParsedResponse parsed);
   /// A resent identical kernel: its earlier verdict is recorded (reused_from names the turn) and the
   /// turn finalized, with no compile and no GPU time. False: evaluate it (its key is kept for later).
-  bool reuse_verdict(JobPtr &job);
+  /// A cached verdict for the response parsed once as `parsed` (its response moves into the turn on a hit).
+  bool reuse_verdict(JobPtr &job, evaluator::ParsedCandidate &parsed,
+                     const evaluator::EvaluatorSettings &settings);
   /// The run's evaluator settings with the trajectory's arm's overrides (the profile stage on or off).
   evaluator::EvaluatorSettings settings_for(const TurnJob &job) const;
   void remember_verdict(const TurnJob &job);
