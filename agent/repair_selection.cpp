@@ -166,20 +166,67 @@ FeedbackRegenerator default_feedback_regenerator() {
   };
 }
 
-util::Expected<RepairSelection> select_repairs(const std::vector<traces::LoadedRun> &students,
-                                               const RepairSelectionSettings &settings,
-                                               const FeedbackRegenerator &regenerate) {
-  RepairSelection out;
-  out.settings = settings;
-  std::vector<Candidate> candidates;
-  std::map<std::pair<std::string, std::string>, RepairCoverageRow> rows;
-  auto row = [&](const std::string &task, const std::string &category) -> RepairCoverageRow & {
-    auto &r = rows[{task, category}];
-    r.task_id = task;
-    r.category = category;
-    return r;
-  };
-  std::size_t order = 0;
+namespace {
+
+using CoverageRows = std::map<std::pair<std::string, std::string>, RepairCoverageRow>;
+
+RepairCoverageRow &coverage_row(CoverageRows &rows, const std::string &task, const std::string &category) {
+  auto &r = rows[{task, category}];
+  r.task_id = task;
+  r.category = category;
+  return r;
+}
+
+/// The seed a failed turn makes (conversation, its feedback, where it came from), or nullopt with the
+/// reason counted in `r.left_out`.
+std::optional<RepairSeed> seed_of_failed_turn(const traces::TurnRecord &record, const traces::LoadedRun &run,
+                                              const RepairSelectionSettings &settings,
+                                              const FeedbackRegenerator &regenerate, RepairCoverageRow &r) {
+  if (!settings.categories.empty() && std::find(settings.categories.begin(), settings.categories.end(),
+                                                r.category) == settings.categories.end()) {
+    ++r.left_out["category not asked for"];
+    return std::nullopt;
+  }
+  const auto &response = record.response;
+  const auto &messages = record.messages;
+  if (!response || !messages || messages->empty()) {
+    ++r.left_out["request or answer not recorded"];
+    return std::nullopt;
+  }
+  RepairSeed seed;
+  for (const auto &m : *messages) {
+    if (m.role.empty()) {
+      ++r.left_out["request or answer not recorded"];
+      return std::nullopt;
+    }
+    seed.conversation.push_back({m.role, m.content});
+  }
+  if (seed.conversation.back().role != "user") {
+    ++r.left_out["request or answer not recorded"];
+    return std::nullopt;
+  }
+  std::string feedback = record.feedback;
+  seed.feedback_source = "recorded";
+  if (feedback.empty()) {
+    auto rebuilt = regenerate ? regenerate(record, run.run) : std::nullopt;
+    if (!rebuilt || rebuilt->empty()) {
+      ++r.left_out["no feedback (last turn; could not rebuild it)"];
+      return std::nullopt;
+    }
+    feedback = *rebuilt;
+    seed.feedback_source = "regenerated";
+  }
+  const std::string &content = response->content;
+  seed.conversation.push_back({"assistant", content.empty() ? "(empty response)" : content});
+  seed.conversation.push_back({"user", feedback});
+  return seed;
+}
+
+/// Every failed turn of the students that can be a seed, in reading order (run, record); counts the turns
+/// that are not failures in `out` and the failures left out in `rows`. Returns the number of records read.
+std::size_t read_candidates(const std::vector<traces::LoadedRun> &students,
+                            const RepairSelectionSettings &settings, const FeedbackRegenerator &regenerate,
+                            RepairSelection &out, CoverageRows &rows, std::vector<Candidate> &candidates) {
   std::size_t records = 0;
   for (const auto &run : students) {
     records += run.turns.size();
@@ -200,114 +247,88 @@ util::Expected<RepairSelection> select_repairs(const std::vector<traces::LoadedR
         ++out.not_failures[not_failure];
         continue;
       }
-      const std::string &task = record.task_id;
-      auto &r = row(task, category);
+      auto &r = coverage_row(rows, record.task_id, category);
       ++r.failed;
-      if (!settings.categories.empty() && std::find(settings.categories.begin(), settings.categories.end(),
-                                                    category) == settings.categories.end()) {
-        ++r.left_out["category not asked for"];
-        continue;
-      }
-      const auto &response = record.response;
-      const auto &messages = record.messages;
-      if (!response || !messages || messages->empty()) {
-        ++r.left_out["request or answer not recorded"];
-        continue;
-      }
-      RepairSeed seed;
-      bool readable = true;
-      for (const auto &m : *messages) {
-        if (m.role.empty()) {
-          readable = false;
-          break;
-        }
-        seed.conversation.push_back({m.role, m.content});
-      }
-      if (!readable || seed.conversation.back().role != "user") {
-        ++r.left_out["request or answer not recorded"];
-        continue;
-      }
-      std::string feedback = record.feedback;
-      seed.feedback_source = "recorded";
-      if (feedback.empty()) {
-        auto rebuilt = regenerate ? regenerate(record, run.run) : std::nullopt;
-        if (!rebuilt || rebuilt->empty()) {
-          ++r.left_out["no feedback (last turn; could not rebuild it)"];
-          continue;
-        }
-        feedback = *rebuilt;
-        seed.feedback_source = "regenerated";
-      }
-      const std::string &content = response->content;
-      seed.conversation.push_back({"assistant", content.empty() ? "(empty response)" : content});
-      seed.conversation.push_back({"user", feedback});
-      seed.task_id = task;
-      seed.category = category;
-      seed.student_run_id = run_id;
-      seed.student_run_dir = run.dir.string();
-      seed.student_model = traces::model_label(record);
-      seed.student_trajectory_id = key.first;
-      seed.student_turn = key.second;
-      seed.id = fmt::format("{}/{}/{}", run_id, key.first, key.second);
-      if (const Json *v = record.verdict_object()) seed.kernel_hash = string_at(*v, "kernel_hash");
-      if (seed.kernel_hash.empty() && record.candidate) seed.kernel_hash = record.candidate->kernel_hash;
-      candidates.push_back({std::move(seed), order++});
+      auto seed = seed_of_failed_turn(record, run, settings, regenerate, r);
+      if (!seed) continue;
+      seed->task_id = record.task_id;
+      seed->category = category;
+      seed->student_run_id = run_id;
+      seed->student_run_dir = run.dir.string();
+      seed->student_model = traces::model_label(record);
+      seed->student_trajectory_id = key.first;
+      seed->student_turn = key.second;
+      seed->id = fmt::format("{}/{}/{}", run_id, key.first, key.second);
+      if (const Json *v = record.verdict_object()) seed->kernel_hash = string_at(*v, "kernel_hash");
+      if (seed->kernel_hash.empty() && record.candidate) seed->kernel_hash = record.candidate->kernel_hash;
+      const std::size_t order = candidates.size();
+      candidates.push_back({std::move(*seed), order});
     }
   }
-  if (records == 0) return util::unexpected(std::string("the student runs hold no turn record"));
+  return records;
+}
 
-  // One failed kernel sent twice (a resent attempt, two students agreeing) is one seed: the first read.
-  {
-    std::set<std::tuple<std::string, std::string, std::string>> seen;
-    std::vector<Candidate> unique;
-    for (auto &c : candidates) {
-      if (!c.seed.kernel_hash.empty() &&
-          !seen.insert({c.seed.task_id, c.seed.category, c.seed.kernel_hash}).second) {
-        ++row(c.seed.task_id, c.seed.category).left_out["same failed kernel as another seed"];
-        continue;
-      }
-      unique.push_back(std::move(c));
+/// One failed kernel sent twice (a resent attempt, two students agreeing) is one seed: the first read.
+void drop_repeated_kernels(std::vector<Candidate> &candidates, CoverageRows &rows) {
+  std::set<std::tuple<std::string, std::string, std::string>> seen;
+  std::vector<Candidate> unique;
+  for (auto &c : candidates) {
+    if (!c.seed.kernel_hash.empty() &&
+        !seen.insert({c.seed.task_id, c.seed.category, c.seed.kernel_hash}).second) {
+      ++coverage_row(rows, c.seed.task_id, c.seed.category).left_out["same failed kernel as another seed"];
+      continue;
     }
-    candidates = std::move(unique);
+    unique.push_back(std::move(c));
   }
+  candidates = std::move(unique);
+}
 
-  // Strata (task, category, student turn), each shuffled with the recorded seed, then taken round-robin
-  // so every stratum keeps its share under the caps.
-  std::map<std::tuple<std::string, std::string, int>, std::vector<Candidate *>> strata;
+/// A stratum (task, category, student turn) of candidates, shuffled, and how far it has been drawn from.
+struct Stratum {
+  std::vector<Candidate *> *items;
+  std::string task, category;
+  std::size_t taken = 0;
+  std::uint64_t rank = 0;
+};
+
+/// Strata (task, category, student turn), each shuffled with the recorded seed, then ranked with the same
+/// generator (the shuffles come first, so a seed draws the same selection as before).
+std::vector<Stratum> shuffled_strata(
+    std::vector<Candidate> &candidates, std::uint64_t seed,
+    std::map<std::tuple<std::string, std::string, int>, std::vector<Candidate *>> &strata) {
   for (auto &c : candidates) strata[{c.seed.task_id, c.seed.category, c.seed.student_turn}].push_back(&c);
-  std::mt19937_64 rng(settings.seed);
+  std::mt19937_64 rng(seed);
   for (auto &[key, bucket] : strata) {
     for (std::size_t i = bucket.size(); i > 1; --i) {  // Fisher-Yates: the same on every platform
       const std::size_t j = static_cast<std::size_t>(rng() % i);
       std::swap(bucket[i - 1], bucket[j]);
     }
   }
-  std::map<std::string, int> per_task, per_category;
-  std::vector<Candidate *> chosen;
-  // Strata are drawn from one item at a time: the one drawn from least so far, then the one whose task has
-  // the fewest seeds of that category, then whose task has the fewest seeds, then a seeded rank. So every
-  // stratum keeps its share, and a category cap is spread over the tasks instead of filled in name order.
-  struct Stratum {
-    std::vector<Candidate *> *items;
-    std::string task, category;
-    std::size_t taken = 0;
-    std::uint64_t rank = 0;
-  };
   std::vector<Stratum> visit;
   for (auto &[key, bucket] : strata) visit.push_back({&bucket, std::get<0>(key), std::get<1>(key), 0, rng()});
+  return visit;
+}
+
+/// Strata are drawn from one item at a time: the one drawn from least so far, then the one whose task has
+/// the fewest seeds of that category, then whose task has the fewest seeds, then a seeded rank. So every
+/// stratum keeps its share, and a category cap is spread over the tasks instead of filled in name order.
+std::vector<Candidate *> draw_under_caps(std::vector<Stratum> &visit, const RepairSelectionSettings &settings,
+                                         CoverageRows &rows) {
+  std::map<std::string, int> per_task, per_category;
   std::map<std::pair<std::string, std::string>, int> per_task_category;
+  std::vector<Candidate *> chosen;
+  auto priority = [&](const Stratum &st) {
+    return std::make_tuple(st.taken, per_task_category[{st.task, st.category}], per_task[st.task], st.rank);
+  };
   while (true) {
     Stratum *next = nullptr;
-    auto priority = [&](const Stratum &st) {
-      return std::make_tuple(st.taken, per_task_category[{st.task, st.category}], per_task[st.task], st.rank);
-    };
     for (auto &st : visit) {
       if (st.taken >= st.items->size()) continue;
       if (next == nullptr || priority(st) < priority(*next)) next = &st;
     }
     if (next == nullptr) break;
     Candidate *c = (*next->items)[next->taken++];
-    auto &r = row(c->seed.task_id, c->seed.category);
+    auto &r = coverage_row(rows, c->seed.task_id, c->seed.category);
     if (settings.cap_per_category > 0 && per_category[c->seed.category] >= settings.cap_per_category) {
       ++r.left_out[fmt::format("category cap ({})", settings.cap_per_category)];
     } else if (settings.cap_per_task > 0 && per_task[c->seed.task_id] >= settings.cap_per_task) {
@@ -322,6 +343,25 @@ util::Expected<RepairSelection> select_repairs(const std::vector<traces::LoadedR
       chosen.push_back(c);
     }
   }
+  return chosen;
+}
+
+}  // namespace
+
+util::Expected<RepairSelection> select_repairs(const std::vector<traces::LoadedRun> &students,
+                                               const RepairSelectionSettings &settings,
+                                               const FeedbackRegenerator &regenerate) {
+  RepairSelection out;
+  out.settings = settings;
+  CoverageRows rows;
+  std::vector<Candidate> candidates;
+  if (read_candidates(students, settings, regenerate, out, rows, candidates) == 0)
+    return util::unexpected(std::string("the student runs hold no turn record"));
+  drop_repeated_kernels(candidates, rows);
+
+  std::map<std::tuple<std::string, std::string, int>, std::vector<Candidate *>> strata;
+  std::vector<Stratum> visit = shuffled_strata(candidates, settings.seed, strata);
+  std::vector<Candidate *> chosen = draw_under_caps(visit, settings, rows);
   std::stable_sort(chosen.begin(), chosen.end(), [](const Candidate *a, const Candidate *b) {
     return std::tie(a->seed.task_id, a->seed.category, a->seed.student_turn) <
            std::tie(b->seed.task_id, b->seed.category, b->seed.student_turn);

@@ -494,6 +494,77 @@ void read_progress(const fs::path &dir, ShardStatus &s) {
   for (const auto &[id, l] : last) s.finished += l.second ? 1 : 0;
 }
 
+using LatestJobs = std::map<int, std::string>;  // shard -> array job id of its latest submission
+
+/// Takes each shard's state from `tasks` (as `source` lists them), for shards not resolved yet.
+void take_states(RunStatus &status, LatestJobs &latest_job, const std::vector<ArrayTask> &tasks,
+                 const std::string &source) {
+  for (auto &s : status.shards) {
+    if (!s.state_source.empty() || s.job.empty()) continue;
+    const std::string &job = latest_job[s.index];
+    for (const auto &t : tasks) {
+      if (t.array_job_id == job && t.task == s.index) {
+        s.state = t.state;
+        s.state_source = source;
+        s.detail = t.detail;
+      }
+    }
+  }
+}
+
+/// Queued and running tasks (and those squeue still remembers) of the run's job name.
+void states_from_squeue(RunStatus &status, LatestJobs &latest_job, const CommandRunner &run) {
+  auto squeue = run({"squeue", "--noheader", "--array", "--states=all",
+                     "--name=" + job_name(status.layout.run_id), "--format=%i|%T|%R"});
+  if (!squeue) {
+    status.notes.push_back("squeue: " + squeue.error());
+  } else if (!squeue->ok()) {
+    status.notes.push_back(
+        fmt::format("squeue: {}: {}", squeue->describe(), first_line(squeue->stderr_text)));
+  } else {
+    take_states(status, latest_job, parse_squeue(squeue->stdout_text), "squeue");
+  }
+}
+
+/// Accounting, by job id, for the shards squeue no longer lists.
+void states_from_sacct(RunStatus &status, LatestJobs &latest_job, const CommandRunner &run) {
+  std::set<std::string> unresolved;
+  for (const auto &s : status.shards) {
+    if (s.state_source.empty() && !s.job.empty()) unresolved.insert(latest_job[s.index]);
+  }
+  if (unresolved.empty()) return;
+  std::string jobs;
+  for (const auto &j : unresolved) jobs += (jobs.empty() ? "" : ",") + j;
+  auto sacct = run({"sacct", "--noheader", "--parsable2", "--allocations", "--jobs=" + jobs,
+                    "--format=JobID,State,ExitCode"});
+  if (!sacct) {
+    status.notes.push_back("sacct: " + sacct.error() +
+                           "; finished shards' states come from their exit files");
+  } else if (!sacct->ok()) {
+    status.notes.push_back(
+        fmt::format("sacct unavailable ({}: {}); finished shards' states come from their exit files",
+                    sacct->describe(), first_line(sacct->stderr_text + sacct->stdout_text)));
+  } else {
+    take_states(status, latest_job, parse_sacct(sacct->stdout_text), "sacct");
+  }
+}
+
+/// Last resort: the exit code the job script wrote for the shard.
+void states_from_exit_files(RunStatus &status, LatestJobs &latest_job, const fs::path &top_dir) {
+  for (auto &s : status.shards) {
+    if (!s.state_source.empty() || s.job.empty()) continue;
+    const fs::path exit_file =
+        top_dir / "logs" / fmt::format("shard-{}.{}.exit", s.index, latest_job[s.index]);
+    auto text = util::read_file(exit_file, 4096);
+    if (!text) continue;  // killed before it could write one (cancelled, timed out, node lost)
+    const auto code = parse_int(trim(*text));
+    if (!code) continue;
+    s.state = *code == 0 ? JobState::completed : JobState::failed;
+    s.state_source = "exit file";
+    s.detail = fmt::format("exit {}", *code);
+  }
+}
+
 }  // namespace
 
 util::Expected<RunStatus> run_status(const fs::path &top_dir, const CommandRunner &run) {
@@ -501,7 +572,7 @@ util::Expected<RunStatus> run_status(const fs::path &top_dir, const CommandRunne
   if (!layout) return util::unexpected(layout.error());
   RunStatus status;
   status.layout = *layout;
-  std::map<int, std::string> latest_job;  // shard -> array job id
+  LatestJobs latest_job;
   for (const auto &sub : layout->submissions) {
     for (int shard : sub.shards) latest_job[shard] = sub.job_id;
   }
@@ -517,64 +588,9 @@ util::Expected<RunStatus> run_status(const fs::path &top_dir, const CommandRunne
     status.notes.push_back("not submitted yet");
     return status;
   }
-
-  auto lookup = [&](const std::vector<ArrayTask> &tasks, const std::string &source) {
-    for (auto &s : status.shards) {
-      if (!s.state_source.empty() || s.job.empty()) continue;
-      const std::string &job = latest_job[s.index];
-      for (const auto &t : tasks) {
-        if (t.array_job_id == job && t.task == s.index) {
-          s.state = t.state;
-          s.state_source = source;
-          s.detail = t.detail;
-        }
-      }
-    }
-  };
-
-  auto squeue = run({"squeue", "--noheader", "--array", "--states=all", "--name=" + job_name(layout->run_id),
-                     "--format=%i|%T|%R"});
-  if (!squeue) {
-    status.notes.push_back("squeue: " + squeue.error());
-  } else if (!squeue->ok()) {
-    status.notes.push_back(
-        fmt::format("squeue: {}: {}", squeue->describe(), first_line(squeue->stderr_text)));
-  } else {
-    lookup(parse_squeue(squeue->stdout_text), "squeue");
-  }
-
-  std::set<std::string> unresolved;
-  for (const auto &s : status.shards) {
-    if (s.state_source.empty() && !s.job.empty()) unresolved.insert(latest_job[s.index]);
-  }
-  if (!unresolved.empty()) {
-    std::string jobs;
-    for (const auto &j : unresolved) jobs += (jobs.empty() ? "" : ",") + j;
-    auto sacct = run({"sacct", "--noheader", "--parsable2", "--allocations", "--jobs=" + jobs,
-                      "--format=JobID,State,ExitCode"});
-    if (!sacct) {
-      status.notes.push_back("sacct: " + sacct.error() +
-                             "; finished shards' states come from their exit files");
-    } else if (!sacct->ok()) {
-      status.notes.push_back(
-          fmt::format("sacct unavailable ({}: {}); finished shards' states come from their exit files",
-                      sacct->describe(), first_line(sacct->stderr_text + sacct->stdout_text)));
-    } else {
-      lookup(parse_sacct(sacct->stdout_text), "sacct");
-    }
-  }
-  for (auto &s : status.shards) {
-    if (!s.state_source.empty() || s.job.empty()) continue;
-    const fs::path exit_file =
-        top_dir / "logs" / fmt::format("shard-{}.{}.exit", s.index, latest_job[s.index]);
-    auto text = util::read_file(exit_file, 4096);
-    if (!text) continue;  // killed before it could write one (cancelled, timed out, node lost)
-    const auto code = parse_int(trim(*text));
-    if (!code) continue;
-    s.state = *code == 0 ? JobState::completed : JobState::failed;
-    s.state_source = "exit file";
-    s.detail = fmt::format("exit {}", *code);
-  }
+  states_from_squeue(status, latest_job, run);
+  states_from_sacct(status, latest_job, run);
+  states_from_exit_files(status, latest_job, top_dir);
   return status;
 }
 

@@ -50,97 +50,91 @@ std::string version_text(std::int64_t v) {  // 90100 -> 9.1.0 (cuDNN, cuBLASLt s
   return fmt::format("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
 }
 
-std::vector<Check> run_checks(const DoctorOptions &o, json &facts) {
-  std::vector<Check> checks;
-  evaluator::EvaluatorSettings settings;
-  settings.device = o.device;
-  if (!o.worker.empty()) settings.worker_path = o.worker;
-
-  const auto ptxas = util::find_program("ptxas", {"/usr/local/cuda/bin"});
-  checks.push_back({"ptxas", ptxas ? "ok" : "fail",
-                    ptxas ? *ptxas : "not found: install the CUDA toolkit (12.4+) or put its bin/ on PATH",
-                    true});
-
-  const std::string gpu_reason = evaluator::gpu_unavailable_reason(settings);
+/// Asks the worker (the only process that loads the driver's compute side) for GPU facts and a CUPTI
+/// probe. The probe's JSON, or null with a failed GPU check added.
+json probe_gpu(const DoctorOptions &o, const evaluator::EvaluatorSettings &settings,
+               std::vector<Check> &checks) {
   json probe;
+  const std::string gpu_reason = evaluator::gpu_unavailable_reason(settings);
   if (!gpu_reason.empty()) {
     checks.push_back(
         {"GPU", "fail",
          "no GPU: " + gpu_reason + " (compile and static checks still work; GPU stages are skipped)", true});
-  } else {
-    // Ask the worker (the only process that loads the driver's compute side): GPU facts and a CUPTI probe.
-    const auto worker = evaluator::find_worker_binary(settings);
-    auto r =
-        evaluator::run_worker_command(worker.value_or("ptxbench-worker"), evaluator::WorkerCommand::probe(0),
-                                      evaluator::WorkerPlace{.home = "/tmp",
-                                                             .visible_device = o.device,
-                                                             .wall = std::chrono::milliseconds(60'000),
-                                                             .sandboxed = false,
-                                                             .working_directory = false});
-    if (!r || !r->ok()) {
-      checks.push_back({"GPU", "fail",
-                        "the worker probe failed (" +
-                            (r ? r->describe() + ": " + r->stderr_text : r.error()) +
-                            "); set PTXBENCH_WORKER to the ptxbench-worker binary",
-                        true});
-    } else {
-      try {
-        probe = json::parse(r->stdout_text);
-      } catch (const json::exception &e) {
-        checks.push_back({"GPU", "fail", std::string("unreadable probe output: ") + e.what(), true});
-      }
-    }
+    return probe;
   }
-  if (probe.is_object()) {
-    facts = probe;
-    const std::string cc = probe.value("compute_capability", "?");
-    checks.push_back({"GPU", "ok",
-                      fmt::format("{} (compute capability {}, {} SMs, L2 {} MiB), GPU index {}",
-                                  probe.value("gpu_name", "?"), cc, probe.value("sm_count", 0),
-                                  probe.value("l2_bytes", 0) >> 20, o.device),
+  const auto worker = evaluator::find_worker_binary(settings);
+  auto r =
+      evaluator::run_worker_command(worker.value_or("ptxbench-worker"), evaluator::WorkerCommand::probe(0),
+                                    evaluator::WorkerPlace{.home = "/tmp",
+                                                           .visible_device = o.device,
+                                                           .wall = std::chrono::milliseconds(60'000),
+                                                           .sandboxed = false,
+                                                           .working_directory = false});
+  if (!r || !r->ok()) {
+    checks.push_back({"GPU", "fail",
+                      "the worker probe failed (" + (r ? r->describe() + ": " + r->stderr_text : r.error()) +
+                          "); set PTXBENCH_WORKER to the ptxbench-worker binary",
                       true});
-    if (cc.rfind("9.", 0) != 0)
-      checks.push_back(
-          {"architecture", "warn", "the tasks target sm_90a (Hopper); this GPU is " + cc, false});
-    const int drv = probe.value("driver_version", 0);
-    checks.push_back(
-        {"driver", "ok", fmt::format("CUDA driver API {}.{}", drv / 1000, (drv % 1000) / 10), true});
-    const int rt = probe.value("cuda_runtime_version", 0);
-    checks.push_back({"CUDA runtime", "ok", fmt::format("{}.{}", rt / 1000, (rt % 1000) / 10), false});
-    checks.push_back({"cuBLASLt", "ok", version_text(probe.value("cublaslt_version", 0)), true});
-    if (probe.contains("cudnn_version") && probe["cudnn_version"].is_number())
-      checks.push_back({"cuDNN", "ok", version_text(probe["cudnn_version"].get<std::int64_t>()), false});
-    else
-      checks.push_back(
-          {"cuDNN", "warn", "libcudnn.so.9 not loadable: attention tasks cannot be timed", false});
-    const json c = probe.value("cupti_sass_metrics", json::object());
-    if (c.value("available", false) && c.value("warp_instructions", 0) > 0)
-      checks.push_back(
-          {"CUPTI", "ok",
-           fmt::format("SASS metrics count instructions here ({} records, {} warp instructions, {} on "
-                       "the probe's dead branch never executed)",
-                       c.value("records", 0), c.value("warp_instructions", 0),
-                       c.value("never_executed_records", 0)),
-           true});
-    else
-      checks.push_back(
-          {"CUPTI", "fail",
-           "cannot count executed instructions: " + c.value("reason", std::string("no records")) +
-               " (the execution axis will be skipped)",
-           true});
-  } else {
-    // No GPU: report the libraries as installed files.
-    const auto lt = loadable({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"});
-    checks.push_back(
-        {"cuBLASLt", lt ? "ok" : "fail", lt ? *lt + " loadable" : "libcublasLt not found", false});
-    const auto dnn = loadable({"libcudnn.so.9"});
-    checks.push_back(
-        {"cuDNN", dnn ? "ok" : "warn", dnn ? *dnn + " loadable" : "libcudnn.so.9 not found", false});
-    const auto cupti = loadable({"libcupti.so.13", "libcupti.so.12", "libcupti.so"});
-    checks.push_back({"CUPTI", cupti ? "ok" : "warn",
-                      cupti ? *cupti + " loadable (counting needs a GPU)" : "libcupti not found", false});
+    return probe;
   }
+  try {
+    probe = json::parse(r->stdout_text);
+  } catch (const json::exception &e) {
+    checks.push_back({"GPU", "fail", std::string("unreadable probe output: ") + e.what(), true});
+  }
+  return probe;
+}
 
+/// The GPU, driver, runtime, libraries and CUPTI counting as the worker's probe found them.
+void add_probe_checks(const json &probe, int device, std::vector<Check> &checks) {
+  const std::string cc = probe.value("compute_capability", "?");
+  checks.push_back({"GPU", "ok",
+                    fmt::format("{} (compute capability {}, {} SMs, L2 {} MiB), GPU index {}",
+                                probe.value("gpu_name", "?"), cc, probe.value("sm_count", 0),
+                                probe.value("l2_bytes", 0) >> 20, device),
+                    true});
+  if (cc.rfind("9.", 0) != 0)
+    checks.push_back({"architecture", "warn", "the tasks target sm_90a (Hopper); this GPU is " + cc, false});
+  const int drv = probe.value("driver_version", 0);
+  checks.push_back(
+      {"driver", "ok", fmt::format("CUDA driver API {}.{}", drv / 1000, (drv % 1000) / 10), true});
+  const int rt = probe.value("cuda_runtime_version", 0);
+  checks.push_back({"CUDA runtime", "ok", fmt::format("{}.{}", rt / 1000, (rt % 1000) / 10), false});
+  checks.push_back({"cuBLASLt", "ok", version_text(probe.value("cublaslt_version", 0)), true});
+  if (probe.contains("cudnn_version") && probe["cudnn_version"].is_number())
+    checks.push_back({"cuDNN", "ok", version_text(probe["cudnn_version"].get<std::int64_t>()), false});
+  else
+    checks.push_back({"cuDNN", "warn", "libcudnn.so.9 not loadable: attention tasks cannot be timed", false});
+  const json c = probe.value("cupti_sass_metrics", json::object());
+  if (c.value("available", false) && c.value("warp_instructions", 0) > 0)
+    checks.push_back(
+        {"CUPTI", "ok",
+         fmt::format("SASS metrics count instructions here ({} records, {} warp instructions, {} on "
+                     "the probe's dead branch never executed)",
+                     c.value("records", 0), c.value("warp_instructions", 0),
+                     c.value("never_executed_records", 0)),
+         true});
+  else
+    checks.push_back({"CUPTI", "fail",
+                      "cannot count executed instructions: " + c.value("reason", std::string("no records")) +
+                          " (the execution axis will be skipped)",
+                      true});
+}
+
+/// No GPU: report the libraries as installed files.
+void add_library_file_checks(std::vector<Check> &checks) {
+  const auto lt = loadable({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"});
+  checks.push_back({"cuBLASLt", lt ? "ok" : "fail", lt ? *lt + " loadable" : "libcublasLt not found", false});
+  const auto dnn = loadable({"libcudnn.so.9"});
+  checks.push_back(
+      {"cuDNN", dnn ? "ok" : "warn", dnn ? *dnn + " loadable" : "libcudnn.so.9 not found", false});
+  const auto cupti = loadable({"libcupti.so.13", "libcupti.so.12", "libcupti.so"});
+  checks.push_back({"CUPTI", cupti ? "ok" : "warn",
+                    cupti ? *cupti + " loadable (counting needs a GPU)" : "libcupti not found", false});
+}
+
+/// The CUDA tools beside the compiler: the SASS disassembler and compute-sanitizer.
+void add_tool_checks(std::vector<Check> &checks) {
   const auto dis = evaluator::find_disassembler();
   checks.push_back(
       {"disassembler", dis ? "ok" : "warn",
@@ -152,6 +146,26 @@ std::vector<Check> run_checks(const DoctorOptions &o, json &facts) {
   const auto sanitizer = util::find_program("compute-sanitizer", {"/usr/local/cuda/bin"});
   checks.push_back({"compute-sanitizer", sanitizer ? "ok" : "warn",
                     sanitizer ? *sanitizer : "not found: faults and races get no sanitizer report", false});
+}
+
+std::vector<Check> run_checks(const DoctorOptions &o, json &facts) {
+  std::vector<Check> checks;
+  evaluator::EvaluatorSettings settings;
+  settings.device = o.device;
+  if (!o.worker.empty()) settings.worker_path = o.worker;
+
+  const auto ptxas = util::find_program("ptxas", {"/usr/local/cuda/bin"});
+  checks.push_back({"ptxas", ptxas ? "ok" : "fail",
+                    ptxas ? *ptxas : "not found: install the CUDA toolkit (12.4+) or put its bin/ on PATH",
+                    true});
+  const json probe = probe_gpu(o, settings, checks);
+  if (probe.is_object()) {
+    facts = probe;
+    add_probe_checks(probe, o.device, checks);
+  } else {
+    add_library_file_checks(checks);
+  }
+  add_tool_checks(checks);
   return checks;
 }
 

@@ -87,6 +87,57 @@ std::string size_line(const std::string &text) {
                      agent::kTokenEstimateName);
 }
 
+/// The arm --variant names (the config's first arm without it); nullptr, with the error printed, when the
+/// config has no such variant.
+const agent::Variant *chosen_arm(const std::vector<agent::Variant> &arms, const agent::RunConfig &config,
+                                 const PromptOptions &o, const fs::path &config_file) {
+  if (o.variant.empty()) return &arms.front();
+  const agent::Variant *arm = nullptr;
+  for (const auto &a : arms)
+    if (a.name == o.variant) arm = &a;
+  if (arm != nullptr) return arm;
+  std::string known;
+  for (const auto &a : config.variants) known += (known.empty() ? "" : ", ") + a.name;
+  fmt::print(stderr, "error: --variant {}: {} has no such variant (it has: {})\n", o.variant,
+             config_file.string(), known.empty() ? "none" : known);
+  return nullptr;
+}
+
+/// What a model is sent for `task` under `arm`: the messages, their sizes and the variant's settings.
+void print_prompt(const PromptOptions &o, const agent::RunConfig &config, const agent::Variant &arm,
+                  const tasks::Task &task, const agent::PromptBuilder &builder,
+                  const std::optional<evaluator::Status> &feedback_status) {
+  const std::string system = builder.system_prompt(task, {arm.target_notes, arm.packs});
+  const std::string user = builder.task_prompt(task);
+  if (o.messages_only) {
+    // Exactly the texts, separated by one marker line a reader cannot mistake for prompt content.
+    fmt::print("{}\n\n---- next message ----\n\n{}\n", system, user);
+    if (feedback_status)
+      fmt::print("\n---- next message ----\n\n{}\n",
+                 builder.feedback(task, illustrative_verdict(task, *feedback_status)));
+    return;
+  }
+  std::string packs;
+  for (const auto &p : arm.packs)
+    packs += fmt::format("{}{} v{}", packs.empty() ? "" : ", ", p, builder.packs().at(p).version);
+  fmt::print("== system message: {}\n   variant: {}; history: {}; target notes: {}; packs: {}\n{}\n",
+             size_line(system), arm.name.empty() ? "(none)" : arm.name,
+             agent::to_string(config.history_of(arm)), arm.target_notes ? "yes" : "no",
+             packs.empty() ? "none" : packs, system);
+  fmt::print("== user message (task): {}\n{}\n", size_line(user), user);
+  std::size_t total = system.size() + user.size();
+  if (feedback_status) {
+    const std::string feedback = builder.feedback(task, illustrative_verdict(task, *feedback_status));
+    fmt::print(
+        "== user message (feedback after a {} verdict; <...> stands for the verdict's figures): {}\n{}\n",
+        o.turn_feedback, size_line(feedback), feedback);
+    total += feedback.size();
+  }
+  fmt::print("== first request: {} chars, ~{} tokens ({})\n", system.size() + user.size(),
+             (system.size() + user.size() + 3) / 4, agent::kTokenEstimateName);
+  if (feedback_status) fmt::print("== with the feedback: {} chars, ~{} tokens\n", total, (total + 3) / 4);
+}
+
 int show(const PromptOptions &o) {
   const fs::path config_file =
       o.config_file.empty() ? agent::default_examples_dir() / "default_run.json" : fs::path(o.config_file);
@@ -96,19 +147,8 @@ int show(const PromptOptions &o) {
     return kExitUsage;
   }
   const auto arms = config->arms();
-  const agent::Variant *arm = &arms.front();
-  if (!o.variant.empty()) {
-    arm = nullptr;
-    for (const auto &a : arms)
-      if (a.name == o.variant) arm = &a;
-    if (arm == nullptr) {
-      std::string known;
-      for (const auto &a : config->variants) known += (known.empty() ? "" : ", ") + a.name;
-      fmt::print(stderr, "error: --variant {}: {} has no such variant (it has: {})\n", o.variant,
-                 config_file.string(), known.empty() ? "none" : known);
-      return kExitUsage;
-    }
-  }
+  const agent::Variant *arm = chosen_arm(arms, *config, o, config_file);
+  if (arm == nullptr) return kExitUsage;
   std::optional<evaluator::Status> feedback_status;
   if (!o.turn_feedback.empty()) {
     feedback_status = evaluator::status_from_string(o.turn_feedback);
@@ -142,35 +182,7 @@ int show(const PromptOptions &o) {
     fmt::print(stderr, "error: variant '{}': {}\n", arm->name, ok.error());
     return kExitUsage;
   }
-  const std::string system = builder->system_prompt(*task, {arm->target_notes, arm->packs});
-  const std::string user = builder->task_prompt(*task);
-  std::string packs;
-  for (const auto &p : arm->packs)
-    packs += fmt::format("{}{} v{}", packs.empty() ? "" : ", ", p, builder->packs().at(p).version);
-  if (o.messages_only) {
-    // Exactly the texts, separated by one marker line a reader cannot mistake for prompt content.
-    fmt::print("{}\n\n---- next message ----\n\n{}\n", system, user);
-    if (feedback_status)
-      fmt::print("\n---- next message ----\n\n{}\n",
-                 builder->feedback(*task, illustrative_verdict(*task, *feedback_status)));
-    return kExitOk;
-  }
-  fmt::print("== system message: {}\n   variant: {}; history: {}; target notes: {}; packs: {}\n{}\n",
-             size_line(system), arm->name.empty() ? "(none)" : arm->name,
-             agent::to_string(config->history_of(*arm)), arm->target_notes ? "yes" : "no",
-             packs.empty() ? "none" : packs, system);
-  fmt::print("== user message (task): {}\n{}\n", size_line(user), user);
-  std::size_t total = system.size() + user.size();
-  if (feedback_status) {
-    const std::string feedback = builder->feedback(*task, illustrative_verdict(*task, *feedback_status));
-    fmt::print(
-        "== user message (feedback after a {} verdict; <...> stands for the verdict's figures): {}\n{}\n",
-        o.turn_feedback, size_line(feedback), feedback);
-    total += feedback.size();
-  }
-  fmt::print("== first request: {} chars, ~{} tokens ({})\n", system.size() + user.size(),
-             (system.size() + user.size() + 3) / 4, agent::kTokenEstimateName);
-  if (feedback_status) fmt::print("== with the feedback: {} chars, ~{} tokens\n", total, (total + 3) / 4);
+  print_prompt(o, *config, *arm, *task, *builder, feedback_status);
   return kExitOk;
 }
 

@@ -53,36 +53,35 @@ std::string default_out_dir() {
   return fmt::format("runs/repairs-{}-{:04x}", stamp, rd() & 0xffff);
 }
 
-int run_repairs(const RepairsArgs &a) {
-  auto loaded = traces::load_runs({a.students.begin(), a.students.end()});
-  if (!loaded) {
-    fmt::print(stderr, "ptxbench repairs: {}\n", loaded.error());
+/// Loads the student runs, selects their failed turns and prints the coverage table. An exit code when
+/// there is nothing to send the teacher.
+std::optional<int> select_seeds(const RepairsArgs &a, traces::LoadedRuns &loaded,
+                                agent::RepairSelection &selection) {
+  auto runs = traces::load_runs({a.students.begin(), a.students.end()});
+  if (!runs) {
+    fmt::print(stderr, "ptxbench repairs: {}\n", runs.error());
     return kExitEnvironment;
   }
-  for (const auto &w : loaded->warnings) fmt::print(stderr, "ptxbench repairs: warning: {}\n", w);
-  auto selection = agent::select_repairs(loaded->runs, a.selection, agent::default_feedback_regenerator());
-  if (!selection) {
-    fmt::print(stderr, "ptxbench repairs: {}\n", selection.error());
+  loaded = std::move(*runs);
+  for (const auto &w : loaded.warnings) fmt::print(stderr, "ptxbench repairs: warning: {}\n", w);
+  auto selected = agent::select_repairs(loaded.runs, a.selection, agent::default_feedback_regenerator());
+  if (!selected) {
+    fmt::print(stderr, "ptxbench repairs: {}\n", selected.error());
     return kExitEnvironment;
   }
-  fmt::print("{}\n", selection->table());
+  selection = std::move(*selected);
+  fmt::print("{}\n", selection.table());
   std::fflush(stdout);  // the table comes before the run's progress on stderr
-  if (selection->seeds.empty()) {
+  if (selection.seeds.empty()) {
     fmt::print(stderr,
                "ptxbench repairs: no failed student turn was selected; nothing to send the teacher\n");
     return kExitUsage;
   }
+  return std::nullopt;
+}
 
-  auto config = agent::load_run_config(a.teacher_config);
-  if (!config) {
-    fmt::print(stderr, "ptxbench repairs: {}\n", config.error());
-    return kExitUsage;
-  }
-  if (!config->variants.empty()) {
-    fmt::print(stderr, "ptxbench repairs: the teacher config has variants; a repairs run takes one arm\n");
-    return kExitUsage;
-  }
-  const fs::path out = a.out.empty() ? fs::path(default_out_dir()) : fs::path(a.out);
+/// A new run directory: an exit code when it already holds a run or cannot be made.
+std::optional<int> make_out_dir(const fs::path &out) {
   std::error_code ec;
   if (fs::exists(out / "trajectories.jsonl", ec)) {
     fmt::print(stderr, "ptxbench repairs: {} already holds a run; continue it with `ptxbench resume {}`\n",
@@ -94,21 +93,19 @@ int run_repairs(const RepairsArgs &a) {
     fmt::print(stderr, "ptxbench repairs: cannot create {}: {}\n", out.string(), ec.message());
     return kExitEnvironment;
   }
-  const std::string seeds_text = agent::seeds_jsonl(selection->seeds);
-  const fs::path seeds_file = fs::absolute(out / "repair_seeds.jsonl");
-  if (auto ok = util::write_file_atomic(seeds_file, seeds_text); !ok) {
-    fmt::print(stderr, "ptxbench repairs: cannot write {}: {}\n", seeds_file.string(), ok.error());
-    return kExitEnvironment;
-  }
+  return std::nullopt;
+}
 
-  // The teacher's config, made a repairs run: its endpoints, sampling, prices and evaluator settings;
-  // the seeds' tasks; a fix is correct with targets executed (and fast enough when asked).
-  agent::RunConfig &c = *config;
+/// The teacher's config, made a repairs run: its endpoints, sampling, prices and evaluator settings;
+/// the seeds' tasks; a fix is correct with targets executed (and fast enough when asked).
+void make_repairs_run(agent::RunConfig &c, const RepairsArgs &a, const traces::LoadedRuns &loaded,
+                      const agent::RepairSelection &selection, const fs::path &out,
+                      const fs::path &seeds_file, const std::string &seeds_text) {
   c.samples = a.samples;
   c.turns = a.turns;
   c.stop = agent::StopTarget{true, true, a.min_speedup};
   std::set<std::string> task_ids;
-  for (const auto &s : selection->seeds) task_ids.insert(s.task_id);
+  for (const auto &s : selection.seeds) task_ids.insert(s.task_id);
   c.tasks.assign(task_ids.begin(), task_ids.end());
   c.out_dir = out;
   if (a.no_gpu) c.evaluator.run_gpu = false;
@@ -116,32 +113,14 @@ int run_repairs(const RepairsArgs &a) {
   repairs.seeds_file = seeds_file;
   repairs.seeds_hash = util::fnv1a64_hex(seeds_text);
   repairs.synthesize_reasoning = a.synthesize_reasoning;
-  for (const auto &run : loaded->runs) repairs.student_runs.push_back(fs::absolute(run.dir).string());
-  repairs.selection = selection->summary_json();
+  for (const auto &run : loaded.runs) repairs.student_runs.push_back(fs::absolute(run.dir).string());
+  repairs.selection = selection.summary_json();
   c.repairs = std::move(repairs);
-  if (auto ok = agent::validate(c); !ok) {
-    fmt::print(stderr, "ptxbench repairs: {}\n", ok.error());
-    return kExitUsage;
-  }
-  // The same config as a file: `ptxbench run --config <it> --shard I/N` and `slurm submit` take it.
-  const fs::path config_file = out / "repairs_config.json";
-  if (auto ok = util::write_file_atomic(config_file, c.to_json().dump(2) + "\n"); !ok) {
-    fmt::print(stderr, "ptxbench repairs: cannot write {}: {}\n", config_file.string(), ok.error());
-    return kExitEnvironment;
-  }
-  fmt::print("Wrote {} seed(s) to {} and the run config to {}\n", selection->seeds.size(),
-             seeds_file.string(), config_file.string());
-  if (a.prepare_only) {
-    fmt::print(
-        "Not started (--prepare-only): `ptxbench run --config {}` runs it; add --shard I/N --out DIR "
-        "for one shard, or use `ptxbench slurm submit --config {}`\n",
-        config_file.string(), config_file.string());
-    return kExitOk;
-  }
+}
 
+int start_repairs_run(agent::RunConfig c, const std::string &progress, const fs::path &out) {
   install_run_signal_handlers();
-  auto runner =
-      agent::Runner::start(std::move(c), agent::RunServices::defaults(), run_options_for(a.progress));
+  auto runner = agent::Runner::start(std::move(c), agent::RunServices::defaults(), run_options_for(progress));
   if (!runner) {
     fmt::print(stderr, "ptxbench repairs: {}\n", runner.error());
     return kExitEnvironment;
@@ -152,6 +131,52 @@ int run_repairs(const RepairsArgs &a) {
       "Next: ptxbench report {} --out REPORT_DIR; ptxbench export {} --format repair-pairs --out FILE\n",
       out.string(), out.string());
   return rc;
+}
+
+int run_repairs(const RepairsArgs &a) {
+  traces::LoadedRuns loaded;
+  agent::RepairSelection selection;
+  if (auto rc = select_seeds(a, loaded, selection)) return *rc;
+
+  auto config = agent::load_run_config(a.teacher_config);
+  if (!config) {
+    fmt::print(stderr, "ptxbench repairs: {}\n", config.error());
+    return kExitUsage;
+  }
+  if (!config->variants.empty()) {
+    fmt::print(stderr, "ptxbench repairs: the teacher config has variants; a repairs run takes one arm\n");
+    return kExitUsage;
+  }
+  const fs::path out = a.out.empty() ? fs::path(default_out_dir()) : fs::path(a.out);
+  if (auto rc = make_out_dir(out)) return *rc;
+  const std::string seeds_text = agent::seeds_jsonl(selection.seeds);
+  const fs::path seeds_file = fs::absolute(out / "repair_seeds.jsonl");
+  if (auto ok = util::write_file_atomic(seeds_file, seeds_text); !ok) {
+    fmt::print(stderr, "ptxbench repairs: cannot write {}: {}\n", seeds_file.string(), ok.error());
+    return kExitEnvironment;
+  }
+  agent::RunConfig &c = *config;
+  make_repairs_run(c, a, loaded, selection, out, seeds_file, seeds_text);
+  if (auto ok = agent::validate(c); !ok) {
+    fmt::print(stderr, "ptxbench repairs: {}\n", ok.error());
+    return kExitUsage;
+  }
+  // The same config as a file: `ptxbench run --config <it> --shard I/N` and `slurm submit` take it.
+  const fs::path config_file = out / "repairs_config.json";
+  if (auto ok = util::write_file_atomic(config_file, c.to_json().dump(2) + "\n"); !ok) {
+    fmt::print(stderr, "ptxbench repairs: cannot write {}: {}\n", config_file.string(), ok.error());
+    return kExitEnvironment;
+  }
+  fmt::print("Wrote {} seed(s) to {} and the run config to {}\n", selection.seeds.size(), seeds_file.string(),
+             config_file.string());
+  if (a.prepare_only) {
+    fmt::print(
+        "Not started (--prepare-only): `ptxbench run --config {}` runs it; add --shard I/N --out DIR "
+        "for one shard, or use `ptxbench slurm submit --config {}`\n",
+        config_file.string(), config_file.string());
+    return kExitOk;
+  }
+  return start_repairs_run(std::move(c), a.progress, out);
 }
 
 }  // namespace

@@ -83,8 +83,8 @@ std::optional<agent::ProgressMode> progress_mode(const std::string &s) {
   return std::nullopt;
 }
 
-/// Applies CLI flags over the config. Error text for the user on a bad combination.
-util::Expected<void> apply_flags(const RunFlags &f, agent::RunConfig &c) {
+/// --endpoint / --scripted make the one endpoint; otherwise --model picks configured endpoints by name.
+util::Expected<void> apply_endpoint_flags(const RunFlags &f, agent::RunConfig &c) {
   if (!f.endpoint_url.empty() || !f.scripted_file.empty()) {
     llm::EndpointConfig e;
     if (!f.scripted_file.empty()) {
@@ -130,6 +130,11 @@ util::Expected<void> apply_flags(const RunFlags &f, agent::RunConfig &c) {
   if (f.concurrency) {
     for (auto &e : c.endpoints) e.max_in_flight = *f.concurrency;
   }
+  return {};
+}
+
+/// What the loop runs (tasks, samples, turns, history, variants) and where and how it runs.
+util::Expected<void> apply_loop_flags(const RunFlags &f, agent::RunConfig &c) {
   if (!f.tasks.empty()) c.tasks = f.tasks;
   if (f.samples) c.samples = *f.samples;
   if (f.turns) c.turns = *f.turns;
@@ -149,6 +154,10 @@ util::Expected<void> apply_flags(const RunFlags &f, agent::RunConfig &c) {
   if (f.seed) c.sampling.seed = *f.seed;
   if (f.tokens_per_trajectory) c.budgets.per_trajectory = *f.tokens_per_trajectory;
   if (f.tokens_per_run) c.budgets.per_run = *f.tokens_per_run;
+  return {};
+}
+
+util::Expected<void> apply_shard_flags(const RunFlags &f, agent::RunConfig &c) {
   if (!f.shard.empty()) {
     auto spec = agent::parse_shard_spec(f.shard);
     if (!spec) return util::unexpected(spec.error());
@@ -161,6 +170,14 @@ util::Expected<void> apply_flags(const RunFlags &f, agent::RunConfig &c) {
       return util::unexpected(fmt::format("--run-id {}: use letters, digits, '-', '_' and '.'", f.run_id));
     c.run_id = f.run_id;
   }
+  return {};
+}
+
+/// Applies CLI flags over the config. Error text for the user on a bad combination.
+util::Expected<void> apply_flags(const RunFlags &f, agent::RunConfig &c) {
+  if (auto ok = apply_endpoint_flags(f, c); !ok) return ok;
+  if (auto ok = apply_loop_flags(f, c); !ok) return ok;
+  if (auto ok = apply_shard_flags(f, c); !ok) return ok;
   if (auto ok = agent::validate(c); !ok) return ok;
   if (c.shard && c.run_id.empty()) c.run_id = agent::default_shard_run_id(c);
   return {};
@@ -219,84 +236,81 @@ agent::RunOptions run_options_for(const std::string &progress) {
   return o;
 }
 
-void register_run_commands(CLI::App &app, Action &action) {
-  auto flags = std::make_shared<RunFlags>();
-  CLI::App *run =
-      app.add_subcommand("run",
-                         "Run the repair loop: prompt models, evaluate every answer, feed diagnostics back, "
-                         "record trajectories.\n"
-                         "Without --config: the embedded default (a scripted model on built-in tasks).");
-  run->add_option("--config", flags->config_file, "run config (JSON); see examples/default_run.json")
+namespace {
+
+void add_run_options(CLI::App *run, RunFlags &f) {
+  run->add_option("--config", f.config_file, "run config (JSON); see examples/default_run.json")
       ->check(CLI::ExistingFile);
-  run->add_option("--endpoint", flags->endpoint_url,
+  run->add_option("--endpoint", f.endpoint_url,
                   "OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1); "
                   "replaces the config's endpoints");
   run->add_option(
-      "--model", flags->model,
+      "--model", f.model,
       "model id for --endpoint; without --endpoint: which configured endpoint(s) to use (comma list)");
-  run->add_option("--name", flags->name,
+  run->add_option("--name", f.name,
                   "label for the --endpoint model in traces and reports (default: the model id)");
-  run->add_option("--api-key-env", flags->api_key_env, "environment variable holding the API key");
-  run->add_option("--scripted", flags->scripted_file, "use the scripted client with this responses file");
-  run->add_option("--tasks", flags->tasks, "task ids, or core / all")->delimiter(',');
-  run->add_option("--samples", flags->samples, "trajectories per model × task")->check(CLI::Range(1, 100000));
-  run->add_option("--turns", flags->turns, "attempts per trajectory at most")->check(CLI::Range(1, 1000));
-  run->add_option("--history", flags->history,
+  run->add_option("--api-key-env", f.api_key_env, "environment variable holding the API key");
+  run->add_option("--scripted", f.scripted_file, "use the scripted client with this responses file");
+  run->add_option("--tasks", f.tasks, "task ids, or core / all")->delimiter(',');
+  run->add_option("--samples", f.samples, "trajectories per model × task")->check(CLI::Range(1, 100000));
+  run->add_option("--turns", f.turns, "attempts per trajectory at most")->check(CLI::Range(1, 1000));
+  run->add_option("--history", f.history,
                   "full | last_attempt | none (the run's policy; a variant's own \"history\" wins)");
-  run->add_option("--variant", flags->variants,
+  run->add_option("--variant", f.variants,
                   "run only this config variant (repeatable); default: every variant in the config")
       ->delimiter(',');
-  run->add_option("--out", flags->out, "run directory (default runs/<run id>)");
-  run->add_flag("--no-gpu", flags->no_gpu, "skip GPU stages (compile and static checks only)");
-  run->add_option("--gpus", flags->gpus, "GPU ordinals for GPU stages (default: all visible)")
-      ->delimiter(',');
-  run->add_option("--concurrency", flags->concurrency,
+  run->add_option("--out", f.out, "run directory (default runs/<run id>)");
+  run->add_flag("--no-gpu", f.no_gpu, "skip GPU stages (compile and static checks only)");
+  run->add_option("--gpus", f.gpus, "GPU ordinals for GPU stages (default: all visible)")->delimiter(',');
+  run->add_option("--concurrency", f.concurrency,
                   "requests in flight per endpoint, per process: with --shard, per shard (config "
                   "concurrency.in_flight_scope \"run\" divides it by the shard count)")
       ->check(CLI::Range(1, 4096));
-  run->add_option("--compile-workers", flags->compile_workers, "parallel CPU-stage workers (default: cores)")
+  run->add_option("--compile-workers", f.compile_workers, "parallel CPU-stage workers (default: cores)")
       ->check(CLI::Range(1, 1024));
-  run->add_option("--temperature", flags->temperature, "sampling temperature");
-  run->add_option("--max-tokens", flags->max_tokens, "max completion tokens per request");
-  run->add_option("--seed", flags->seed, "sampling seed sent to the server");
-  run->add_option("--tokens-per-trajectory", flags->tokens_per_trajectory,
+  run->add_option("--temperature", f.temperature, "sampling temperature");
+  run->add_option("--max-tokens", f.max_tokens, "max completion tokens per request");
+  run->add_option("--seed", f.seed, "sampling seed sent to the server");
+  run->add_option("--tokens-per-trajectory", f.tokens_per_trajectory,
                   "token budget per trajectory (0 = none)");
-  run->add_option("--tokens-per-run", flags->tokens_per_run, "token budget for the whole run (0 = none)");
-  run->add_flag("--stream", flags->stream, "use streaming (server-sent events)");
-  run->add_option("--progress", flags->progress, "auto | redraw | lines | quiet")
+  run->add_option("--tokens-per-run", f.tokens_per_run, "token budget for the whole run (0 = none)");
+  run->add_flag("--stream", f.stream, "use streaming (server-sent events)");
+  run->add_option("--progress", f.progress, "auto | redraw | lines | quiet")
       ->check(CLI::IsMember({"auto", "redraw", "lines", "quiet"}));
-  run->add_option("--shard", flags->shard,
+  run->add_option("--shard", f.shard,
                   "run only shard I of N (0-based): a deterministic split of the cells (model x task x "
                   "sample), the same in every process with this config; writes <out>/shard-I where <out> "
                   "is --out, the config's out_dir or runs/<run id>. Endpoint limits (max_in_flight, "
                   "--concurrency) hold per shard");
-  run->add_option("--run-id", flags->run_id,
+  run->add_option("--run-id", f.run_id,
                   "the run's id (shards of one run share it; default for shards: cfg-<config hash>)");
-  run->callback([flags, &action] {
-    action.run = [flags]() -> int {
-      std::filesystem::path config_file = flags->config_file;
-      if (config_file.empty()) config_file = agent::default_examples_dir() / "default_run.json";
-      auto config = agent::load_run_config(config_file);
-      if (!config) {
-        fmt::print(stderr, "error: {}\n", config.error());
-        return kExitUsage;
-      }
-      if (auto ok = apply_flags(*flags, *config); !ok) {
-        fmt::print(stderr, "error: {}\n", ok.error());
-        return kExitUsage;
-      }
-      install_run_signal_handlers();
-      auto runner = agent::Runner::start(std::move(*config), agent::RunServices::defaults(),
-                                         run_options_for(flags->progress));
-      if (!runner) {
-        fmt::print(stderr, "error: {}\n", runner.error());
-        return kExitEnvironment;
-      }
-      fmt::print(stderr, "ptxbench run: writing {}\n", (*runner)->dir().string());
-      return finish_run_session((*runner)->run());
-    };
-  });
+}
 
+/// `ptxbench run`: load the config (or the embedded default), apply the flags, run to the end.
+int run_command(const RunFlags &flags) {
+  std::filesystem::path config_file = flags.config_file;
+  if (config_file.empty()) config_file = agent::default_examples_dir() / "default_run.json";
+  auto config = agent::load_run_config(config_file);
+  if (!config) {
+    fmt::print(stderr, "error: {}\n", config.error());
+    return kExitUsage;
+  }
+  if (auto ok = apply_flags(flags, *config); !ok) {
+    fmt::print(stderr, "error: {}\n", ok.error());
+    return kExitUsage;
+  }
+  install_run_signal_handlers();
+  auto runner = agent::Runner::start(std::move(*config), agent::RunServices::defaults(),
+                                     run_options_for(flags.progress));
+  if (!runner) {
+    fmt::print(stderr, "error: {}\n", runner.error());
+    return kExitEnvironment;
+  }
+  fmt::print(stderr, "ptxbench run: writing {}\n", (*runner)->dir().string());
+  return finish_run_session((*runner)->run());
+}
+
+void register_resume_command(CLI::App &app, Action &action) {
   auto resume_dir = std::make_shared<std::string>();
   auto resume_progress = std::make_shared<std::string>("auto");
   CLI::App *resume = app.add_subcommand(
@@ -317,6 +331,20 @@ void register_run_commands(CLI::App &app, Action &action) {
       return finish_run_session((*runner)->run());
     };
   });
+}
+
+}  // namespace
+
+void register_run_commands(CLI::App &app, Action &action) {
+  auto flags = std::make_shared<RunFlags>();
+  CLI::App *run =
+      app.add_subcommand("run",
+                         "Run the repair loop: prompt models, evaluate every answer, feed diagnostics back, "
+                         "record trajectories.\n"
+                         "Without --config: the embedded default (a scripted model on built-in tasks).");
+  add_run_options(run, *flags);
+  run->callback([flags, &action] { action.run = [flags]() -> int { return run_command(*flags); }; });
+  register_resume_command(app, action);
 }
 
 }  // namespace ptxbench::cli

@@ -52,17 +52,9 @@ util::Expected<std::string> sbatch(const slurm::CommandRunner &run, const fs::pa
   return slurm::parse_sbatch_job_id(result->stdout_text);
 }
 
-int run_submit(const SubmitArgs &a) {
-  auto config = agent::load_run_config(a.config);
-  if (!config) {
-    fmt::print(stderr, "error: {}\n", config.error());
-    return kExitUsage;
-  }
-  if (auto ok = agent::validate(*config); !ok) {
-    fmt::print(stderr, "error: {}\n", ok.error());
-    return kExitUsage;
-  }
-  slurm::SubmitOptions o;
+/// The submission as sbatch will make it, from the flags and the config; an exit code on a bad one.
+std::optional<int> submit_options(const SubmitArgs &a, const agent::RunConfig &config,
+                                  slurm::SubmitOptions &o) {
   o.run_id = a.run_id.empty() ? slurm::new_run_id() : a.run_id;
   o.shards = a.shards;
   o.gpus_per_shard = a.gpus_per_shard;
@@ -71,31 +63,34 @@ int run_submit(const SubmitArgs &a) {
   o.time_limit = a.time;
   o.account = a.account;
   o.sbatch_args = a.sbatch_args;
-  fs::path top = !a.out.empty()             ? fs::path(a.out)
-                 : !config->out_dir.empty() ? config->out_dir
-                                            : fs::path("runs") / o.run_id;
+  fs::path top = !a.out.empty()            ? fs::path(a.out)
+                 : !config.out_dir.empty() ? config.out_dir
+                                           : fs::path("runs") / o.run_id;
   std::error_code ec;
   o.top_dir = fs::absolute(top, ec).lexically_normal();
   o.ptxbench = a.ptxbench.empty() ? util::own_executable() : fs::absolute(a.ptxbench, ec);
-  for (const auto &e : config->endpoints) {
+  for (const auto &e : config.endpoints) {
     if (!e.api_key_env.empty()) o.key_env_names.push_back(e.api_key_env);
   }
   if (auto ok = slurm::check_submit_options(o); !ok) {
     fmt::print(stderr, "error: {}\n", ok.error());
     return kExitUsage;
   }
+  return std::nullopt;
+}
 
-  // The shard layout, computed here exactly as each shard will.
-  agent::RunConfig planned = *config;
+/// The shard layout (slurm.json), computed here exactly as each shard will: cells per shard and the
+/// options it was submitted with. `cell_count`: the cells of the whole run.
+util::Expected<slurm::Layout> shard_layout(const agent::RunConfig &config, const slurm::SubmitOptions &o,
+                                           std::size_t &cell_count) {
+  agent::RunConfig planned = config;
   planned.shard = agent::ShardSpec{0, o.shards};
   auto cells = agent::plan_cells(planned);
-  if (!cells) {
-    fmt::print(stderr, "error: {}\n", cells.error());
-    return kExitEnvironment;
-  }
+  if (!cells) return util::unexpected(cells.error());
+  cell_count = cells->size();
   slurm::Layout layout;
   layout.run_id = o.run_id;
-  layout.config_hash = agent::config_hash(*config);
+  layout.config_hash = agent::config_hash(config);
   layout.shards = o.shards;
   layout.cells.assign(static_cast<std::size_t>(o.shards), 0);
   for (const auto &c : *cells) layout.cells[static_cast<std::size_t>(c.shard)] += 1;
@@ -107,32 +102,33 @@ int run_submit(const SubmitArgs &a) {
                     {"sbatch_args", o.sbatch_args},
                     {"ptxbench", o.ptxbench.string()},
                     {"api_key_env", o.key_env_names}};
-  const std::string script = slurm::sbatch_script(o);
+  return layout;
+}
 
-  if (o.shards > static_cast<int>(cells->size())) {
+/// What the user should know before the shards run: idle shards, GPU ordinals, GPUs not asked for.
+void print_submit_warnings(const slurm::SubmitOptions &o, const agent::RunConfig &config,
+                           std::size_t cell_count) {
+  if (o.shards > static_cast<int>(cell_count)) {
     fmt::print(stderr, "warning: {} shards for {} cells: {} shard(s) get no cell and finish at once\n",
-               o.shards, cells->size(), o.shards - static_cast<int>(cells->size()));
+               o.shards, cell_count, o.shards - static_cast<int>(cell_count));
   }
-  if (!config->concurrency.gpus.empty()) {
+  if (!config.concurrency.gpus.empty()) {
     fmt::print(stderr,
                "warning: the config names GPU ordinals (concurrency.gpus); under Slurm a shard sees only its "
                "allocated GPUs, numbered from 0\n");
   }
-  if (o.gpus_per_shard == 0 && config->evaluator.run_gpu) {
+  if (o.gpus_per_shard == 0 && config.evaluator.run_gpu) {
     fmt::print(stderr,
                "note: no --gpus-per-shard: shards get GPUs only if the partition gives them by default; "
                "without one their GPU stages are skipped\n");
   }
-  std::vector<int> all;
-  for (int i = 0; i < o.shards; ++i) all.push_back(i);
-  if (a.dry_run) {
-    fmt::print("{}", script);
-    fmt::print(stderr, "dry run: {} shards, cells per shard {}; would write {} and run sbatch --array={}\n",
-               o.shards, nlohmann::json(layout.cells).dump(), (o.top_dir / layout.script).string(),
-               slurm::array_spec(all));
-    return kExitOk;
-  }
+}
 
+/// The top-level directory: config.json (without out_dir: each shard gets --out <top>), the sbatch
+/// script and slurm.json. An exit code when it holds a run already or cannot be written.
+std::optional<int> write_top_dir(const slurm::SubmitOptions &o, const agent::RunConfig &config,
+                                 const slurm::Layout &layout, const std::string &script) {
+  std::error_code ec;
   if (fs::exists(o.top_dir / "slurm.json", ec)) {
     fmt::print(
         stderr,
@@ -145,7 +141,7 @@ int run_submit(const SubmitArgs &a) {
     fmt::print(stderr, "error: cannot create {}: {}\n", (o.top_dir / "logs").string(), ec.message());
     return kExitEnvironment;
   }
-  nlohmann::json config_json = config->to_json();
+  nlohmann::json config_json = config.to_json();
   config_json.erase("out_dir");  // each shard gets --out <top>
   for (const auto &[file, text] : std::vector<std::pair<fs::path, std::string>>{
            {o.top_dir / "config.json", config_json.dump(2) + "\n"}, {o.top_dir / layout.script, script}}) {
@@ -159,7 +155,40 @@ int run_submit(const SubmitArgs &a) {
     fmt::print(stderr, "error: cannot write slurm.json: {}\n", ok.error());
     return kExitEnvironment;
   }
-  auto job = sbatch(slurm::default_command_runner(), o.top_dir / layout.script, all);
+  return std::nullopt;
+}
+
+int run_submit(const SubmitArgs &a) {
+  auto config = agent::load_run_config(a.config);
+  if (!config) {
+    fmt::print(stderr, "error: {}\n", config.error());
+    return kExitUsage;
+  }
+  if (auto ok = agent::validate(*config); !ok) {
+    fmt::print(stderr, "error: {}\n", ok.error());
+    return kExitUsage;
+  }
+  slurm::SubmitOptions o;
+  if (auto rc = submit_options(a, *config, o)) return *rc;
+  std::size_t cell_count = 0;
+  auto layout = shard_layout(*config, o, cell_count);
+  if (!layout) {
+    fmt::print(stderr, "error: {}\n", layout.error());
+    return kExitEnvironment;
+  }
+  const std::string script = slurm::sbatch_script(o);
+  print_submit_warnings(o, *config, cell_count);
+  std::vector<int> all;
+  for (int i = 0; i < o.shards; ++i) all.push_back(i);
+  if (a.dry_run) {
+    fmt::print("{}", script);
+    fmt::print(stderr, "dry run: {} shards, cells per shard {}; would write {} and run sbatch --array={}\n",
+               o.shards, nlohmann::json(layout->cells).dump(), (o.top_dir / layout->script).string(),
+               slurm::array_spec(all));
+    return kExitOk;
+  }
+  if (auto rc = write_top_dir(o, *config, *layout, script)) return *rc;
+  auto job = sbatch(slurm::default_command_runner(), o.top_dir / layout->script, all);
   if (!job) {
     fmt::print(
         stderr,
@@ -167,8 +196,8 @@ int run_submit(const SubmitArgs &a) {
         job.error(), o.top_dir.string(), o.top_dir.string());
     return kExitEnvironment;
   }
-  layout.submissions.push_back(slurm::make_submission(*job, all, "submit"));
-  if (auto ok = slurm::write_layout(o.top_dir, layout); !ok) {
+  layout->submissions.push_back(slurm::make_submission(*job, all, "submit"));
+  if (auto ok = slurm::write_layout(o.top_dir, *layout); !ok) {
     fmt::print(stderr, "error: job {} is submitted but slurm.json could not be updated: {}\n", *job,
                ok.error());
     return kExitEnvironment;
@@ -349,14 +378,7 @@ int run_balancer(const std::string &source, const std::string &out, const slurm:
   return kExitOk;
 }
 
-}  // namespace
-
-void register_slurm_commands(CLI::App &app, Action &action) {
-  CLI::App *cmd = app.add_subcommand(
-      "slurm", "Run one run sharded over a Slurm array job: submit, follow, resubmit failed shards.\n" +
-                   std::string(kLimitsNote));
-  cmd->require_subcommand(1);
-
+void add_submit_command(CLI::App *cmd, Action &action) {
   auto s = std::make_shared<SubmitArgs>();
   CLI::App *submit = cmd->add_subcommand(
       "submit",
@@ -391,7 +413,9 @@ void register_slurm_commands(CLI::App &app, Action &action) {
   submit->add_option("--ptxbench", s->ptxbench, "ptxbench program the nodes run (default: this one)");
   submit->add_flag("--dry-run", s->dry_run, "print the script; write and submit nothing");
   submit->callback([s, &action] { action.run = [s] { return run_submit(*s); }; });
+}
 
+void add_status_command(CLI::App *cmd, Action &action) {
   auto status_dir = std::make_shared<std::string>();
   auto status_json = std::make_shared<bool>(false);
   CLI::App *status = cmd->add_subcommand(
@@ -403,7 +427,9 @@ void register_slurm_commands(CLI::App &app, Action &action) {
   status->callback([status_dir, status_json, &action] {
     action.run = [status_dir, status_json] { return run_status_cmd(*status_dir, *status_json); };
   });
+}
 
+void add_resubmit_command(CLI::App *cmd, Action &action) {
   auto re_dir = std::make_shared<std::string>();
   auto re_only = std::make_shared<std::vector<int>>();
   auto re_dry = std::make_shared<bool>(false);
@@ -417,7 +443,10 @@ void register_slurm_commands(CLI::App &app, Action &action) {
   resubmit->callback([re_dir, re_only, re_dry, &action] {
     action.run = [re_dir, re_only, re_dry] { return run_resubmit(*re_dir, *re_only, *re_dry); };
   });
+}
 
+/// `slurm serve`: verdict services as one Slurm job.
+void add_serve_job_command(CLI::App *cmd, Action &action) {
   auto sv = std::make_shared<ServeArgs>();
   CLI::App *serve = cmd->add_subcommand(
       "serve",
@@ -450,7 +479,9 @@ void register_slurm_commands(CLI::App &app, Action &action) {
   serve->add_option("--ptxbench", sv->ptxbench, "ptxbench program the nodes run (default: this one)");
   serve->add_flag("--dry-run", sv->dry_run, "print the script; write and submit nothing");
   serve->callback([sv, &action] { action.run = [sv] { return run_serve_job(*sv); }; });
+}
 
+void add_balancer_command(CLI::App *cmd, Action &action) {
   auto lb_source = std::make_shared<std::string>();
   auto lb_out = std::make_shared<std::string>();
   auto lb = std::make_shared<slurm::BalancerOptions>();
@@ -473,6 +504,20 @@ void register_slurm_commands(CLI::App &app, Action &action) {
       return run_balancer(*lb_source, *lb_out, *lb);
     };
   });
+}
+
+}  // namespace
+
+void register_slurm_commands(CLI::App &app, Action &action) {
+  CLI::App *cmd = app.add_subcommand(
+      "slurm", "Run one run sharded over a Slurm array job: submit, follow, resubmit failed shards.\n" +
+                   std::string(kLimitsNote));
+  cmd->require_subcommand(1);
+  add_submit_command(cmd, action);
+  add_status_command(cmd, action);
+  add_resubmit_command(cmd, action);
+  add_serve_job_command(cmd, action);
+  add_balancer_command(cmd, action);
 }
 
 void register_merge_command(CLI::App &app, Action &action) {

@@ -186,24 +186,73 @@ std::optional<nlohmann::json> read_json_file(const std::string &path, const char
   }
 }
 
+/// The workload lines of --workloads (none without it), or why not (printed).
+std::optional<std::vector<json>> read_workloads(const std::string &path, int &code) {
+  if (path.empty()) return std::vector<json>{};
+  auto text = util::read_file(path, 256u << 20);
+  if (!text) {
+    fmt::print(stderr, "ptxbench: cannot read the workloads {}: {}\n", path, text.error());
+    code = kExitEnvironment;
+    return std::nullopt;
+  }
+  auto parsed = tasks::flashinfer::parse_workloads_jsonl(*text, path);
+  if (!parsed) {
+    fmt::print(stderr, "ptxbench: {}\n", parsed.error());
+    code = kExitUsage;
+    return std::nullopt;
+  }
+  return std::move(*parsed);
+}
+
+/// Where --output writes the task (empty: stdout; a folder: the id is known after the import). A .json
+/// file names the task: its stem becomes `options.id`. Nullopt, with why printed, on a bad --output.
+std::optional<std::filesystem::path> import_output(const ImportCliOptions &o,
+                                                   tasks::flashinfer::ImportOptions &options) {
+  if (o.output.empty()) return std::filesystem::path();
+  std::error_code ec;
+  const std::filesystem::path out(o.output);
+  if (std::filesystem::is_directory(out, ec) || o.output.back() == '/') return out;
+  if (out.extension() != ".json") {
+    fmt::print(stderr, "ptxbench: --output {}: a task file ends in .json (or name a folder)\n", o.output);
+    return std::nullopt;
+  }
+  if (!options.id.empty() && options.id != out.stem().string()) {
+    fmt::print(stderr,
+               "ptxbench: --id {} differs from the output file's name {} (a task's id is its file "
+               "stem)\n",
+               options.id, out.filename().string());
+    return std::nullopt;
+  }
+  options.id = out.stem().string();
+  return out;
+}
+
+/// The imported task file on stdout, or written to `out_file` (a folder: <id>.json in it).
+int write_imported_task(const tasks::flashinfer::Imported &imported, std::filesystem::path out_file,
+                        const Task &templ) {
+  for (const auto &note : imported.notes) fmt::print(stderr, "note: {}\n", note);
+  const std::string text = tasks::flashinfer::task_file_text(imported.task);
+  if (out_file.empty()) {
+    fmt::print("{}", text);
+    return kExitOk;
+  }
+  if (out_file.extension() != ".json") out_file /= imported.task["id"].get<std::string>() + ".json";
+  if (auto w = util::write_file_atomic(out_file, text); !w) {
+    fmt::print(stderr, "ptxbench: cannot write {}: {}\n", out_file.string(), w.error());
+    return kExitEnvironment;
+  }
+  fmt::print(stderr, "wrote {} (task {}, template {}: {} shown, {} hidden workloads)\n", out_file.string(),
+             imported.task["id"].get<std::string>(), templ.id, imported.task["workloads"].size(),
+             imported.task.value("hidden_workloads", json::array()).size());
+  return kExitOk;
+}
+
 int import_task(const ImportCliOptions &o) {
   int code = kExitOk;
   auto definition = read_json_file(o.definition, "definition", code);
   if (!definition) return code;
-  std::vector<json> lines;
-  if (!o.workloads.empty()) {
-    auto text = util::read_file(o.workloads, 256u << 20);
-    if (!text) {
-      fmt::print(stderr, "ptxbench: cannot read the workloads {}: {}\n", o.workloads, text.error());
-      return kExitEnvironment;
-    }
-    auto parsed = tasks::flashinfer::parse_workloads_jsonl(*text, o.workloads);
-    if (!parsed) {
-      fmt::print(stderr, "ptxbench: {}\n", parsed.error());
-      return kExitUsage;
-    }
-    lines = std::move(*parsed);
-  }
+  auto lines = read_workloads(o.workloads, code);
+  if (!lines) return code;
   auto mapping = tasks::flashinfer::classify(*definition);
   if (!mapping) {
     fmt::print(stderr, "ptxbench: cannot import {}: {}\n", o.definition, mapping.error());
@@ -224,48 +273,14 @@ int import_task(const ImportCliOptions &o) {
     return kExitEnvironment;
   }
   tasks::flashinfer::ImportOptions options = o.import;
-  std::filesystem::path out_file;
-  if (!o.output.empty()) {
-    std::error_code ec;
-    const std::filesystem::path out(o.output);
-    if (std::filesystem::is_directory(out, ec) || o.output.back() == '/') {
-      out_file = out;  // the id is known after the import
-    } else {
-      if (out.extension() != ".json") {
-        fmt::print(stderr, "ptxbench: --output {}: a task file ends in .json (or name a folder)\n", o.output);
-        return kExitUsage;
-      }
-      if (!options.id.empty() && options.id != out.stem().string()) {
-        fmt::print(stderr,
-                   "ptxbench: --id {} differs from the output file's name {} (a task's id is its file "
-                   "stem)\n",
-                   options.id, out.filename().string());
-        return kExitUsage;
-      }
-      options.id = out.stem().string();
-      out_file = out;
-    }
-  }
-  auto imported = tasks::flashinfer::import_definition(*definition, lines, *templ, options);
+  auto out_file = import_output(o, options);
+  if (!out_file) return kExitUsage;
+  auto imported = tasks::flashinfer::import_definition(*definition, *lines, *templ, options);
   if (!imported) {
     fmt::print(stderr, "ptxbench: cannot import {}: {}\n", o.definition, imported.error());
     return kExitUsage;
   }
-  for (const auto &note : imported->notes) fmt::print(stderr, "note: {}\n", note);
-  const std::string text = tasks::flashinfer::task_file_text(imported->task);
-  if (out_file.empty()) {
-    fmt::print("{}", text);
-    return kExitOk;
-  }
-  if (out_file.extension() != ".json") out_file /= imported->task["id"].get<std::string>() + ".json";
-  if (auto w = util::write_file_atomic(out_file, text); !w) {
-    fmt::print(stderr, "ptxbench: cannot write {}: {}\n", out_file.string(), w.error());
-    return kExitEnvironment;
-  }
-  fmt::print(stderr, "wrote {} (task {}, template {}: {} shown, {} hidden workloads)\n", out_file.string(),
-             imported->task["id"].get<std::string>(), templ->id, imported->task["workloads"].size(),
-             imported->task.value("hidden_workloads", json::array()).size());
-  return kExitOk;
+  return write_imported_task(*imported, *out_file, *templ);
 }
 
 int export_task(const ExportCliOptions &o) {

@@ -452,8 +452,12 @@ std::string render_trajectory_text(const TrajectoryPage &p, std::optional<int> o
   return out;
 }
 
-std::string render_trajectory_html(const TrajectoryPage &p, std::string_view back_href) {
-  using detail::html_escape;
+namespace {
+
+using detail::html_escape;
+
+/// The page head (title, style sheet), the back link and the trajectory's summary line and turn index.
+std::string trajectory_head_html(const TrajectoryPage &p, std::string_view back_href) {
   std::string h =
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>" +
@@ -481,74 +485,91 @@ std::string render_trajectory_html(const TrajectoryPage &p, std::string_view bac
   h += ".</p>\n<p>Turns:";
   for (const auto &v : p.turns)
     h += fmt::format(" <a href=\"#turn-{0}\">{0}: {1}</a>", v.turn, html_escape(v.status));
-  h += "</p>\n";
-  auto badge = [](std::string_view name, const std::optional<bool> &b) {
-    return fmt::format("<span class=\"badge {}\">{}: {}</span>",
-                       !b   ? "na"
-                       : *b ? "yes"
-                            : "no",
-                       name, axis_text(b));
-  };
-  for (const auto &v : p.turns) {
-    h += fmt::format(
-        "<section class=\"turn\" id=\"turn-{0}\" data-status=\"{1}\"><h2>Turn {0}: <span "
-        "class=\"st\">{1}</span></h2>\n<p class=\"axes\">",
-        v.turn, html_escape(v.status));
-    h += badge("correct", v.correct) + badge("targets executed", v.targets_executed);
-    if (v.generalizes) h += badge("generalizes", v.generalizes);
-    h += fmt::format("<span class=\"badge {}\">speedup: {}</span></p>\n", v.speedup ? "yes" : "na",
-                     v.speedup ? fmt::format("{:.3f}x", *v.speedup) : "not measured");
-    h += fmt::format("<h3>Feedback received{}</h3><pre class=\"feedback\">{}</pre>\n",
-                     v.turn == 0 ? " (the task)" : "", html_escape(v.feedback_received));
-    if (!v.reasoning.empty())
-      h += fmt::format(
-          "<details class=\"reasoning\"><summary>Reasoning ({} "
-          "characters)</summary><pre>{}</pre></details>\n",
-          v.reasoning.size(), html_escape(v.reasoning));
-    if (!v.request_error.empty())
-      h += "<h3>Request failed</h3><pre>" + html_escape(v.request_error) + "</pre>\n";
-    if (v.kernel.empty()) {
-      if (v.request_error.empty())
-        h +=
-            "<h3>No kernel parsed from the answer</h3><pre>" + html_escape(clip(v.answer, 4000)) + "</pre>\n";
-    } else {
-      if (!v.previous_kernel_turn) {
-        h += fmt::format("<h3>Kernel ({}), first of the trajectory</h3>", html_escape(v.language));
-      } else if (v.kernel_unchanged) {
-        h += fmt::format("<h3>Kernel ({}): unchanged since turn {}</h3>", html_escape(v.language),
-                         *v.previous_kernel_turn);
-      } else {
-        h += fmt::format("<h3>Kernel ({}), diff against turn {}</h3><pre class=\"diff\">",
-                         html_escape(v.language), *v.previous_kernel_turn);
-        for (auto line : split_lines(v.kernel_diff)) {
-          const char *cls = line.starts_with("+ ")   ? "add"
-                            : line.starts_with("- ") ? "del"
-                            : line.starts_with("@@") ? "fold"
-                                                     : "";
-          h += *cls ? fmt::format("<span class=\"{}\">{}</span>", cls, html_escape(line))
-                    : html_escape(line) + "\n";
-        }
-        h += "</pre>";
-      }
-      h += fmt::format(
-          "<details class=\"kernel\"{}><summary>Full kernel ({} lines)</summary><pre>{}</pre></details>\n",
-          // open only for a first kernel short enough not to bury the rest of the page
-          !v.previous_kernel_turn && split_lines(v.kernel).size() <= 80 ? " open" : "",
-          split_lines(v.kernel).size(), html_escape(v.kernel));
+  return h + "</p>\n";
+}
+
+std::string badge(std::string_view name, const std::optional<bool> &b) {
+  return fmt::format("<span class=\"badge {}\">{}: {}</span>",
+                     !b   ? "na"
+                     : *b ? "yes"
+                          : "no",
+                     name, axis_text(b));
+}
+
+/// The turn's kernel: its diff against the previous kernel (or a note that it is unchanged or the first),
+/// then the full text folded.
+std::string kernel_html(const TurnView &v) {
+  std::string h;
+  if (!v.previous_kernel_turn) {
+    h += fmt::format("<h3>Kernel ({}), first of the trajectory</h3>", html_escape(v.language));
+  } else if (v.kernel_unchanged) {
+    h += fmt::format("<h3>Kernel ({}): unchanged since turn {}</h3>", html_escape(v.language),
+                     *v.previous_kernel_turn);
+  } else {
+    h += fmt::format("<h3>Kernel ({}), diff against turn {}</h3><pre class=\"diff\">",
+                     html_escape(v.language), *v.previous_kernel_turn);
+    for (auto line : split_lines(v.kernel_diff)) {
+      const char *cls = line.starts_with("+ ")   ? "add"
+                        : line.starts_with("- ") ? "del"
+                        : line.starts_with("@@") ? "fold"
+                                                 : "";
+      h += *cls ? fmt::format("<span class=\"{}\">{}</span>", cls, html_escape(line))
+                : html_escape(line) + "\n";
     }
-    h += "<h3>Verdict</h3><ul class=\"fig\">";
-    for (const auto &s : v.stages) h += "<li>" + html_escape(s) + "</li>";
-    h += "</ul><ul class=\"fig figures\">";
-    for (const auto &f : v.figures) h += "<li>" + html_escape(f) + "</li>";
-    h += "<li>times: " + html_escape(times_text(v)) + "</li><li>usage: " + html_escape(tokens_text(v)) +
-         "</li>";
-    if (!v.stop_reason.empty()) h += "<li>stopped: " + html_escape(v.stop_reason) + "</li>";
-    h += "</ul>\n";
-    if (!v.feedback_given.empty())
-      h += "<details class=\"given\"><summary>Feedback sent back for the next turn</summary><pre>" +
-           html_escape(v.feedback_given) + "</pre></details>\n";
-    h += "</section>\n";
+    h += "</pre>";
   }
+  h += fmt::format(
+      "<details class=\"kernel\"{}><summary>Full kernel ({} lines)</summary><pre>{}</pre></details>\n",
+      // open only for a first kernel short enough not to bury the rest of the page
+      !v.previous_kernel_turn && split_lines(v.kernel).size() <= 80 ? " open" : "",
+      split_lines(v.kernel).size(), html_escape(v.kernel));
+  return h;
+}
+
+/// One turn: its axes, the feedback it got, reasoning, kernel, verdict and the feedback it gave.
+std::string turn_section_html(const TurnView &v) {
+  std::string h = fmt::format(
+      "<section class=\"turn\" id=\"turn-{0}\" data-status=\"{1}\"><h2>Turn {0}: <span "
+      "class=\"st\">{1}</span></h2>\n<p class=\"axes\">",
+      v.turn, html_escape(v.status));
+  h += badge("correct", v.correct) + badge("targets executed", v.targets_executed);
+  if (v.generalizes) h += badge("generalizes", v.generalizes);
+  h += fmt::format("<span class=\"badge {}\">speedup: {}</span></p>\n", v.speedup ? "yes" : "na",
+                   v.speedup ? fmt::format("{:.3f}x", *v.speedup) : "not measured");
+  h += fmt::format("<h3>Feedback received{}</h3><pre class=\"feedback\">{}</pre>\n",
+                   v.turn == 0 ? " (the task)" : "", html_escape(v.feedback_received));
+  if (!v.reasoning.empty())
+    h += fmt::format(
+        "<details class=\"reasoning\"><summary>Reasoning ({} "
+        "characters)</summary><pre>{}</pre></details>\n",
+        v.reasoning.size(), html_escape(v.reasoning));
+  if (!v.request_error.empty())
+    h += "<h3>Request failed</h3><pre>" + html_escape(v.request_error) + "</pre>\n";
+  if (v.kernel.empty()) {
+    if (v.request_error.empty())
+      h += "<h3>No kernel parsed from the answer</h3><pre>" + html_escape(clip(v.answer, 4000)) + "</pre>\n";
+  } else {
+    h += kernel_html(v);
+  }
+  h += "<h3>Verdict</h3><ul class=\"fig\">";
+  for (const auto &s : v.stages) h += "<li>" + html_escape(s) + "</li>";
+  h += "</ul><ul class=\"fig figures\">";
+  for (const auto &f : v.figures) h += "<li>" + html_escape(f) + "</li>";
+  h +=
+      "<li>times: " + html_escape(times_text(v)) + "</li><li>usage: " + html_escape(tokens_text(v)) + "</li>";
+  if (!v.stop_reason.empty()) h += "<li>stopped: " + html_escape(v.stop_reason) + "</li>";
+  h += "</ul>\n";
+  if (!v.feedback_given.empty())
+    h += "<details class=\"given\"><summary>Feedback sent back for the next turn</summary><pre>" +
+         html_escape(v.feedback_given) + "</pre></details>\n";
+  return h + "</section>\n";
+}
+
+}  // namespace
+
+std::string render_trajectory_html(const TrajectoryPage &p, std::string_view back_href) {
+  std::string h = trajectory_head_html(p, back_href);
+  for (const auto &v : p.turns) h += turn_section_html(v);
   return h + "</body></html>\n";
 }
 

@@ -132,52 +132,127 @@ std::optional<SanitizerFrame> parse_sanitizer_frame(std::string_view text) {
   return f;
 }
 
-std::vector<Diagnostic> sanitizer_reports(std::string_view output, const SassListing &listing,
-                                          int max_reports, const SanitizerSource *source) {
-  std::vector<std::string_view> source_lines;
-  if (source) {
-    std::string_view t = source->text;
-    for (std::size_t pos = 0; pos <= t.size();) {
-      std::size_t nl = t.find('\n', pos);
-      if (nl == std::string_view::npos) nl = t.size();
-      source_lines.push_back(t.substr(pos, nl - pos));
-      pos = nl + 1;
+namespace {
+
+std::vector<std::string_view> lines_of(std::string_view t) {
+  std::vector<std::string_view> lines;
+  for (std::size_t pos = 0; pos <= t.size();) {
+    std::size_t nl = t.find('\n', pos);
+    if (nl == std::string_view::npos) nl = t.size();
+    lines.push_back(t.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  return lines;
+}
+
+/// Reads compute-sanitizer's "========= " lines into one diagnostic per report: its header, then its
+/// device frames and access details, without the host backtrace.
+class ReportReader {
+ public:
+  ReportReader(const SassListing &listing, int max_reports, const SanitizerSource *source)
+      : listing_(listing), max_reports_(max_reports), source_(source) {
+    if (source_) source_lines_ = lines_of(source_->text);
+  }
+
+  /// One output line; false once `max_reports` reports are kept (the rest need not be read).
+  bool read(std::string_view line) {
+    if (!line.starts_with("========= ")) return true;
+    std::string_view body = line.substr(10);
+    const bool continuation = !body.empty() && body.front() == ' ';
+    body = trim(body);
+    if (body.empty()) return true;
+    if (!continuation) {
+      flush();
+      if (static_cast<int>(out_.size()) >= max_reports_) return false;
+      start_report(body);
+    } else {
+      continue_report(body);
+    }
+    return true;
+  }
+
+  std::vector<Diagnostic> finish() {
+    flush();
+    return std::move(out_);
+  }
+
+ private:
+  void flush() {
+    if (in_report_ && static_cast<int>(out_.size()) < max_reports_) {
+      if (current_.text.size() > kMaxReportChars)
+        current_.text = current_.text.substr(0, kMaxReportChars) + "...";
+      out_.push_back(std::move(current_));
+    }
+    current_ = Diagnostic{"error", "", std::nullopt};
+    in_report_ = false;
+    host_backtrace_ = false;
+  }
+
+  void start_report(std::string_view body) {
+    if (body.starts_with("ERROR SUMMARY") || body.starts_with("COMPUTE-SANITIZER") ||
+        body.starts_with("RACECHECK SUMMARY") || body.starts_with("LEAK SUMMARY") ||
+        body.starts_with("Program hit") || body.starts_with("Saved host backtrace") ||
+        body.starts_with("Target application returned"))
+      return;
+    in_report_ = true;
+    // A racecheck header names its first access: "... Write access at f+0x1b0 in k.ptx:12".
+    if (auto f = parse_sanitizer_frame(body); f && !f->lead.empty())
+      current_.text = describe(*f);
+    else
+      current_.text = std::string(body);
+  }
+
+  void continue_report(std::string_view body) {
+    if (!in_report_ || host_backtrace_) return;
+    if (body.starts_with("Saved host backtrace") || body.starts_with("Host Frame")) {
+      host_backtrace_ = true;
+      return;
+    }
+    // A quoted PTX line already ends in ';'.
+    const std::string separator = current_.text.ends_with(';') ? " " : "; ";
+    if (auto f = parse_sanitizer_frame(body)) {
+      current_.text += separator + describe(*f);
+    } else if (body.starts_with("by thread") || body.starts_with("Address") || body.starts_with("Access") ||
+               body.starts_with("and is") || body.starts_with("Read") || body.starts_with("Write")) {
+      current_.text += separator + std::string(body);
     }
   }
-  std::vector<Diagnostic> out;
-  Diagnostic current;
-  bool in_report = false;
-  bool host_backtrace = false;  // the rest of the report is host frames
-  auto flush = [&] {
-    if (in_report && static_cast<int>(out.size()) < max_reports) {
-      if (current.text.size() > kMaxReportChars)
-        current.text = current.text.substr(0, kMaxReportChars) + "...";
-      out.push_back(std::move(current));
-    }
-    current = Diagnostic{"error", "", std::nullopt};
-    in_report = false;
-    host_backtrace = false;
-  };
-  // "at f+0x1f0 (SASS ST.E); at PTX line 57: st.global.f32 [%rd9], %f3;"
-  auto describe = [&](const SanitizerFrame &f) {
+
+  /// "at f+0x1f0 (SASS ST.E); at PTX line 57: st.global.f32 [%rd9], %f3;"
+  std::string describe(const SanitizerFrame &f) {
     std::string text = fmt::format("{}{}+0x{:x}",
                                    f.caller         ? "called from "
                                    : f.lead.empty() ? "at "
                                                     : f.lead + " at ",
                                    f.function, f.offset);
-    if (const SassInstruction *i = listing.find(symbol_of(f.function), f.offset))
+    if (const SassInstruction *i = listing_.find(symbol_of(f.function), f.offset))
       text += " (SASS " + i->opcode + ")";
     if (!f.rest.empty()) text += " " + f.rest;
     if (f.line == 0) return text;
-    const bool ours = source && last_path_part(f.file) == last_path_part(source->file_name) &&
-                      f.line <= static_cast<int>(source_lines.size());
+    const bool ours = source_ && last_path_part(f.file) == last_path_part(source_->file_name) &&
+                      f.line <= static_cast<int>(source_lines_.size());
     if (!ours) return text + fmt::format(" in {}:{}", last_path_part(f.file), f.line);
-    std::string_view quoted = trim(source_lines[static_cast<std::size_t>(f.line - 1)]);
+    std::string_view quoted = trim(source_lines_[static_cast<std::size_t>(f.line - 1)]);
     if (quoted.size() > kMaxQuotedChars) quoted = quoted.substr(0, kMaxQuotedChars);
-    if (!current.line) current.line = f.line;
-    return text + fmt::format("; at {} line {}: {}", source->label, f.line, quoted);
-  };
+    if (!current_.line) current_.line = f.line;
+    return text + fmt::format("; at {} line {}: {}", source_->label, f.line, quoted);
+  }
 
+  const SassListing &listing_;
+  const int max_reports_;
+  const SanitizerSource *source_;
+  std::vector<std::string_view> source_lines_;
+  std::vector<Diagnostic> out_;
+  Diagnostic current_;
+  bool in_report_ = false;
+  bool host_backtrace_ = false;  // the rest of the report is host frames
+};
+
+}  // namespace
+
+std::vector<Diagnostic> sanitizer_reports(std::string_view output, const SassListing &listing,
+                                          int max_reports, const SanitizerSource *source) {
+  ReportReader reader(listing, max_reports, source);
   std::size_t pos = 0;
   while (pos < output.size()) {
     std::size_t nl = output.find('\n', pos);
@@ -185,43 +260,9 @@ std::vector<Diagnostic> sanitizer_reports(std::string_view output, const SassLis
     std::string_view line = output.substr(pos, nl - pos);
     pos = nl + 1;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (!line.starts_with("========= ")) continue;
-    std::string_view body = line.substr(10);
-    const bool continuation = !body.empty() && body.front() == ' ';
-    body = trim(body);
-    if (body.empty()) continue;
-    if (!continuation) {
-      flush();
-      if (static_cast<int>(out.size()) >= max_reports) break;
-      if (body.starts_with("ERROR SUMMARY") || body.starts_with("COMPUTE-SANITIZER") ||
-          body.starts_with("RACECHECK SUMMARY") || body.starts_with("LEAK SUMMARY") ||
-          body.starts_with("Program hit") || body.starts_with("Saved host backtrace") ||
-          body.starts_with("Target application returned"))
-        continue;
-      in_report = true;
-      // A racecheck header names its first access: "... Write access at f+0x1b0 in k.ptx:12".
-      if (auto f = parse_sanitizer_frame(body); f && !f->lead.empty())
-        current.text = describe(*f);
-      else
-        current.text = std::string(body);
-      continue;
-    }
-    if (!in_report || host_backtrace) continue;
-    if (body.starts_with("Saved host backtrace") || body.starts_with("Host Frame")) {
-      host_backtrace = true;
-      continue;
-    }
-    // A quoted PTX line already ends in ';'.
-    const std::string separator = current.text.ends_with(';') ? " " : "; ";
-    if (auto f = parse_sanitizer_frame(body)) {
-      current.text += separator + describe(*f);
-    } else if (body.starts_with("by thread") || body.starts_with("Address") || body.starts_with("Access") ||
-               body.starts_with("and is") || body.starts_with("Read") || body.starts_with("Write")) {
-      current.text += separator + std::string(body);
-    }
+    if (!reader.read(line)) break;
   }
-  flush();
-  return out;
+  return reader.finish();
 }
 
 }  // namespace ptxbench::evaluator::detail

@@ -436,10 +436,8 @@ std::string profile_section(const Report &r) {
   return h + "</table>\n";
 }
 
-}  // namespace
-
-std::string render_html_report(const Report &r) {
-  const auto &ps = r.options.fast_thresholds;
+/// The document head (title, style sheet) and the run sources line.
+std::string page_head(const Report &r) {
   std::string h =
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
@@ -466,85 +464,102 @@ std::string render_html_report(const Report &r) {
       "counts once the trajectory reached it at any turn so far. fast_p = status ok, correct and speedup "
       "&gt; p.</p>\n",
       r.models.size(), r.tasks.size(), r.turns);
+  return h;
+}
 
-  h += "<h2>Summary (end of "
-       "trajectory)</h2>\n<table><tr><th>model</th><th>task</th><th>trajectories</th><th>compile</th>"
-       "<th>correct</th><th>executed</th><th>generalizes</th>";
+/// One summary row: a model × task group at the end of its trajectories.
+std::string summary_row(const GroupReport &g, const std::vector<double> &ps) {
+  // Without a GPU run the GPU axes were not measured; a 0% there would read as the model's failure.
+  const bool nm = gpu_unmeasured(g);
+  auto gpu_pct = [&](int num) { return nm ? std::string("not measured") : pct_ci(num, g.trajectories); };
+  // Hidden workloads: right on all of them, of the trajectories whose kernel was checked there.
+  const std::string generalizes = nm ? std::string("not measured")
+                                  : g.generalization_checked
+                                      ? fmt::format("{}/{} {}", g.generalizing, g.generalization_checked,
+                                                    pct_ci(g.generalizing, g.generalization_checked))
+                                      : std::string("—");
+  std::string h = fmt::format(
+      "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+      html_escape(g.model), html_escape(g.task), g.trajectories, pct_ci(g.end.compiled, g.trajectories),
+      gpu_pct(g.end.correct), gpu_pct(g.end.executed), generalizes);
+  for (std::size_t i = 0; i < ps.size(); ++i) h += "<td>" + gpu_pct(g.end.fast[i]) + "</td>";
+  auto pass1 = [nm](const std::map<int, double> &m, const std::map<int, Interval> &cis) {
+    if (nm) return std::string("not measured");
+    auto it = m.find(1);
+    if (it == m.end()) return std::string("—");
+    auto c = cis.find(1);
+    return with_ci(fmt::format("{:.3f}", it->second),
+                   c == cis.end() ? std::nullopt : std::optional<Interval>(c->second), 3, "");
+  };
+  h += fmt::format("<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                   pass1(g.pass_correct, g.pass_correct_ci), pass1(g.pass_fast1, g.pass_fast1_ci),
+                   g.geomean_speedup
+                       ? with_ci(fmt::format("{:.3f}x", *g.geomean_speedup), g.geomean_speedup_ci, 3, "x")
+                       : "—",
+                   g.best_speedup ? fmt::format("{:.3f}x", *g.best_speedup) : "—",
+                   g.tokens_per_success ? fmt::format("{:.0f}", *g.tokens_per_success) : "—",
+                   usd(g.cost_per_trajectory), usd(g.cost_per_success));
+  return h;
+}
+
+std::string summary_section(const Report &r) {
+  const auto &ps = r.options.fast_thresholds;
+  std::string h =
+      "<h2>Summary (end of "
+      "trajectory)</h2>\n<table><tr><th>model</th><th>task</th><th>trajectories</th><th>compile</th>"
+      "<th>correct</th><th>executed</th><th>generalizes</th>";
   for (double p : ps) h += "<th>" + fast_label(p) + "</th>";
   h += "<th>pass@1</th><th>fast_1.0 pass@1</th><th>geomean speedup</th><th>best</th><th>tokens/success</th>"
        "<th>cost/trajectory</th><th>cost/success</th></tr>\n";
-  for (const auto &g : r.groups) {
-    // Without a GPU run the GPU axes were not measured; a 0% there would read as the model's failure.
-    const bool nm = gpu_unmeasured(g);
-    auto gpu_pct = [&](int num) { return nm ? std::string("not measured") : pct_ci(num, g.trajectories); };
-    // Hidden workloads: right on all of them, of the trajectories whose kernel was checked there.
-    const std::string generalizes = nm ? std::string("not measured")
-                                    : g.generalization_checked
-                                        ? fmt::format("{}/{} {}", g.generalizing, g.generalization_checked,
-                                                      pct_ci(g.generalizing, g.generalization_checked))
-                                        : std::string("—");
-    h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
-                     html_escape(g.model), html_escape(g.task), g.trajectories,
-                     pct_ci(g.end.compiled, g.trajectories), gpu_pct(g.end.correct), gpu_pct(g.end.executed),
-                     generalizes);
-    for (std::size_t i = 0; i < ps.size(); ++i) h += "<td>" + gpu_pct(g.end.fast[i]) + "</td>";
-    auto pass1 = [nm](const std::map<int, double> &m, const std::map<int, Interval> &cis) {
-      if (nm) return std::string("not measured");
-      auto it = m.find(1);
-      if (it == m.end()) return std::string("—");
-      auto c = cis.find(1);
-      return with_ci(fmt::format("{:.3f}", it->second),
-                     c == cis.end() ? std::nullopt : std::optional<Interval>(c->second), 3, "");
-    };
-    h += fmt::format("<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                     pass1(g.pass_correct, g.pass_correct_ci), pass1(g.pass_fast1, g.pass_fast1_ci),
-                     g.geomean_speedup
-                         ? with_ci(fmt::format("{:.3f}x", *g.geomean_speedup), g.geomean_speedup_ci, 3, "x")
-                         : "—",
-                     g.best_speedup ? fmt::format("{:.3f}x", *g.best_speedup) : "—",
-                     g.tokens_per_success ? fmt::format("{:.0f}", *g.tokens_per_success) : "—",
-                     usd(g.cost_per_trajectory), usd(g.cost_per_success));
-  }
+  for (const auto &g : r.groups) h += summary_row(g, ps);
   h += "</table>\n";
   h += fmt::format(
       "<p class=\"note\">[lo–hi] = 95% interval: Wilson for rates; percentile bootstrap over trajectories "
       "(resampled within each model × task pair) for pass@k and the geomean speedup: {} resamples, seed "
       "<span id=\"seed\">{}</span>.</p>\n",
       r.options.bootstrap.resamples, r.options.bootstrap.seed);
+  return h;
+}
 
-  if (!r.comparisons.empty()) {
-    h += "<h2>Model comparison (A − B, paired bootstrap 95% interval)</h2>\n<table "
-         "class=\"cmp\"><tr><th>A</th>"
-         "<th>B</th><th>task</th><th>pairs</th><th>pass@1 A</th><th>pass@1 B</th><th>pass@1 A−B</th>"
-         "<th>fast_1.0 A</th><th>fast_1.0 B</th><th>fast_1.0 A−B</th></tr>\n";
-    auto diff = [](double d, const std::optional<Interval> &ci) {
-      if (!ci) return fmt::format("{:+.3f}", d);
-      const bool sig = ci->lo > 0 || ci->hi < 0;
-      return fmt::format("<span class=\"{}\">{:+.3f}</span> <span class=\"ci\">[{:+.3f}, {:+.3f}]</span>",
-                         sig ? "sig" : "nsig", d, ci->lo, ci->hi);
-    };
-    const auto rate = [](double v, int measured) {
-      return measured > 0 ? fmt::format("{:.3f}", v) : std::string("<span class=\"nm\">not measured</span>");
-    };
-    for (const auto &c : r.comparisons) {
-      for (const auto &row : c.rows) {
-        const bool both = row.measured_a > 0 && row.measured_b > 0;
-        h += fmt::format(
-            "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
-            "td><td>{}</td><td>{}</td></tr>\n",
-            row.task == "all" ? " class=\"all\"" : "", html_escape(c.model_a), html_escape(c.model_b),
-            html_escape(row.task), row.pairs, rate(row.pass1_a, row.measured_a),
-            rate(row.pass1_b, row.measured_b), both ? diff(row.pass1_diff, row.pass1_diff_ci) : "—",
-            rate(row.fast1_a, row.measured_a), rate(row.fast1_b, row.measured_b),
-            both ? diff(row.fast1_diff, row.fast1_diff_ci) : "—");
-      }
+std::string comparison_section(const Report &r) {
+  if (r.comparisons.empty()) return "";
+  std::string h =
+      "<h2>Model comparison (A − B, paired bootstrap 95% interval)</h2>\n<table "
+      "class=\"cmp\"><tr><th>A</th>"
+      "<th>B</th><th>task</th><th>pairs</th><th>pass@1 A</th><th>pass@1 B</th><th>pass@1 A−B</th>"
+      "<th>fast_1.0 A</th><th>fast_1.0 B</th><th>fast_1.0 A−B</th></tr>\n";
+  auto diff = [](double d, const std::optional<Interval> &ci) {
+    if (!ci) return fmt::format("{:+.3f}", d);
+    const bool sig = ci->lo > 0 || ci->hi < 0;
+    return fmt::format("<span class=\"{}\">{:+.3f}</span> <span class=\"ci\">[{:+.3f}, {:+.3f}]</span>",
+                       sig ? "sig" : "nsig", d, ci->lo, ci->hi);
+  };
+  const auto rate = [](double v, int measured) {
+    return measured > 0 ? fmt::format("{:.3f}", v) : std::string("<span class=\"nm\">not measured</span>");
+  };
+  for (const auto &c : r.comparisons) {
+    for (const auto &row : c.rows) {
+      const bool both = row.measured_a > 0 && row.measured_b > 0;
+      h += fmt::format(
+          "<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</"
+          "td><td>{}</td><td>{}</td></tr>\n",
+          row.task == "all" ? " class=\"all\"" : "", html_escape(c.model_a), html_escape(c.model_b),
+          html_escape(row.task), row.pairs, rate(row.pass1_a, row.measured_a),
+          rate(row.pass1_b, row.measured_b), both ? diff(row.pass1_diff, row.pass1_diff_ci) : "—",
+          rate(row.fast1_a, row.measured_a), rate(row.fast1_b, row.measured_b),
+          both ? diff(row.fast1_diff, row.fast1_diff_ci) : "—");
     }
-    h += "</table>\n<p class=\"note\">Bold differences: the interval excludes 0. Pairs: same task and sample "
-         "index; pass@1 = share of trajectories correct at the end.</p>\n";
   }
+  h += "</table>\n<p class=\"note\">Bold differences: the interval excludes 0. Pairs: same task and sample "
+       "index; pass@1 = share of trajectories correct at the end.</p>\n";
+  return h;
+}
 
-  // Per-turn curves: one chart per axis, one line per model (over all tasks).
-  h += "<h2>Per-turn curves (all tasks, cumulative over trajectories)</h2>\n<div class=\"charts\">\n";
+/// Per-turn curves: one chart per axis, one line per model (over all tasks).
+std::string curves_section(const Report &r) {
+  const auto &ps = r.options.fast_thresholds;
+  std::string h =
+      "<h2>Per-turn curves (all tasks, cumulative over trajectories)</h2>\n<div class=\"charts\">\n";
   struct Axis {
     std::string name;
     bool gpu;  ///< measured by a GPU stage (compile is a CPU stage: measured in every run)
@@ -572,11 +587,11 @@ std::string render_html_report(const Report &r) {
     }
     h += line_chart(name, r.turns, series) + "\n";
   }
-  h += "</div>\n<p class=\"note\">Error bars: Wilson 95% intervals.</p>\n<h2>pass@1 per model</h2>\n<div "
-       "class=\"charts\">" +
-       pass1_chart(r) + "</div>\n<h2>Speedup distribution per model</h2>\n<div class=\"charts\">" +
-       speedup_chart(r) + "</div>\n" + profile_section(r);
+  h += "</div>\n<p class=\"note\">Error bars: Wilson 95% intervals.</p>\n";
+  return h;
+}
 
+std::string taxonomy_section(const Report &r) {
   std::set<std::string> seen;
   for (const auto &g : r.groups)
     for (const auto &m : g.failures_by_turn)
@@ -588,14 +603,16 @@ std::string render_html_report(const Report &r) {
     if (seen.erase(st)) statuses.push_back(st);
   }
   statuses.insert(statuses.end(), seen.begin(), seen.end());
-  h += "<h2>Failure taxonomy (verdict status of each attempt)</h2>\n<div class=\"charts\">\n";
+  std::string h = "<h2>Failure taxonomy (verdict status of each attempt)</h2>\n<div class=\"charts\">\n";
   for (const auto &m : r.models) {
     if (const GroupReport *g = r.find_model(m)) h += taxonomy_chart(m, *g, statuses) + "\n";
   }
-  h += "</div>\n";
+  return h + "</div>\n";
+}
 
-  // Cost and request times.
-  h += "<h2>Cost and time</h2>\n";
+/// Cost and request times.
+std::string cost_section(const Report &r) {
+  std::string h = "<h2>Cost and time</h2>\n";
   if (r.prices.empty())
     h += "<p class=\"note\">No prices in the run config (\"prices\": USD per million prompt / completion "
          "tokens "
@@ -615,43 +632,48 @@ std::string render_html_report(const Report &r) {
         g.mean_request_seconds ? fmt::format("{:.2f}", *g.mean_request_seconds) : "—",
         g.mean_ttft_seconds ? fmt::format("{:.2f}", *g.mean_ttft_seconds) : "—");
   }
-  h += "</table>\n";
+  return h + "</table>\n";
+}
 
-  // A repairs run (`ptxbench repairs`): the teacher's fix rates and what a kept example cost.
-  if (r.repairs) {
-    const RepairOutcomes &o = *r.repairs;
-    h += fmt::format(
-        "<h2>Repairs: the teacher's fix rate</h2>\n<p class=\"note\">A trajectory (student failure × teacher "
-        "sample) is fixed when a turn is correct, executed its target instructions and reached the run's "
-        "target with status ok. {} trajectories over {} student failures; {} failures fixed by at least one "
-        "sample. Wilson 95% intervals.</p>\n",
-        o.trajectories, o.seeds, o.seeds_fixed);
-    auto rows = [&](const std::string &title, const auto &groups) {
-      h += fmt::format("<table><tr><th>{}</th><th>fixed</th><th>trajectories</th><th>fix rate</th></tr>\n",
-                       html_escape(title));
-      for (const auto &[key, c] : groups)
-        h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                         html_escape(fmt::format("{}", key)), c.fixed, c.trajectories,
-                         pct_ci(c.fixed, c.trajectories));
-      h += "</table>\n";
-    };
-    rows("failure category", o.by_category);
-    rows("task", o.by_task);
-    rows("student model", o.by_student_model);
-    const auto tokens = o.tokens_per_kept_example();
-    h += fmt::format(
-        "<table><tr><th>kept examples</th><th>reasoning: teacher / synthesized / none</th><th>tokens</th>"
-        "<th>tokens per kept example</th><th>cost</th><th>cost per kept example</th></tr>\n<tr><td>{}</td>"
-        "<td>{} / {} / {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>\n",
-        o.all.fixed, o.reasoning_from_teacher, o.reasoning_synthesized, o.reasoning_missing,
-        o.prompt_tokens + o.completion_tokens, tokens ? fmt::format("{:.0f}", *tokens) : "—", usd(o.cost_usd),
-        usd(o.cost_per_kept_example()));
-  }
+/// A repairs run (`ptxbench repairs`): the teacher's fix rates and what a kept example cost.
+std::string repairs_section(const Report &r) {
+  if (!r.repairs) return "";
+  const RepairOutcomes &o = *r.repairs;
+  std::string h = fmt::format(
+      "<h2>Repairs: the teacher's fix rate</h2>\n<p class=\"note\">A trajectory (student failure × teacher "
+      "sample) is fixed when a turn is correct, executed its target instructions and reached the run's "
+      "target with status ok. {} trajectories over {} student failures; {} failures fixed by at least one "
+      "sample. Wilson 95% intervals.</p>\n",
+      o.trajectories, o.seeds, o.seeds_fixed);
+  auto rows = [&](const std::string &title, const auto &groups) {
+    h += fmt::format("<table><tr><th>{}</th><th>fixed</th><th>trajectories</th><th>fix rate</th></tr>\n",
+                     html_escape(title));
+    for (const auto &[key, c] : groups)
+      h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                       html_escape(fmt::format("{}", key)), c.fixed, c.trajectories,
+                       pct_ci(c.fixed, c.trajectories));
+    h += "</table>\n";
+  };
+  rows("failure category", o.by_category);
+  rows("task", o.by_task);
+  rows("student model", o.by_student_model);
+  const auto tokens = o.tokens_per_kept_example();
+  h += fmt::format(
+      "<table><tr><th>kept examples</th><th>reasoning: teacher / synthesized / none</th><th>tokens</th>"
+      "<th>tokens per kept example</th><th>cost</th><th>cost per kept example</th></tr>\n<tr><td>{}</td>"
+      "<td>{} / {} / {}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>\n",
+      o.all.fixed, o.reasoning_from_teacher, o.reasoning_synthesized, o.reasoning_missing,
+      o.prompt_tokens + o.completion_tokens, tokens ? fmt::format("{:.0f}", *tokens) : "—", usd(o.cost_usd),
+      usd(o.cost_per_kept_example()));
+  return h;
+}
 
-  // Every trajectory, linked to its page: one row per model × task, one link per sample, a square per turn.
-  h += "<h2>Trajectories</h2>\n<p class=\"note\">One square per turn, coloured by its verdict status; open a "
-       "trajectory for its turns (feedback, reasoning, kernel diff, verdict).</p>\n<table class=\"traj\">"
-       "<tr><th>model</th><th>task</th><th>trajectories</th></tr>\n";
+/// Every trajectory, linked to its page: one row per model × task, one link per sample, a square per turn.
+std::string trajectories_section(const Report &r) {
+  std::string h =
+      "<h2>Trajectories</h2>\n<p class=\"note\">One square per turn, coloured by its verdict status; open a "
+      "trajectory for its turns (feedback, reasoning, kernel diff, verdict).</p>\n<table class=\"traj\">"
+      "<tr><th>model</th><th>task</th><th>trajectories</th></tr>\n";
   std::map<std::pair<std::string, std::string>, std::vector<const TrajectoryPage *>> by_pair;
   for (const auto &p : r.pages) by_pair[{p.model, p.task_id}].push_back(&p);
   for (const auto &[key, pages] : by_pair) {
@@ -667,12 +689,31 @@ std::string render_html_report(const Report &r) {
     }
     h += "</td></tr>\n";
   }
-  h += "</table>\n";
-  if (!r.warnings.empty()) {
-    h += "<h2>Warnings</h2><ul class=\"warn\">";
-    for (const auto &w : r.warnings) h += "<li>" + html_escape(w) + "</li>";
-    h += "</ul>\n";
-  }
+  return h + "</table>\n";
+}
+
+std::string warnings_section(const Report &r) {
+  if (r.warnings.empty()) return "";
+  std::string h = "<h2>Warnings</h2><ul class=\"warn\">";
+  for (const auto &w : r.warnings) h += "<li>" + html_escape(w) + "</li>";
+  return h + "</ul>\n";
+}
+
+}  // namespace
+
+std::string render_html_report(const Report &r) {
+  std::string h = page_head(r);
+  h += summary_section(r);
+  h += comparison_section(r);
+  h += curves_section(r);
+  h += "<h2>pass@1 per model</h2>\n<div class=\"charts\">" + pass1_chart(r) +
+       "</div>\n<h2>Speedup distribution per model</h2>\n<div class=\"charts\">" + speedup_chart(r) +
+       "</div>\n" + profile_section(r);
+  h += taxonomy_section(r);
+  h += cost_section(r);
+  h += repairs_section(r);
+  h += trajectories_section(r);
+  h += warnings_section(r);
   h += "<p>Tables in report.md; data in summary.csv, by_turn.csv, pass_at_k.csv, failures.csv, "
        "speedups.csv, profiles.csv, comparison.csv.</p>\n";
   return h + "</body></html>\n";
