@@ -83,10 +83,6 @@ util::Expected<RepairSeed> RepairSeed::from_json(const nlohmann::json &j) {
 
 namespace {
 
-const Json *object_at(const Json &j, const char *key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_object() ? &*it : nullptr;
-}
 std::string string_at(const Json &j, const char *key) {
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -125,12 +121,12 @@ FeedbackRegenerator default_feedback_regenerator() {
     std::map<std::string, std::vector<tasks::Task>> tasks;        // task dir -> tasks
   };
   auto cache = std::make_shared<Cache>();
-  return [cache](const traces::TurnRecord &record, const Json &run_json) -> std::optional<std::string> {
+  return [cache](const traces::TurnRecord &record,
+                 const traces::RunRecord &run) -> std::optional<std::string> {
     const Json *verdict_json = record.verdict_object();
     if (!verdict_json) return std::nullopt;
-    const Json *config = object_at(run_json, "config");
-    std::string prompt_dir = config ? string_at(*config, "prompt_dir") : "";
-    std::string task_dir = config ? string_at(*config, "task_dir") : "";
+    std::string prompt_dir = string_at(run.config, "prompt_dir");  // the config stays JSON (RunConfig's)
+    std::string task_dir = string_at(run.config, "task_dir");
     if (prompt_dir.empty()) prompt_dir = PromptBuilder::default_dir().string();
     if (task_dir.empty()) task_dir = tasks::default_task_dir().string();
     std::lock_guard lock(cache->mutex);
@@ -230,8 +226,7 @@ std::size_t read_candidates(const std::vector<traces::LoadedRun> &students,
   std::size_t records = 0;
   for (const auto &run : students) {
     records += run.turns.size();
-    const std::string run_id =
-        string_at(run.run, "run_id").empty() ? run.dir.filename().string() : string_at(run.run, "run_id");
+    const std::string run_id = run.run.run_id.empty() ? run.dir.filename().string() : run.run.run_id;
     // A turn resume sent again after a request failure has two records: the later one counts.
     std::map<std::pair<std::string, int>, const traces::TurnRecord *> latest;
     for (const auto &r : run.turns) {

@@ -79,9 +79,9 @@ struct RepairSelection {
 };
 
 /// The feedback a student would have been sent after `record` (its last turn carries none); nullopt when
-/// it cannot be rebuilt. `run_json` is the student run's run.json.
-using FeedbackRegenerator = std::function<std::optional<std::string>(const traces::TurnRecord &record,
-                                                                     const nlohmann::json &run_json)>;
+/// it cannot be rebuilt. `run` is the student run's run.json.
+using FeedbackRegenerator =
+    std::function<std::optional<std::string>(const traces::TurnRecord &record, const traces::RunRecord &run)>;
 /// Rebuilds feedback with the student run's prompt templates and tasks (its config's prompt_dir and
 /// task_dir, else the defaults) from the recorded verdict.
 FeedbackRegenerator default_feedback_regenerator();

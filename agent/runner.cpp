@@ -82,15 +82,18 @@ util::Expected<std::unique_ptr<Runner>> Runner::resume(const fs::path &dir, RunS
                                                        RunOptions options) {
   auto loaded = traces::load_run(dir);
   if (!loaded) return util::unexpected(loaded.error());
-  if (!loaded->run.contains("config") || !loaded->run.contains("tasks")) {
+  if (!loaded->run_error.empty())
+    return util::unexpected(fmt::format("{}: {}; cannot resume", dir.string(), loaded->run_error));
+  const traces::RunRecord &recorded = loaded->run;
+  if (recorded.config.is_null() || !recorded.tasks) {
     return util::unexpected(
         fmt::format("{}: run.json is missing or has no config; cannot resume", dir.string()));
   }
-  auto config = parse_run_config(loaded->run["config"], (dir / "run.json").string() + ": config", dir);
+  auto config = parse_run_config(recorded.config, (dir / "run.json").string() + ": config", dir);
   if (!config) return util::unexpected(config.error());
-  config->tasks = loaded->run["tasks"].get<std::vector<std::string>>();
+  config->tasks = *recorded.tasks;
   config->out_dir = dir;
-  config->shard = shard_spec_from_run_json(loaded->run);
+  config->shard = shard_spec_of(recorded);
   // A cut-short last line (killed mid-write) must go before we append.
   auto cut = traces::truncate_partial_tail(dir / "trajectories.jsonl");
   if (!cut) return util::unexpected(cut.error());
@@ -100,10 +103,8 @@ util::Expected<std::unique_ptr<Runner>> Runner::resume(const fs::path &dir, RunS
   impl->services = std::move(services);
   impl->options = options;
   impl->dir = dir;
-  impl->run_id = loaded->run.value("run_id", "");
-  impl->run_json = loaded->run;
-  if (!impl->run_json.contains("resumes") || !impl->run_json["resumes"].is_array())
-    impl->run_json["resumes"] = Json::array();
+  impl->run_id = recorded.run_id;
+  impl->run_record = recorded;  // its unknown keys (`extra`) are written back
   if (auto ok = impl->setup(true, &*loaded); !ok) return util::unexpected(ok.error());
   for (const auto &w : loaded->warnings) impl->progress->message("note: " + w);
   if (impl->retried_request_failures > 0)
@@ -172,23 +173,22 @@ RunResult Runner::Impl::result_of(double wall_seconds) {
   result.wall_seconds = wall_seconds;
   result.verdicts_made = verdicts_made.load();
   result.verdicts_reused = verdicts_reused.load();
-  Json busy = Json::object();
+  traces::ThroughputRecord throughput;
   for (int g : gpus) {
     const double b = result.wall_seconds > 0 ? gpu_busy_s[g] / result.wall_seconds : 0;
     result.gpu_busy_fraction[g] = b;
-    busy[std::to_string(g)] = b;
+    throughput.gpu_busy_fraction[std::to_string(g)] = b;
   }
   const double gpu_hours = result.wall_seconds / 3600.0 * static_cast<double>(gpus.size());
   if (gpu_enabled && gpu_hours > 0)
     result.verdicts_per_gpu_hour = (result.verdicts_made + result.verdicts_reused) / gpu_hours;
   // run.json keeps the latest session's figures (a resume overwrites them).
-  run_json["throughput"] = {
-      {"wall_seconds", result.wall_seconds},
-      {"gpu_busy_fraction", busy},
-      {"verdicts_made", result.verdicts_made},
-      {"verdicts_reused", result.verdicts_reused},
-      {"verdicts_per_gpu_hour", gpu_enabled ? Json(result.verdicts_per_gpu_hour) : Json(nullptr)}};
-  (void)util::write_file_atomic(dir / "run.json", run_json.dump(2) + "\n");
+  throughput.wall_seconds = result.wall_seconds;
+  throughput.verdicts_made = result.verdicts_made;
+  throughput.verdicts_reused = result.verdicts_reused;
+  if (gpu_enabled) throughput.verdicts_per_gpu_hour = result.verdicts_per_gpu_hour;
+  run_record.throughput = std::move(throughput);
+  (void)util::write_file_atomic(dir / "run.json", run_record.to_json().dump(2) + "\n");
   return result;
 }
 

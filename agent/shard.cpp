@@ -129,27 +129,19 @@ int effective_max_in_flight(const RunConfig &config, int endpoint_max) {
   return std::max(1, endpoint_max / std::max(1, config.shard->count));
 }
 
-nlohmann::json shard_json(const ShardSpec &spec, const std::string &hash, std::size_t cells,
-                          std::size_t cells_total) {
-  return {{"index", spec.index},
-          {"count", spec.count},
-          {"config_hash", hash},
-          {"cells", cells},
-          {"cells_total", cells_total},
-          {"split", "cells ranked by (fnv1a64(identity), identity); rank r -> shard r mod count"}};
+traces::ShardRecord shard_record(const ShardSpec &spec, const std::string &hash, std::size_t cells,
+                                 std::size_t cells_total) {
+  return {.index = spec.index,
+          .count = spec.count,
+          .config_hash = hash,
+          .cells = static_cast<std::int64_t>(cells),
+          .cells_total = static_cast<std::int64_t>(cells_total),
+          .split = "cells ranked by (fnv1a64(identity), identity); rank r -> shard r mod count"};
 }
 
-std::optional<ShardSpec> shard_spec_from_run_json(const nlohmann::json &run_json) {
-  if (!run_json.is_object()) return std::nullopt;
-  auto it = run_json.find("shard");
-  if (it == run_json.end() || !it->is_object()) return std::nullopt;
-  const auto index = it->find("index");
-  const auto count = it->find("count");
-  if (index == it->end() || count == it->end() || !index->is_number_integer() || !count->is_number_integer())
-    return std::nullopt;
-  ShardSpec spec{index->get<int>(), count->get<int>()};
-  if (spec.count < 1 || spec.index < 0 || spec.index >= spec.count) return std::nullopt;
-  return spec;
+std::optional<ShardSpec> shard_spec_of(const traces::RunRecord &run) {
+  if (!run.shard) return std::nullopt;
+  return ShardSpec{run.shard->index, run.shard->count};
 }
 
 std::uint64_t shard_run_seed(const std::string &run_id) {

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "traces/run_record.hpp"
 #include "util/expected.hpp"
 
 namespace ptxbench::agent {
@@ -65,11 +66,11 @@ std::string config_hash(const RunConfig &config);
 /// shard (the default); with in_flight_scope "run", the limit divided by the shard count (at least 1).
 int effective_max_in_flight(const RunConfig &config, int endpoint_max);
 
-/// run.json's "shard" object: {index, count, config_hash, cells, cells_total, split}.
-nlohmann::json shard_json(const ShardSpec &spec, const std::string &config_hash, std::size_t cells,
-                          std::size_t cells_total);
-/// Reads run.json's "shard" object back (nullopt when the run is not a shard or the object is malformed).
-std::optional<ShardSpec> shard_spec_from_run_json(const nlohmann::json &run_json);
+/// run.json's `shard`: {index, count, config_hash, cells, cells_total, split}.
+traces::ShardRecord shard_record(const ShardSpec &spec, const std::string &config_hash, std::size_t cells,
+                                 std::size_t cells_total);
+/// The shard a run.json records (nullopt when the run is not a shard; RunRecord::from_json checked it).
+std::optional<ShardSpec> shard_spec_of(const traces::RunRecord &run);
 
 /// The run seed (evaluator::EvaluatorSettings::run_seed) of a shard whose config gives none: a hash of the
 /// run id, so every shard of the run fills the same inputs. (`slurm submit` writes a drawn seed into the

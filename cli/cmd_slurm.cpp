@@ -295,7 +295,8 @@ int run_merge(const std::vector<std::string> &dirs, const std::string &out) {
     fmt::print(stderr, "ptxbench merge: {}\n", ok.error());
     return kExitEnvironment;
   }
-  fmt::print("Merged {} records of run {} into {}\n", run.turns.size(), run.run.value("run_id", "?"), out);
+  fmt::print("Merged {} records of run {} into {}\n", run.turns.size(),
+             run.run.run_id.empty() ? "?" : run.run.run_id, out);
   return kExitOk;
 }
 

@@ -525,6 +525,77 @@ TEST_CASE("loop: one run seed per run: drawn, recorded, in every evaluation's se
   CHECK(agent::shard_run_seed("cfg-0123") < (std::uint64_t{1} << 53));
 }
 
+TEST_CASE("loop: resume keeps run.json's resumes history, its run seed and keys this version does not know") {
+  ScratchDir tmp;
+  auto script = std::make_shared<Script>();
+  std::atomic<int> interrupts{0};
+  script->delay = std::chrono::milliseconds(5);
+  script->answer = [&](const llm::ChatRequest &) -> util::Expected<llm::ChatResponse, llm::ChatError> {
+    if (script->calls >= 3) interrupts = 1;
+    return text("BROKEN");
+  };
+  agent::RunOptions o = quiet();
+  o.interrupts = &interrupts;
+  auto runner = agent::Runner::start(base_config(tmp.dir / "run", 1, 2, 3), fake_services(script), o);
+  REQUIRE(runner);
+  CHECK((*runner)->run().end == agent::RunEnd::interrupted);
+  const fs::path run_json = tmp.dir / "run" / "run.json";
+  Json first = Json::parse(slurp(run_json));
+  const auto seed = first["run_seed"].get<std::uint64_t>();
+  first["from_a_later_version"] = {{"kept", true}};  // unknown keys survive a resume's rewrite
+  first["program"]["build_host"] = "h1";
+  const auto rewrite = [&](const Json &j) {
+    std::ofstream out(run_json, std::ios::trunc);
+    out << j.dump(2);
+  };
+  rewrite(first);
+
+  std::atomic<int> none{0};
+  agent::RunOptions o2 = quiet();
+  o2.interrupts = &none;
+  Json first_resume;
+  for (int session = 1; session <= 2; ++session) {  // the second finds nothing left to do
+    auto resumed = agent::Runner::resume(tmp.dir / "run", fake_services(script), o2);
+    REQUIRE(resumed);
+    CHECK((*resumed)->run().end == agent::RunEnd::completed);
+    if (session == 1) first_resume = Json::parse(slurp(run_json))["resumes"][0];
+  }
+  auto run = traces::load_run(tmp.dir / "run");
+  REQUIRE(run);
+  REQUIRE(run->run_error.empty());
+  const traces::RunRecord &r = run->run;
+  CHECK(r.run_seed == seed);
+  CHECK(r.created_at == first["created_at"].get<std::string>());
+  REQUIRE(r.resumes.size() == 2);
+  CHECK(r.resumes[0].at <= r.resumes[1].at);
+  CHECK(r.resumes[0].gpu_stages->reason == "disabled by --no-gpu");
+  CHECK(r.extra["from_a_later_version"]["kept"] == true);
+  CHECK(r.program->extra["build_host"] == "h1");
+  CHECK(r.throughput);
+  CHECK(Json::parse(slurp(run_json))["resumes"][0] == first_resume);  // history is appended, never rewritten
+
+  // A malformed field refuses the resume, naming it; the file is left as it was.
+  Json bad = Json::parse(slurp(run_json));
+  bad["run_seed"] = "seven";
+  rewrite(bad);
+  auto refused = agent::Runner::resume(tmp.dir / "run", fake_services(script), o2);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().find("run.json: run_seed: ") != std::string::npos);
+  CHECK(refused.error().find("cannot resume") != std::string::npos);
+  CHECK(Json::parse(slurp(run_json))["run_seed"] == "seven");
+
+  // A run.json made before run seeds were recorded gets the seed of the session that resumes it.
+  bad.erase("run_seed");
+  rewrite(bad);
+  auto old = agent::Runner::resume(tmp.dir / "run", fake_services(script), o2);
+  REQUIRE(old);
+  (*old)->run();
+  const Json after = Json::parse(slurp(run_json));
+  CHECK(after["run_seed"].is_number_unsigned());
+  CHECK(after["run_seed"] != 0);
+  CHECK(after["resumes"].size() == 3);
+}
+
 TEST_CASE("loop: the sampling seed is seed + sample index, and each record says which it sent") {
   ScratchDir tmp;
   auto script = std::make_shared<Script>();

@@ -235,7 +235,7 @@ TEST_CASE(
     "selection: failures only, caps per category and per task, strata by turn, recorded seed, coverage") {
   traces::LoadedRun run;
   run.dir = "/runs/student";
-  run.run = {{"run_id", "student-run"}};
+  run.run.run_id = "student-run";
   // gemm_a: 5 compile errors over turns 0 and 1, 2 incorrect; gemm_b: 3 compile errors, 1 correct but targets
   // not executed, 1 no_kernel. Plus what is not a failure: ok+executed, skipped GPU, a failed request.
   for (int i = 0; i < 3; ++i)
@@ -264,7 +264,7 @@ TEST_CASE(
 
   int regenerated = 0;
   agent::FeedbackRegenerator regen = [&](const traces::TurnRecord &record,
-                                         const Json &) -> std::optional<std::string> {
+                                         const traces::RunRecord &) -> std::optional<std::string> {
     ++regenerated;
     if (record.trajectory_id == "stu/gemm_b/4") return std::string("REBUILT FEEDBACK");
     return std::nullopt;
@@ -452,7 +452,7 @@ TEST_CASE(
       REQUIRE(first.repair_of);
       const traces::RepairOf &of = *first.repair_of;
       // The record names the student run, trajectory and turn it repairs; the category is the student's.
-      CHECK(of.student_run_id == students[0].run["run_id"]);
+      CHECK(of.student_run_id == students[0].run.run_id);
       const traces::TurnRecord *student =
           student_record(students[0], of.student_trajectory_id, of.student_turn);
       REQUIRE(student != nullptr);
@@ -661,6 +661,6 @@ TEST_CASE(
     }
     CHECK(after->turns.size() > recorded);
     // A resumed repairs run keeps its repairs config, so the seeds come back from run.json.
-    CHECK(after->run["config"]["repairs"]["seeds_hash"] == config.repairs->seeds_hash);
+    CHECK(after->run.config["repairs"]["seeds_hash"] == config.repairs->seeds_hash);
   }
 }

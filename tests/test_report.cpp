@@ -571,7 +571,7 @@ TEST_CASE(
     "report: without a GPU the GPU axes say \"not measured\"; request failures are not model failures") {
   LoadedRun run;
   run.dir = "no-gpu-run";
-  run.run = {{"run_id", "r"}};
+  run.run.run_id = "r";
   for (auto [sample, failed] : {std::pair{0, false}, std::pair{1, false}, std::pair{2, true}})
     run.turns.push_back(TurnRecord::from_json(no_gpu_record("gemm_a", sample, failed)));
   auto report = build_report({run});
@@ -591,7 +591,7 @@ TEST_CASE(
 TEST_CASE("report: the generalization column counts trajectories checked on hidden workloads") {
   LoadedRun run;
   run.dir = "hidden-run";
-  run.run = {{"run_id", "r"}};
+  run.run.run_id = "r";
   // Three trajectories, correct on the shown workload: right on the hidden ones, wrong there, not checked.
   const std::optional<bool> outcomes[] = {true, false, std::nullopt};
   for (int sample = 0; sample < 3; ++sample) {
@@ -633,7 +633,7 @@ TEST_CASE("report: the generalization column counts trajectories checked on hidd
 TEST_CASE("report: borderline attempts counted per model; show gives every workload's margin") {
   LoadedRun run;
   run.dir = "edge-run";
-  run.run = {{"run_id", "r"}};
+  run.run.run_id = "r";
   // Four trajectories: correct near the edge, incorrect near the edge, correct with room, no margin recorded.
   const nlohmann::json margin_near = {
       {"tensors", nlohmann::json::array({{{"tensor", "C"}, {"max_error_ratio", 0.93}, {"trial", 2}}})},
@@ -704,7 +704,7 @@ TEST_CASE("report: borderline attempts counted per model; show gives every workl
   // A run without any borderline attempt has no such section.
   LoadedRun plain;
   plain.dir = "plain-run";
-  plain.run = {{"run_id", "r"}};
+  plain.run.run_id = "r";
   plain.turns.push_back(TurnRecord::from_json(no_gpu_record("gemm_a", 0, false)));
   auto plain_report = build_report({plain});
   REQUIRE(plain_report);
@@ -737,7 +737,7 @@ TEST_CASE("report --compare: each model's generalization rate on the paired task
 TEST_CASE("trajectory view: show gives the multiply-add work outside the targets, per family") {
   LoadedRun run;
   run.dir = "decoy-run";
-  run.run = {{"run_id", "r"}};
+  run.run.run_id = "r";
   // A decoy (mma.sync doing the GEMM beside wgmma), an honest wgmma kernel, a verdict without the record.
   const nlohmann::json decoy = {
       {"workload_flops", 1e11},
@@ -777,7 +777,7 @@ TEST_CASE("trajectory view: show gives the multiply-add work outside the targets
 TEST_CASE("trajectory view: show gives a failed workload's row through the correctness codec") {
   LoadedRun run;
   run.dir = "incorrect-run";
-  run.run = {{"run_id", "r"}};
+  run.run.run_id = "r";
   const nlohmann::json rows = nlohmann::json::array(
       {{{"name", "M=4096"}, {"trials", 3}, {"passed", 3}},
        {{"name", "M=3000"},
@@ -809,7 +809,7 @@ TEST_CASE("trajectory view: show gives a failed workload's row through the corre
 TEST_CASE("trajectory view: show gives each target's executions through the execution codec") {
   LoadedRun run;
   run.dir = "targets-run";
-  run.run = {{"run_id", "r"}};
+  run.run.run_id = "r";
   const nlohmann::json counted = {{"targets", nlohmann::json::array({{{"name", "wgmma"},
                                                                       {"sass_families", {"HGMMA"}},
                                                                       {"present_in_sass", true},
@@ -907,7 +907,7 @@ TEST_CASE("report: bound unit and tensor pipe over the final correct attempts; u
 
   LoadedRun run;
   run.dir = "profiled-run";
-  run.run = {{"run_id", "r"}};
+  run.run.run_id = "r";
   auto add = [&](const nlohmann::json &r) { run.turns.push_back(TurnRecord::from_json(r)); };
   add(gpu_record("m", 0, 0, true, p_tensor));
   add(gpu_record("m", 1, 0, true, p_dram));  // sample 1: the final correct attempt is turn 1, not this
@@ -1013,7 +1013,7 @@ TEST_CASE("report: runs without profiles say \"not profiled\", never 0%") {
   // A mixed group: the profiled attempt's figures, the other one counted apart.
   LoadedRun run;
   run.dir = "mixed";
-  run.run = {{"run_id", "r"}};
+  run.run.run_id = "r";
   run.turns.push_back(TurnRecord::from_json(gpu_record("m", 0, 0, true, profile_stage_fixture())));
   run.turns.push_back(TurnRecord::from_json(gpu_record("m", 1, 0, true, nullptr)));
   auto mixed = build_report({run});
@@ -1039,7 +1039,7 @@ TEST_CASE("report HTML: axes never measured (no GPU stage ran) are a label, not 
   cpu["trajectory_id"] = "cpu/gemm_a/0";
   LoadedRun run;
   run.dir = "cpu-and-gpu";
-  run.run = {{"run_id", "r"}};
+  run.run.run_id = "r";
   run.turns.push_back(TurnRecord::from_json(cpu));
   run.turns.push_back(TurnRecord::from_json(gpu_record("gpu", 0, 0, true, nullptr)));
   auto report = build_report({run});
@@ -1062,7 +1062,7 @@ TEST_CASE("report HTML: axes never measured (no GPU stage ran) are a label, not 
   // A CPU-only run: every GPU chart is a label, compile keeps its line.
   LoadedRun cpu_only;
   cpu_only.dir = "cpu-only";
-  cpu_only.run = {{"run_id", "r"}};
+  cpu_only.run.run_id = "r";
   cpu_only.turns.push_back(TurnRecord::from_json(cpu));
   auto only = build_report({cpu_only});
   REQUIRE(only);

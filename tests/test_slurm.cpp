@@ -232,12 +232,12 @@ TEST_CASE("sharded run: three shards do disjoint work that together equals one p
     run_to_end(c);
     auto shard = traces::load_run(top / fmt::format("shard-{}", i));
     REQUIRE(shard);
-    REQUIRE(shard->run.contains("shard"));
-    CHECK(shard->run["shard"]["index"] == i);
-    CHECK(shard->run["shard"]["count"] == 3);
-    CHECK(shard->run["shard"]["config_hash"] == agent::config_hash(small_config(top)));
-    CHECK(shard->run["shard"]["cells_total"] == 12);
-    cells += shard->run["shard"]["cells"].get<std::size_t>();
+    REQUIRE(shard->run.shard);
+    CHECK(shard->run.shard->index == i);
+    CHECK(shard->run.shard->count == 3);
+    CHECK(shard->run.shard->config_hash == agent::config_hash(small_config(top)));
+    CHECK(shard->run.shard->cells_total == 12);
+    cells += static_cast<std::size_t>(shard->run.shard->cells.value_or(0));
     for (const auto &r : shard->turns) run_ids.insert(r.run_id);
   }
   CHECK(cells == 12);
@@ -248,8 +248,9 @@ TEST_CASE("sharded run: three shards do disjoint work that together equals one p
   CHECK(loaded->warnings.empty());
   REQUIRE(loaded->runs.size() == 1);
   CHECK(cells_of(loaded->runs[0]) == expected);
-  CHECK_FALSE(loaded->runs[0].run.contains("shard"));
-  CHECK(loaded->runs[0].run["shards"]["present"].size() == 3);
+  CHECK_FALSE(loaded->runs[0].run.shard);
+  REQUIRE(loaded->runs[0].run.shards);
+  CHECK(loaded->runs[0].run.shards->present.size() == 3);
 
   // A shard cut short resumes on its own cells only and ends equal.
   const fs::path shard1 = top / "shard-1";

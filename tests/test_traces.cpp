@@ -1,5 +1,6 @@
 // Run-directory writer and reader: append + fsync, partial tails, disk full; the typed turn record's
-// round trip through JSON (recorded lines read back and written again keep every field).
+// round trip through JSON (recorded lines read back and written again keep every field); run.json's typed
+// RunRecord (round trip, the committed fixtures, unknown keys kept, malformed fields named).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -13,6 +14,7 @@
 
 #include "support/support.hpp"
 #include "traces/record.hpp"
+#include "traces/run_record.hpp"
 
 using namespace ptxbench;
 namespace fs = std::filesystem;
@@ -38,7 +40,7 @@ TEST_CASE("appended records load back in order") {
   { std::ofstream(dir.path() / "run.json") << R"({"run_id": "r1"})"; }
   auto run = traces::load_run(dir.path());
   REQUIRE(run);
-  CHECK(run->run["run_id"] == "r1");
+  CHECK(run->run.run_id == "r1");
   REQUIRE(run->turns.size() == 5);
   for (int i = 0; i < 5; ++i) CHECK(run->turns[static_cast<std::size_t>(i)].turn == i);
   // A field this version does not know survives the round trip.
@@ -303,4 +305,153 @@ TEST_CASE("fields of the wrong type read as absent; a record without its identit
   const auto ok = traces::TurnRecord::from_json(
       {{"format_version", 1}, {"model", "m"}, {"task_id", "t"}, {"sample", 0}, {"turn", 100001}});
   CHECK_FALSE(ok.has_identity);  // turn out of range
+}
+
+// ---------------------------------------------------------------- run.json
+
+namespace {
+
+/// A run.json as the runner writes one for a shard that was resumed once, through an evaluation service,
+/// with keys no version writes (top level and nested): the reader must keep them.
+nlohmann::json full_run_json() {
+  const nlohmann::json gpu_off = {{"enabled", false}, {"reason", "evaluated by the service at http://s"}};
+  return {{"format_version", 1},
+          {"run_id", "run-7"},
+          {"created_at", "2026-12-01T10:00:00Z"},
+          {"program", {{"name", "ptxbench"}, {"version", "0.1.0"}, {"git_revision", "abc1234"}}},
+          {"config", {{"turns", 3}, {"prices", {{"m", {{"prompt_usd_per_mtok", 1.0}}}}}}},
+          {"tasks", {"gemm_a", "attn_b"}},
+          {"evaluator_settings", {{"run_seed", 77}}},
+          {"gpu_stages", gpu_off},
+          {"environment", {{"gpu", "no GPU: none"}, {"cuda_toolkit_at_build", "13.0"}}},
+          {"resumes",
+           {{{"at", "2026-12-01T11:00:00Z"},
+             {"program_version", "0.1.0"},
+             {"git_revision", "abc1234"},
+             {"gpu_stages", {{"enabled", true}, {"gpus", {0, 1}}}},
+             {"environment", {{"device_count", 2}}},
+             {"note_from_a_later_version", true}}}},
+          {"config_hash", "0123456789abcdef"},
+          {"run_seed", 77},
+          {"evaluator_service",
+           {{"url", "http://s"},
+            {"authenticated", true},
+            {"deadline_seconds", 900.0},
+            {"retry_seconds", 300.0},
+            {"in_flight", 8},
+            {"version", "0.1.0"},
+            {"gpu_stages", nullptr},
+            {"token_env", "TOKEN"}}},
+          {"shard",
+           {{"index", 1},
+            {"count", 2},
+            {"config_hash", "0123456789abcdef"},
+            {"cells", 3},
+            {"cells_total", 6},
+            {"split", "ranked"}}},
+          {"throughput",
+           {{"wall_seconds", 12.5},
+            {"gpu_busy_fraction", {{"0", 0.5}, {"1", 0.25}}},
+            {"verdicts_made", 4},
+            {"verdicts_reused", 1},
+            {"verdicts_per_gpu_hour", nullptr}}},
+          {"a_key_from_a_later_version", {{"x", 1}}}};
+}
+
+std::string run_error_of(nlohmann::json j) {
+  auto r = traces::RunRecord::from_json(j);
+  return r ? std::string("(read without error)") : r.error();
+}
+
+}  // namespace
+
+TEST_CASE("run.json: every field and unknown keys round-trip byte for byte through RunRecord") {
+  const nlohmann::json original = full_run_json();
+  auto record = traces::RunRecord::from_json(original);
+  REQUIRE_MESSAGE(record, record.error());
+  CHECK(record->to_json().dump(2) == original.dump(2));
+  CHECK(record->run_id == "run-7");
+  CHECK(record->run_seed == std::uint64_t{77});
+  REQUIRE(record->tasks);
+  CHECK(*record->tasks == std::vector<std::string>{"gemm_a", "attn_b"});
+  REQUIRE(record->resumes.size() == 1);
+  CHECK(record->resumes[0].gpu_stages->gpus == std::vector<int>{0, 1});
+  CHECK(record->resumes[0].extra["note_from_a_later_version"] == true);
+  CHECK(record->shard->index == 1);
+  CHECK(record->shard->cells == 3);
+  CHECK(record->evaluator_service->token_env == "TOKEN");
+  CHECK_FALSE(record->throughput->verdicts_per_gpu_hour);
+  CHECK(record->throughput->gpu_busy_fraction.at("1") == 0.25);
+  CHECK(record->extra["a_key_from_a_later_version"]["x"] == 1);
+  CHECK(record->config["turns"] == 3);  // the run config stays JSON (agent's parse_run_config reads it)
+
+  // Absent optional fields stay absent; `resumes` is always written.
+  traces::RunRecord bare;
+  bare.run_id = "r";
+  CHECK(bare.to_json() == nlohmann::json{{"run_id", "r"}, {"resumes", nlohmann::json::array()}});
+  const traces::GpuStagesRecord on{.enabled = true, .gpus = {2}};
+  CHECK(nlohmann::json(on) == nlohmann::json{{"enabled", true}, {"gpus", {2}}});
+}
+
+TEST_CASE("run.json: the committed run directories load with their run.json, and write it back unchanged") {
+  int runs = 0;
+  for (const auto &entry : fs::directory_iterator(fs::path(PTXBENCH_TEST_DATA) / "runs")) {
+    if (!fs::exists(entry.path() / "run.json")) continue;
+    ++runs;
+    const std::string name = entry.path().filename().string();
+    CAPTURE(name);
+    auto run = traces::load_run(entry.path());
+    REQUIRE(run);
+    CHECK(run->run_error.empty());
+    CHECK(run->run.run_id == name);
+    CHECK(run->run.format_version == 1);
+    CHECK(run->run.config["turns"] == 3);
+    CHECK(run->run.resumes.empty());
+    CHECK_FALSE(run->run.run_seed);  // made before run seeds were recorded
+    nlohmann::json written = run->run.to_json();
+    CHECK(written["resumes"] == nlohmann::json::array());
+    written.erase("resumes");  // the one key a rewrite adds
+    CHECK(written == nlohmann::json::parse(slurp(entry.path() / "run.json")));
+  }
+  CHECK(runs >= 5);
+}
+
+TEST_CASE("run.json: a field of the wrong type or out of range is refused, naming it") {
+  nlohmann::json j = full_run_json();
+  j["run_seed"] = "seven";
+  CHECK(run_error_of(j).rfind("run_seed: ", 0) == 0);
+  j = full_run_json();
+  j["run_seed"] = -1;
+  CHECK(run_error_of(j) == "run_seed: expected an integer >= 0");
+  j = full_run_json();
+  j["tasks"] = "gemm_a";
+  CHECK(run_error_of(j).rfind("tasks: ", 0) == 0);
+  j = full_run_json();
+  j["shard"]["index"] = 2;
+  CHECK(run_error_of(j) == "shard.index: must be below count 2, got 2");
+  j = full_run_json();
+  j["resumes"][0]["gpu_stages"]["gpus"] = "0,1";
+  CHECK(run_error_of(j).rfind("resumes[0].gpu_stages.gpus: ", 0) == 0);
+  j = full_run_json();
+  j["config"] = "turns=3";
+  CHECK(run_error_of(j).rfind("config: expected an object", 0) == 0);
+  CHECK(run_error_of(nlohmann::json::array()).rfind("expected an object", 0) == 0);
+
+  // In a run directory: the records still load (reports go on), the warning and run_error name the field.
+  ScratchDir dir("traces-test");
+  traces::TrajectoryWriter writer(dir.path());
+  REQUIRE(writer.append(make_record(0)));
+  j = full_run_json();
+  j["throughput"]["verdicts_made"] = 1.5;
+  {
+    std::ofstream out(dir.path() / "run.json");
+    out << j.dump(2);
+  }
+  auto run = traces::load_run(dir.path());
+  REQUIRE(run);
+  CHECK(run->turns.size() == 1);
+  CHECK(run->run_error == "run.json: throughput.verdicts_made: expected an integer");
+  CHECK(run->run.run_id.empty());
+  REQUIRE(!run->warnings.empty());
+  CHECK(run->warnings[0].find("throughput.verdicts_made") != std::string::npos);
 }

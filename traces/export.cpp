@@ -205,8 +205,7 @@ std::string count_table(const std::string &title, const std::string &column,
 std::string selection_coverage(const std::vector<LoadedRun> &runs) {
   std::string md;
   for (const auto &run : runs) {
-    const Json *config = detail::object_field(run.run, "config");
-    const Json *repairs = config ? detail::object_field(*config, "repairs") : nullptr;
+    const Json *repairs = detail::object_field(run.run.config, "repairs");
     const Json *selection = repairs ? detail::object_field(*repairs, "selection") : nullptr;
     const Json *rows = selection ? detail::field(*selection, "coverage") : nullptr;
     if (!rows || !rows->is_array()) continue;

@@ -113,6 +113,33 @@ util::Expected<std::size_t> truncate_partial_tail(const std::filesystem::path &j
   return removed;
 }
 
+namespace {
+
+/// run.json into run.run; what cannot be read becomes a warning and run.run_error.
+void read_run_json(const std::filesystem::path &dir, LoadedRun &run) {
+  std::ifstream in(dir / "run.json", std::ios::binary);
+  if (!in) {
+    run.warnings.push_back("run.json is missing: the run's configuration and environment are unknown");
+    return;
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception &e) {  // also out_of_range (1e999)
+    run.run_error = fmt::format("run.json is not valid JSON ({})", e.what());
+  }
+  if (run.run_error.empty()) {
+    auto record = RunRecord::from_json(j);
+    if (record)
+      run.run = std::move(*record);
+    else
+      run.run_error = "run.json: " + record.error();
+  }
+  if (!run.run_error.empty()) run.warnings.push_back(run.run_error + "; ignored");
+}
+
+}  // namespace
+
 util::Expected<LoadedRun> load_run(const std::filesystem::path &dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
@@ -127,23 +154,7 @@ util::Expected<LoadedRun> load_run(const std::filesystem::path &dir) {
   }
   LoadedRun run;
   run.dir = dir;
-  run.run = nlohmann::json::object();
-
-  const auto run_json = dir / "run.json";
-  std::ifstream run_in(run_json, std::ios::binary);
-  if (!run_in) {
-    run.warnings.push_back("run.json is missing: the run's configuration and environment are unknown");
-  } else {
-    try {
-      run.run = nlohmann::json::parse(run_in);
-      if (!run.run.is_object()) {
-        run.warnings.push_back("run.json is not a JSON object; ignored");
-        run.run = nlohmann::json::object();
-      }
-    } catch (const nlohmann::json::exception &e) {  // also out_of_range (1e999)
-      run.warnings.push_back(fmt::format("run.json is not valid JSON ({}); ignored", e.what()));
-    }
-  }
+  read_run_json(dir, run);
 
   std::string line;
   int line_number = 0;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "traces/run_record.hpp"
 #include "util/expected.hpp"
 
 namespace ptxbench::traces {
@@ -182,7 +183,10 @@ std::string model_label(const TurnRecord &record);
 
 struct LoadedRun {
   std::filesystem::path dir;
-  nlohmann::json run;                 ///< run.json (empty object if missing)
+  RunRecord run;  ///< run.json; a default RunRecord when it is missing or unreadable (see run_error)
+  /// Why run.json could not be read ("run.json: shard.index: expected an integer"); "" when it was read or
+  /// is missing. Reports and exports go on without it (a warning says so); resume refuses the run.
+  std::string run_error;
   std::vector<TurnRecord> turns;      ///< every complete, parseable record
   int skipped_partial_lines = 0;      ///< truncated/unparseable lines (e.g. the tail of a killed run)
   std::vector<std::string> warnings;  ///< mixed format versions, missing run.json, ...
@@ -193,7 +197,8 @@ struct LoadedRun {
 /// may be missing). Call before appending to an existing run (resume).
 util::Expected<std::size_t> truncate_partial_tail(const std::filesystem::path &jsonl_path);
 
-/// Reads a run directory. Error only when the directory or trajectories.jsonl is missing.
+/// Reads a run directory. Error only when the directory or trajectories.jsonl is missing; a run.json that
+/// is not valid JSON or has a malformed field is a warning and `run_error`.
 util::Expected<LoadedRun> load_run(const std::filesystem::path &dir);
 
 }  // namespace ptxbench::traces

@@ -16,12 +16,13 @@ using Json = nlohmann::json;
 
 namespace {
 
-std::optional<Json> read_run_json(const fs::path &dir) {
+/// A directory's run.json, or nullopt when it is missing or unreadable (load_run says why).
+std::optional<RunRecord> read_run_json(const fs::path &dir) {
   std::ifstream in(dir / "run.json", std::ios::binary);
   if (!in) return std::nullopt;
   try {
-    Json j = Json::parse(in);
-    if (j.is_object()) return j;
+    auto record = RunRecord::from_json(Json::parse(in));
+    if (record) return std::move(*record);
   } catch (const Json::exception &) {
   }
   return std::nullopt;
@@ -43,10 +44,10 @@ fs::path canonical_or_absolute(const fs::path &p) {
 util::Expected<LoadedRun> load_shard_or_run(const fs::path &dir) {
   std::error_code ec;
   if (!fs::exists(dir / "trajectories.jsonl", ec)) {
-    if (auto run_json = read_run_json(dir); run_json && shard_info(*run_json)) {
+    if (auto record = read_run_json(dir); record && shard_info(*record)) {
       LoadedRun run;
       run.dir = dir;
-      run.run = *run_json;
+      run.run = std::move(*record);
       return run;
     }
   }
@@ -67,22 +68,10 @@ std::string describe_shard_set(const std::set<int> &present, int count) {
 
 }  // namespace
 
-std::optional<ShardInfo> shard_info(const Json &run_json) {
-  if (!run_json.is_object()) return std::nullopt;
-  auto it = run_json.find("shard");
-  if (it == run_json.end() || !it->is_object()) return std::nullopt;
-  const Json &s = *it;
-  if (!s.contains("index") || !s["index"].is_number_integer() || !s.contains("count") ||
-      !s["count"].is_number_integer())
-    return std::nullopt;
-  ShardInfo info;
-  info.index = s["index"].get<int>();
-  info.count = s["count"].get<int>();
-  if (info.count < 1 || info.index < 0 || info.index >= info.count) return std::nullopt;
-  info.run_id = run_json.value("run_id", "");
-  info.config_hash = s.value("config_hash", "");
-  if (s.contains("cells") && s["cells"].is_number_integer()) info.cells = s["cells"].get<int>();
-  return info;
+std::optional<ShardInfo> shard_info(const RunRecord &run) {
+  if (!run.shard) return std::nullopt;  // RunRecord::from_json checked index and count
+  const ShardRecord &s = *run.shard;
+  return ShardInfo{run.run_id, s.config_hash, s.index, s.count, static_cast<int>(s.cells.value_or(-1))};
 }
 
 util::Expected<std::vector<fs::path>> expand_run_dirs(const fs::path &path) {
@@ -95,9 +84,9 @@ util::Expected<std::vector<fs::path>> expand_run_dirs(const fs::path &path) {
   std::vector<std::pair<int, fs::path>> shards;
   for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
     if (!it->is_directory(ec)) continue;
-    auto run_json = read_run_json(it->path());
-    if (!run_json) continue;
-    if (auto info = shard_info(*run_json)) shards.emplace_back(info->index, it->path());
+    auto record = read_run_json(it->path());
+    if (!record) continue;
+    if (auto info = shard_info(*record)) shards.emplace_back(info->index, it->path());
   }
   if (shards.empty()) {
     return util::unexpected(
@@ -177,7 +166,7 @@ util::Expected<Grouping> group_runs(const std::vector<fs::path> &dirs) {
     auto info = shard_info(run->run);
     if (!info) {
       out.order.push_back(fmt::format("p:{}", out.plain.size()));
-      out.plain.emplace_back(run->run.value("run_id", ""), std::move(*run));
+      out.plain.emplace_back(run->run.run_id, std::move(*run));
       continue;
     }
     if (auto ok = add_shard(out, *info, std::move(*run)); !ok) return util::unexpected(ok.error());
@@ -203,16 +192,18 @@ util::Expected<LoadedRun> merge_shards(const std::string &run_id, ShardGroup &g,
                                        std::vector<std::string> &warnings) {
   LoadedRun merged;
   merged.run = g.shards.begin()->second.run;
-  merged.run.erase("shard");
-  merged.run["config_hash"] = g.config_hash;
-  Json shard_list = Json::array();
+  merged.run.shard.reset();
+  merged.run.config_hash = g.config_hash;
+  MergedShards shard_list{.count = g.count};
   std::map<std::string, fs::path> owner;  ///< trajectory id -> shard dir
   std::set<fs::path> parents;
   std::set<int> present;
   for (auto &[index, shard] : g.shards) {
     present.insert(index);
     parents.insert(canonical_or_absolute(shard.dir).parent_path());
-    shard_list.push_back({{"index", index}, {"dir", shard.dir.string()}, {"records", shard.turns.size()}});
+    shard_list.present.push_back({.index = index,
+                                  .dir = shard.dir.string(),
+                                  .records = static_cast<std::int64_t>(shard.turns.size())});
     std::set<std::string> own;
     for (const auto &r : shard.turns)
       if (!r.trajectory_id.empty()) own.insert(r.trajectory_id);
@@ -228,7 +219,7 @@ util::Expected<LoadedRun> merge_shards(const std::string &run_id, ShardGroup &g,
     merged.skipped_partial_lines += shard.skipped_partial_lines;
     for (const auto &w : shard.warnings) merged.warnings.push_back(shard.dir.string() + ": " + w);
   }
-  merged.run["shards"] = {{"count", g.count}, {"present", shard_list}};
+  merged.run.shards = std::move(shard_list);
   merged.dir = parents.size() == 1 ? *parents.begin() : g.shards.begin()->second.dir;
   if (static_cast<int>(present.size()) < g.count) {
     warnings.push_back(fmt::format("run {}: shards {} of {} are missing; its counts cover {} shard(s)",
@@ -286,7 +277,7 @@ util::Expected<void> write_run(const LoadedRun &run, const fs::path &out) {
     jsonl += r.to_json().dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
   if (auto ok = util::write_file_atomic(out / "trajectories.jsonl", jsonl); !ok)
     return util::unexpected(ok.error());
-  if (auto ok = util::write_file_atomic(out / "run.json", run.run.dump(2) + "\n"); !ok)
+  if (auto ok = util::write_file_atomic(out / "run.json", run.run.to_json().dump(2) + "\n"); !ok)
     return util::unexpected(ok.error());
   return {};
 }

@@ -23,7 +23,7 @@ struct ShardInfo {
   int count = 1;
   int cells = -1;  ///< trajectories this shard owns (-1 when run.json does not say)
 };
-std::optional<ShardInfo> shard_info(const nlohmann::json &run_json);
+std::optional<ShardInfo> shard_info(const RunRecord &run);
 
 /// The directories a path stands for: itself when it is a run directory (run.json or
 /// trajectories.jsonl), else its subdirectories whose run.json has a "shard" object, in shard order
@@ -38,7 +38,8 @@ struct LoadedRuns {
 /// Loads run directories for reports and exports. Every path is expanded (expand_run_dirs); a shard
 /// without trajectories.jsonl (not started, or owning no cell) counts as a shard with no records.
 /// The shards of one run_id become one LoadedRun (dir: their common parent, run: the lowest shard's
-/// run.json without "shard", with "shards": [{index, dir}] and "config_hash"), records in shard order.
+/// run.json without `shard`, with `shards` {count, present [{index, dir, records}]} and `config_hash`),
+/// records in shard order.
 /// Errors: shards of one run with different config hashes or shard counts; one shard index from two
 /// directories; one trajectory in two shards; shards of different runs of the same config; the same
 /// run id from two directories (a merged directory beside its shards). The same directory given

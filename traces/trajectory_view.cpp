@@ -28,8 +28,7 @@ double cost_usd(const Price &price, long long prompt_tokens, long long completio
 std::map<std::string, Price> prices_of_runs(const std::vector<LoadedRun> &runs) {
   std::map<std::string, Price> prices;
   for (const auto &run : runs) {
-    const Json *config = detail::object_field(run.run, "config");
-    const Json *table = config ? detail::object_field(*config, "prices") : nullptr;
+    const Json *table = detail::object_field(run.run.config, "prices");
     if (!table) continue;
     for (const auto &[name, entry] : table->items()) {
       auto in = detail::number_field(entry, "prompt_usd_per_mtok");

@@ -90,9 +90,10 @@ std::string random_suffix() {
   return fmt::format("{:04x}", rd() & 0xffff);
 }
 
-Json gpu_stages_json(bool enabled, const std::vector<int> &gpus, const std::string &skip_reason) {
-  return enabled ? Json{{"enabled", true}, {"gpus", gpus}}
-                 : Json{{"enabled", false}, {"reason", skip_reason}};
+traces::GpuStagesRecord gpu_stages_record(bool enabled, const std::vector<int> &gpus,
+                                          const std::string &skip_reason) {
+  return enabled ? traces::GpuStagesRecord{.enabled = true, .gpus = gpus}
+                 : traces::GpuStagesRecord{.enabled = false, .reason = skip_reason};
 }
 
 }  // namespace
@@ -181,7 +182,8 @@ util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun 
   choose_run_seed(resuming);
   if (auto ok = write_run_json(resuming, environment, cells_total); !ok) return ok;
   verdict_cache = std::make_unique<evaluator::VerdictCache>(
-      Json{{"gpu_stages", run_json.value("gpu_stages", Json())}, {"environment", environment}});
+      Json{{"gpu_stages", run_record.gpu_stages ? Json(*run_record.gpu_stages) : Json()},
+           {"environment", environment}});
   writer = std::make_unique<traces::TrajectoryWriter>(dir);
   make_progress(counts);
   return {};
@@ -221,7 +223,7 @@ Json Runner::Impl::probe_gpus() {
     // No local GPU stage: the service runs them (or says why not in each verdict).
     gpu_enabled = false;
     gpu_skip_reason = fmt::format("evaluated by the service at {}", config.evaluator_service.url);
-    environment["evaluator_service"] = service->record();
+    environment["evaluator_service"] = Json(service->record());
   } else if (!config.evaluator.run_gpu) {
     gpu_skip_reason = "disabled by --no-gpu";
   } else {
@@ -381,50 +383,45 @@ util::Expected<void> Runner::Impl::create_run_dir() {
 
 void Runner::Impl::choose_run_seed(bool resuming) {
   // Kept apart from the config, so a drawn seed changes neither the config's JSON nor its hash.
-  const auto recorded = run_json.find("run_seed");
+  const std::optional<std::uint64_t> recorded = run_record.run_seed;
   if (config.evaluator.run_seed != 0)
     run_seed = config.evaluator.run_seed;
-  else if (resuming && recorded != run_json.end() && recorded->is_number_unsigned() &&
-           recorded->get<std::uint64_t>() != 0)
-    run_seed = recorded->get<std::uint64_t>();
+  else if (resuming && recorded.value_or(0) != 0)
+    run_seed = *recorded;
   else
     run_seed = config.shard ? shard_run_seed(run_id) : evaluator::draw_run_seed();
 }
 
 util::Expected<void> Runner::Impl::write_run_json(bool resuming, const Json &environment,
                                                   std::size_t cells_total) {
+  traces::RunRecord &r = run_record;
   if (!resuming) {
-    Json task_ids = Json::array();
-    for (const auto &t : tasks) task_ids.push_back(t.id);
-    run_json = {{"format_version", traces::kFormatVersion},
-                {"run_id", run_id},
-                {"created_at", detail::iso8601_utc_now()},
-                {"program",
-                 {{"name", "ptxbench"},
-                  {"version", PTXBENCH_VERSION},
-                  {"git_revision", detail::build_git_revision()}}},
-                {"config", config.to_json()},
-                {"tasks", task_ids},
-                {"evaluator_settings", settings_with_seed(config.evaluator).to_json()},
-                {"gpu_stages", gpu_stages_json(gpu_enabled, gpus, gpu_skip_reason)},
-                {"environment", environment},
-                {"resumes", Json::array()}};
-    run_json["config_hash"] = config_hash(config);
-    run_json["run_seed"] = run_seed;
-    if (service) run_json["evaluator_service"] = service->record();
-    if (config.shard)
-      run_json["shard"] = shard_json(*config.shard, config_hash(config), trajectories.size(), cells_total);
+    r = traces::RunRecord{};
+    r.format_version = traces::kFormatVersion;
+    r.run_id = run_id;
+    r.created_at = detail::iso8601_utc_now();
+    r.program = traces::ProgramInfo{
+        .name = "ptxbench", .version = PTXBENCH_VERSION, .git_revision = detail::build_git_revision()};
+    r.config = config.to_json();
+    r.tasks.emplace();
+    for (const auto &t : tasks) r.tasks->push_back(t.id);
+    r.evaluator_settings = settings_with_seed(config.evaluator).to_json();
+    r.gpu_stages = gpu_stages_record(gpu_enabled, gpus, gpu_skip_reason);
+    r.environment = environment;
+    r.config_hash = config_hash(config);
+    r.run_seed = run_seed;
+    if (config.shard) r.shard = shard_record(*config.shard, *r.config_hash, trajectories.size(), cells_total);
   } else {
     // A run made before run seeds were recorded gets the one drawn now for the turns still to come.
-    if (!run_json.contains("run_seed")) run_json["run_seed"] = run_seed;
-    run_json["resumes"].push_back({{"at", detail::iso8601_utc_now()},
-                                   {"program_version", PTXBENCH_VERSION},
-                                   {"git_revision", detail::build_git_revision()},
-                                   {"gpu_stages", gpu_stages_json(gpu_enabled, gpus, gpu_skip_reason)},
-                                   {"environment", environment}});
-    if (service) run_json["evaluator_service"] = service->record();  // the latest session's service
+    if (!r.run_seed) r.run_seed = run_seed;
+    r.resumes.push_back({.at = detail::iso8601_utc_now(),
+                         .program_version = PTXBENCH_VERSION,
+                         .git_revision = detail::build_git_revision(),
+                         .gpu_stages = gpu_stages_record(gpu_enabled, gpus, gpu_skip_reason),
+                         .environment = environment});
   }
-  if (auto w = util::write_file_atomic(dir / "run.json", run_json.dump(2) + "\n"); !w) {
+  if (service) r.evaluator_service = service->record();  // on resume, the latest session's service
+  if (auto w = util::write_file_atomic(dir / "run.json", r.to_json().dump(2) + "\n"); !w) {
     return util::unexpected(fmt::format("cannot write {}: {}", (dir / "run.json").string(), w.error()));
   }
   return {};

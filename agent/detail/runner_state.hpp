@@ -108,7 +108,7 @@ struct Runner::Impl {
   RunOptions options;
   std::filesystem::path dir;
   std::string run_id;
-  nlohmann::json run_json;
+  traces::RunRecord run_record;  ///< run.json as written (on resume: as read, then this session's added)
   std::vector<tasks::Task> tasks;
   std::vector<Variant> arms;               ///< config.arms(): the variants, or one unnamed arm
   std::vector<PromptBuilder> arm_prompts;  ///< per arm: its templates and packs

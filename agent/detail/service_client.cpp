@@ -110,16 +110,16 @@ util::Expected<std::unique_ptr<ServiceClient>> ServiceClient::connect(const Eval
   return client;
 }
 
-json ServiceClient::record() const {
-  json j = {{"url", config_.url},
-            {"authenticated", !token_.empty()},
-            {"deadline_seconds", config_.deadline_s},
-            {"retry_seconds", config_.retry_s},
-            {"in_flight", config_.in_flight},
-            {"version", health_.value("version", "")},
-            {"gpu_stages", health_.value("gpu_stages", json())}};
-  if (!config_.token_env.empty()) j["token_env"] = config_.token_env;
-  return j;
+traces::EvaluatorServiceRecord ServiceClient::record() const {
+  traces::EvaluatorServiceRecord r{.url = config_.url,
+                                   .authenticated = !token_.empty(),
+                                   .deadline_seconds = config_.deadline_s,
+                                   .retry_seconds = config_.retry_s,
+                                   .in_flight = config_.in_flight,
+                                   .version = health_.value("version", ""),
+                                   .gpu_stages = health_.value("gpu_stages", json())};
+  if (!config_.token_env.empty()) r.token_env = config_.token_env;
+  return r;
 }
 
 util::Expected<llm::HttpResponse, ServiceFailure> ServiceClient::send(llm::HttpRequest request) const {

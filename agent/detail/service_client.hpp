@@ -16,6 +16,7 @@
 #include "agent/run_config.hpp"
 #include "evaluator/evaluator.hpp"
 #include "llm_clients/http.hpp"
+#include "traces/run_record.hpp"
 #include "util/expected.hpp"
 
 namespace ptxbench::agent::detail {
@@ -45,7 +46,7 @@ class ServiceClient {
   /// /healthz as the service answered it at connect (version, gpu_stages).
   const nlohmann::json &health() const { return health_; }
   /// For run.json: url, token_env (a name, never the token), deadline, version and GPU stages of the service.
-  nlohmann::json record() const;
+  traces::EvaluatorServiceRecord record() const;
 
  private:
   ServiceClient(EvaluatorService config, std::string token, const std::atomic<bool> *cancel)

@@ -117,7 +117,7 @@ RunIndex index_runs(const std::vector<LoadedRun> &runs) {
     t.variant = first.variant.value_or("");
     const LoadedRun &run = runs[t.run_index];
     t.run_id =
-        !first.run_id.empty() ? first.run_id : string_field(run.run, "run_id").value_or(run.dir.string());
+        !first.run_id.empty() ? first.run_id : (!run.run.run_id.empty() ? run.run.run_id : run.dir.string());
     for (auto &[turn, record] : turns) t.turns.push_back(record);
     index.trajectories.push_back(std::move(t));
   }
