@@ -192,108 +192,116 @@ double VerdictService::retry_after_locked() const {
   return std::clamp(std::ceil(wait), 1.0, 60.0);
 }
 
-void VerdictService::worker_loop() {
+std::shared_ptr<VerdictService::Evaluation> VerdictService::next_evaluation() {
   for (;;) {
-    std::shared_ptr<Evaluation> e;
-    {
-      std::unique_lock lock(mutex_);
-      work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, nothing left
-      e = queue_.front();
-      queue_.pop_front();
-      const Clock::time_point now = Clock::now();
-      if (now >= e->deadline) {
-        // Every request of it has had its timeout answer already: nothing waits for this verdict.
-        e->state = Evaluation::State::expired;
-        e->finished = now;
-        ++expired_;
-        for (const auto &id : e->request_ids) finished_order_.push_back(id);
-        auto callbacks = std::move(e->on_final);
-        lock.unlock();
-        for (auto &cb : callbacks) cb();
-        continue;
-      }
+    std::unique_lock lock(mutex_);
+    work_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return nullptr;  // stopping, nothing left
+    std::shared_ptr<Evaluation> e = queue_.front();
+    queue_.pop_front();
+    const Clock::time_point now = Clock::now();
+    if (now < e->deadline) {
       e->state = Evaluation::State::running;
       e->started = now;
       ++running_;
+      return e;
     }
-    Verdict verdict;
-    std::string error;
-    std::optional<std::string> kernel_key;
-    std::shared_ptr<evaluator::VerdictCache> cache;
-    bool leader = false;  // evaluating a kernel others may wait for (evaluating_)
-    try {
+    // Every request of it has had its timeout answer already: nothing waits for this verdict.
+    e->state = Evaluation::State::expired;
+    e->finished = now;
+    ++expired_;
+    for (const auto &id : e->request_ids) finished_order_.push_back(id);
+    auto callbacks = std::move(e->on_final);
+    lock.unlock();
+    for (auto &cb : callbacks) cb();
+  }
+}
+
+void VerdictService::evaluate_one(const std::shared_ptr<Evaluation> &e, Outcome &out) {
+  {
+    std::lock_guard lock(mutex_);
+    out.cache = cache_;
+  }
+  // Parsed once: the cache key and the evaluation both take it.
+  evaluator::ParsedCandidate parsed = evaluator::parse_candidate(*e->task, e->text, e->settings);
+  out.kernel_key = out.cache->key(*e->task, parsed, e->settings);
+  if (std::optional<Verdict> hit = out.kernel_key ? out.cache->get(*out.kernel_key) : std::nullopt) {
+    out.verdict = std::move(*hit);
+    std::lock_guard lock(mutex_);
+    ++cache_hits_;
+    return;
+  }
+  if (out.kernel_key) {
+    // The same kernel in other text being evaluated now: wait for its verdict instead of evaluating it
+    // twice (this thread goes on with the queue; the leader finishes this one).
+    std::lock_guard lock(mutex_);
+    auto [it, fresh] = evaluating_.try_emplace(*out.kernel_key, e);
+    if (!fresh) {
+      it->second->followers.push_back(e);
+      ++kernel_shared_;
+      out.following = true;
+      return;
+    }
+    out.leader = true;
+  }
+  out.verdict = evaluator::evaluate(*e->task, std::move(parsed), e->settings);
+  // A worker killed from outside is no verdict on the kernel: evaluated once more, and when that happens
+  // again the answer says so but is neither cached nor shared with later submissions.
+  if (const std::string killed = worker_killed(out.verdict); !killed.empty() && Clock::now() < e->deadline) {
+    out.verdict = evaluator::evaluate(*e->task, e->text, e->settings);
+    out.verdict.profile["service_retry"] = "evaluated again: " + killed;
+  }
+  if (!worker_killed(out.verdict).empty()) {
+    std::lock_guard lock(mutex_);
+    e->reusable = false;
+  } else if (out.kernel_key) {
+    out.cache->put(*out.kernel_key, out.verdict, fmt::format("request {}", e->request_ids.front()));
+  }
+}
+
+void VerdictService::release_followers(const std::shared_ptr<Evaluation> &e, const Outcome &out) {
+  std::vector<std::shared_ptr<Evaluation>> followers;
+  {
+    std::lock_guard lock(mutex_);
+    evaluating_.erase(*out.kernel_key);
+    followers = std::move(e->followers);
+  }
+  // Those that waited get the cached verdict; when there is none (an error, a killed worker, a verdict the
+  // machine made) they go back to the front of the queue and are evaluated themselves.
+  for (auto &f : followers) {
+    if (std::optional<Verdict> v = out.cache->get(*out.kernel_key)) {
       {
         std::lock_guard lock(mutex_);
-        cache = cache_;
-      }
-      // Parsed once: the cache key and the evaluation both take it.
-      evaluator::ParsedCandidate parsed = evaluator::parse_candidate(*e->task, e->text, e->settings);
-      kernel_key = cache->key(*e->task, parsed, e->settings);
-      std::optional<Verdict> hit = kernel_key ? cache->get(*kernel_key) : std::nullopt;
-      if (hit) {
-        verdict = std::move(*hit);
-        std::lock_guard lock(mutex_);
         ++cache_hits_;
-      } else {
-        if (kernel_key) {
-          // The same kernel in other text being evaluated now: wait for its verdict instead of evaluating
-          // it twice (this thread goes on with the queue; the leader finishes this one).
-          std::lock_guard lock(mutex_);
-          auto [it, fresh] = evaluating_.try_emplace(*kernel_key, e);
-          if (!fresh) {
-            it->second->followers.push_back(e);
-            ++kernel_shared_;
-            continue;
-          }
-          leader = true;
-        }
-        verdict = evaluator::evaluate(*e->task, std::move(parsed), e->settings);
-        // A worker killed from outside is no verdict on the kernel: evaluated once more, and when that
-        // happens again the answer says so but is neither cached nor shared with later submissions.
-        if (const std::string killed = worker_killed(verdict);
-            !killed.empty() && Clock::now() < e->deadline) {
-          verdict = evaluator::evaluate(*e->task, e->text, e->settings);
-          verdict.profile["service_retry"] = "evaluated again: " + killed;
-        }
-        if (!worker_killed(verdict).empty()) {
-          std::lock_guard lock(mutex_);
-          e->reusable = false;
-        } else if (kernel_key) {
-          cache->put(*kernel_key, verdict, fmt::format("request {}", e->request_ids.front()));
-        }
       }
+      finish(f, std::move(*v), {});
+    } else {
+      {
+        std::lock_guard lock(mutex_);
+        f->state = Evaluation::State::queued;
+        --running_;
+        queue_.push_front(f);
+      }
+      work_ready_.notify_one();
+    }
+  }
+}
+
+void VerdictService::worker_loop() {
+  while (std::shared_ptr<Evaluation> e = next_evaluation()) {
+    Outcome out;
+    std::string error;
+    try {
+      evaluate_one(e, out);  // filled as far as it got: a leader that threw still releases its followers
     } catch (const std::exception &ex) {
       error = ex.what();
       fmt::print(stderr, "ptxbench serve: internal error evaluating {} for task {}: {}\n",
                  e->request_ids.front(), e->task->id, error);
     }
-    std::vector<std::shared_ptr<Evaluation>> followers;
-    if (leader) {
-      std::lock_guard lock(mutex_);
-      evaluating_.erase(*kernel_key);
-      followers = std::move(e->followers);
-    }
-    finish(e, std::move(verdict), std::move(error));
-    // Those that waited get the cached verdict; when there is none (an error, a killed worker, a verdict
-    // the machine made) they go back to the front of the queue and are evaluated themselves.
-    for (auto &f : followers) {
-      if (std::optional<Verdict> v = cache->get(*kernel_key)) {
-        {
-          std::lock_guard lock(mutex_);
-          ++cache_hits_;
-        }
-        finish(f, std::move(*v), {});
-      } else {
-        {
-          std::lock_guard lock(mutex_);
-          f->state = Evaluation::State::queued;
-          --running_;
-          queue_.push_front(f);
-        }
-        work_ready_.notify_one();
-      }
-    }
+    if (out.following) continue;  // the leader of its kernel finishes it
+    // The leader's verdict first, so that its followers find it in the cache.
+    finish(e, std::move(out.verdict), std::move(error));
+    if (out.leader) release_followers(e, out);
   }
 }
 

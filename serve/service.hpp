@@ -116,7 +116,23 @@ class VerdictService {
  private:
   struct Evaluation;
   struct Request;
+  /// What one evaluation thread made of one Evaluation.
+  struct Outcome {
+    evaluator::Verdict verdict;
+    std::optional<std::string> kernel_key;           ///< none: the response did not parse to a kernel
+    std::shared_ptr<evaluator::VerdictCache> cache;  ///< the cache it was looked up in
+    bool leader = false;                             ///< evaluated a kernel others may wait for (evaluating_)
+    bool following = false;  ///< waits for the running evaluation of the same kernel (nothing to finish)
+  };
   void worker_loop();
+  /// The next queued evaluation still before its deadline, marked running (expired ones are finished on
+  /// the way); nullptr when stopping with nothing queued.
+  std::shared_ptr<Evaluation> next_evaluation();
+  /// The verdict of `e`: from the cache, a wait on the same kernel, or the evaluator (once more after a
+  /// worker killed from outside), into `out` as far as it gets (bugs throw).
+  void evaluate_one(const std::shared_ptr<Evaluation> &e, Outcome &out);
+  /// A leader's followers: the cached verdict, or back to the queue's front.
+  void release_followers(const std::shared_ptr<Evaluation> &e, const Outcome &out);
   void finish(const std::shared_ptr<Evaluation> &e, evaluator::Verdict verdict, std::string error);
   nlohmann::json request_json(const Request &r, Clock::time_point now) const;
   void retain(const std::string &id);
