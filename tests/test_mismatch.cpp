@@ -178,6 +178,24 @@ TEST_CASE("clustering: scattered random elements claim no residue and no block")
   CHECK_HAS(text, "128x128 blocks");
 }
 
+TEST_CASE("clustering: every element wrong is said so, without sampled ranges or blocks") {
+  const std::vector<w::NamedDim> dims = {{"B", 2}, {"H", 4}, {"S", 256}};
+  std::mt19937_64 rng(5);
+  std::vector<std::int64_t> sample;
+  for (int i = 0; i < 300; ++i) sample.push_back(static_cast<std::int64_t>(rng() % (2 * 4 * 256)));
+  // All 2048 elements are wrong; the worker kept a uniform sample of 300 of them.
+  const p::TensorMismatches t = w::analyze_mismatches("LSE", dims, 2 * 4 * 256, 0, 0, sample, {});
+  REQUIRE(t.mismatches == t.elements);
+  const std::string text = render(t);
+  CHECK_HAS(text, "- LSE: 2048 of 2048 elements wrong (100%)\n");
+  CHECK_HAS(text, "  where: every element (the whole tensor, not a tile edge or a region)\n");
+  CHECK_FALSE(has(text, "uniform sample"));
+  CHECK_FALSE(has(text, "128x128 blocks"));
+  // One element short of all: the pattern is described as before.
+  const p::TensorMismatches most = w::analyze_mismatches("LSE", dims, 2 * 4 * 256 - 1, 0, 0, sample, {});
+  CHECK_FALSE(has(render(most), "every element"));
+}
+
 TEST_CASE("clustering: never-written NaN and the worst elements, finite errors first") {
   // Rows 192..199 of M=200: the partial tile past the last full 64-row tile, never written, plus two
   // wrong values elsewhere.

@@ -113,7 +113,10 @@ std::vector<std::string> tensor_lines(const TensorMismatches &t, const tasks::Ta
 
   const tasks::Tensor *tensor = task ? task->find_tensor(t.tensor) : nullptr;
   const std::size_t rank = t.dims.size();
-  if (rank > 0) {
+  // Every element wrong: a sample's scattered indices and blocks would only suggest a pattern there is not.
+  const bool all_wrong = !coarse && t.elements > 0 && t.mismatches >= t.elements;
+  if (all_wrong) lines.push_back("  where: every element (the whole tensor, not a tile edge or a region)");
+  if (rank > 0 && !all_wrong) {
     std::vector<std::string> where, tiles;
     for (std::size_t k = 0; k < rank; ++k) {
       const std::string word = k + 1 == rank ? "column" : k + 2 == rank ? "row" : "";

@@ -69,6 +69,7 @@ void fields(IO &io, ProfilePolicy &p) {
   io("pc_sampling", p.pc_sampling);
   io("pc_sampling_budget_seconds", p.pc_sampling_budget);
   io("pc_samples", p.pc_samples, detail::Bounds{1000, 1e7});
+  io("pc_sampling_continuous_retry", p.pc_sampling_continuous_retry);
 }
 
 // The writer only reads the members; the field lists take them by reference for the reader's sake.

@@ -173,6 +173,10 @@ struct ProfilePolicy {
   /// samples aimed at in that launch (the sampling period is chosen from the launch time, SM count and
   /// clock): enough for shares of a few percent per line to be stable to about a percentage point
   std::uint32_t pc_samples = 100000;
+  /// true: when kernel-serialized sampling collects no samples at all, sample once more in CUPTI's
+  /// continuous mode. Off: on an H100 (driver of 2026-12) that retry cost about 0.3 s and its samples came
+  /// with other kernels' PCs only, never the candidate's
+  bool pc_sampling_continuous_retry = false;
   PTXBENCH_PROTOCOL_EQUALITY(ProfilePolicy)
 };
 
