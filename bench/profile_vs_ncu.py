@@ -14,7 +14,7 @@ whether it is within --tolerance (default 5%). Exit 0 when every compared figure
 when each named metric was compared in every case and is), 1 otherwise, 77 without a GPU or ncu.
 
   bench/profile_vs_ncu.py build-gpu/apps/ptxbench --worker build-gpu/evaluator/worker/ptxbench-worker \\
-      --cases gemm_n7168_k5120/mma_sync gemm_n7168_k5120/wgmma_tma --out /tmp/ncu
+      --cases gemm_n7168_k5120/mma_sync gemm_n7168_k5120/wgmma_tma --out ncu_compare
 """
 import argparse
 import csv

@@ -400,9 +400,9 @@ TEST_CASE("ptx line info: PTX from nvcc -G (.target debug, DWARF sections, .loc)
 
 namespace {
 
-/// The cubin the evaluator runs for a PTX answer (ptxas -lineinfo on the text as sent), disassembled with
-/// its PTX line table the way the compile stage does it.
-SassListing evaluated_listing_with_ptx_lines(const std::string &ptx) {
+/// The cubin the evaluator runs for `ptx` (ptxas -lineinfo), disassembled with the line table the compile
+/// stage asks for: the PTX's own lines for a PTX answer, kernel.cu's for a CUDA answer's NVRTC output.
+SassListing evaluated_listing(const std::string &ptx, SassLineInfo lines) {
   auto ptxas = find_ptxas();
   REQUIRE_MESSAGE(ptxas.has_value(), "ptxas is needed for this test (CUDA toolkit)");
   auto dis = find_disassembler();
@@ -416,9 +416,13 @@ SassListing evaluated_listing_with_ptx_lines(const std::string &ptx) {
   REQUIRE_MESSAGE(run->ok, run->failure);
   const fs::path cubin = dir.path() / "evaluated.cubin";
   REQUIRE(util::write_file_atomic(cubin, run->cubin).has_value());
-  auto text = disassemble_cubin(*dis, cubin, limits, SassLineInfo::ptx);
+  auto text = disassemble_cubin(*dis, cubin, limits, lines);
   REQUIRE_MESSAGE(text.has_value(), text.error());
   return parse_sass_listing(*text);
+}
+
+SassListing evaluated_listing_with_ptx_lines(const std::string &ptx) {
+  return evaluated_listing(ptx, SassLineInfo::ptx);
 }
 
 std::string nth_line(const std::string &text, int n) {
@@ -563,22 +567,7 @@ TEST_CASE(
   const std::string &source = parsed->kernel_source;
   auto ptx = nvrtc_compile_in_process(source, "sm_90a");
   REQUIRE_MESSAGE(ptx.has_value(), ptx.error());
-  auto ptxas = find_ptxas();
-  REQUIRE_MESSAGE(ptxas.has_value(), "ptxas is needed for this test (CUDA toolkit)");
-  auto dis = find_disassembler();
-  REQUIRE_MESSAGE((dis && dis->kind == DisassemblerKind::nvdisasm),
-                  "nvdisasm is needed for this test (scripts/install_deps.sh installs NVIDIA's pip wheel)");
-  util::TempDir dir("ptxbench-test");
-  util::ProcessLimits limits;
-  limits.wall_time = std::chrono::milliseconds(120'000);
-  auto run = run_ptxas(*ptxas, *ptx, "sm_90a", dir.path(), limits);
-  REQUIRE_MESSAGE(run.has_value(), run.error());
-  REQUIRE_MESSAGE(run->ok, run->failure);
-  const fs::path cubin = dir.path() / "evaluated.cubin";
-  REQUIRE(util::write_file_atomic(cubin, run->cubin).has_value());
-  auto text = disassemble_cubin(*dis, cubin, limits, SassLineInfo::source);
-  REQUIRE_MESSAGE(text.has_value(), text.error());
-  const SassListing listing = parse_sass_listing(*text);
+  const SassListing listing = evaluated_listing(*ptx, SassLineInfo::source);
   REQUIRE(!listing.source_lines.empty());
 
   // The kernel body's lines that call the answer's inlined wgmma helper: nvdisasm names an inlined

@@ -174,8 +174,9 @@ struct ProfilePolicy {
   /// clock): enough for shares of a few percent per line to be stable to about a percentage point
   std::uint32_t pc_samples = 100000;
   /// true: when kernel-serialized sampling collects no samples at all, sample once more in CUPTI's
-  /// continuous mode. Off: on an H100 (driver of 2026-12) that retry cost about 0.3 s and its samples came
-  /// with other kernels' PCs only, never the candidate's
+  /// continuous mode. Off by default: where the first mode finds nothing (modules holding wgmma), the
+  /// continuous mode attributes its samples to other kernels, so the retry costs a second sampling set-up
+  /// and adds no samples
   bool pc_sampling_continuous_retry = false;
   PTXBENCH_PROTOCOL_EQUALITY(ProfilePolicy)
 };

@@ -282,9 +282,8 @@ protocol::PcSampling Worker::sample_launch(const JobWorkload &w, const TensorSet
     return got;
   };
   detail::PcSamples samples = sample(detail::PcSamplingMode::kernel_serialized);
-  // Kernel-serialized sampling returned nothing at all for some kernels (seen on an H100 with the wgmma
-  // kernels and a small FFMA launch): one more try in continuous mode, the only other mode CUPTI has, when
-  // the policy asks for it (off by default: there it found only other kernels' PCs).
+  // Kernel-serialized sampling can return nothing at all (modules holding wgmma): one more try in continuous
+  // mode, the only other mode CUPTI has, when the policy asks for it.
   if (job_.profile.pc_sampling_continuous_retry && !samples.available && samples.collected &&
       samples.total_samples == 0) {
     detail::PcSamples again = sample(detail::PcSamplingMode::continuous);
