@@ -16,12 +16,6 @@
 namespace ptxbench::worker::detail {
 namespace {
 
-std::vector<std::string> catalog_names() {
-  std::vector<std::string> names;
-  for (const auto &m : profile_metric_catalog()) names.emplace_back(m.name);
-  return names;
-}
-
 /// ms: CUPTI's PC-sampling set-up and collection around the sampled launch (measured on an H100: 0.37-0.41 s
 /// with launches of 1-6 ms).
 constexpr double kPcSamplingSetupMs = 350;
@@ -151,7 +145,7 @@ void Worker::profile_stage(bool correct) {
   detail::PackedParams params;
   pack("profile", w, tensors, params);
   phases.mark("inputs");
-  const std::vector<std::string> names = catalog_names();
+  const std::vector<std::string> names = profile_metric_names();
   const RangeMetrics cand = profile_range(
       device_.ctx, device_.facts.ordinal, names,
       [&] {

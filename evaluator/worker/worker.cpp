@@ -34,6 +34,8 @@
 #include "evaluator/worker/detail/device_ops.hpp"
 #include "evaluator/worker/detail/nvml_clock.hpp"
 #include "evaluator/worker/detail/probe_kernel.hpp"
+#include "evaluator/worker/detail/profile_metrics.hpp"
+#include "evaluator/worker/detail/range_profiler.hpp"
 #include "evaluator/worker/detail/sass_counts.hpp"
 #include "evaluator/worker/detail/speed_of_light.hpp"
 #include "evaluator/worker/detail/stage_runner.hpp"
@@ -191,6 +193,15 @@ int serve_prestarted(int device_ordinal, const std::string &lock_path, bool cupt
   if (warm_cublaslt && ::poll(&job_waiting, 1, 0) == 0) {
     if (std::string why = prewarm_cublaslt_matmul(); !why.empty()) warm["cublaslt_matmul"] = why;
     mark("library_warmup");
+  }
+  // The profiler's host-side set-up is the same for every job on this GPU: made now, while no job waits
+  // (a job that arrives meanwhile waits for it, as its profile stage would have).
+  if (cupti && ::poll(&job_waiting, 1, 0) == 0) {
+    if (std::string why = detail::prepare_range_profiler(device->ctx, device->facts.ordinal,
+                                                         detail::profile_metric_names());
+        !why.empty())
+      warm["profiler"] = why;
+    mark("profiler_setup");
   }
   std::string line;
   if (!std::getline(std::cin, line)) return exit_code::kFinished;  // the pool closed: no job for this worker

@@ -37,6 +37,13 @@ inline const std::vector<MetricInfo> &profile_metric_catalog() {
   return catalog;
 }
 
+/// The catalog's metric names, in catalog order.
+inline std::vector<std::string> profile_metric_names() {
+  std::vector<std::string> names;
+  for (const auto &m : profile_metric_catalog()) names.emplace_back(m.name);
+  return names;
+}
+
 /// The catalog's metrics with the candidate's values (and the library's, where given), in catalog
 /// order; metrics without a candidate value are left out.
 inline std::vector<protocol::ProfileMetric> profile_metrics(const std::map<std::string, double> &candidate,

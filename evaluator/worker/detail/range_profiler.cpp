@@ -10,10 +10,14 @@
 #include <cupti_range_profiler.h>
 #include <cupti_target.h>
 
+#include "evaluator/worker/detail/range_combine.hpp"
 #include "evaluator/worker/detail/sass_counts.hpp"
 
 namespace ptxbench::worker::detail {
 namespace {
+
+/// Kernel launches one piece of profiled work may hold (a library call launches a few).
+constexpr std::size_t kMaxKernelRanges = 32;
 
 /// The host object (metric configuration and evaluation), deinitialized on every path.
 class HostObject {
@@ -61,7 +65,131 @@ class TargetObject {
   CUpti_RangeProfiler_Object *object_ = nullptr;
 };
 
+/// CUPTI's host-side set-up for one metric list on one device: chip, counter availability, host object,
+/// config image and its pass count. It depends only on the device and the metrics, so a process makes it
+/// once (a pre-started worker while it waits for its job) and every profiled range reuses it.
+struct HostConfig {
+  int device_ordinal = -1;
+  CUcontext ctx = nullptr;
+  std::vector<std::string> requested;
+  std::string reason;  ///< non-empty: CUPTI refused the set-up (the call and its error)
+  std::vector<std::uint8_t> availability;
+  HostObject host;
+  std::vector<std::string> accepted_names;
+  std::vector<const char *> accepted;  ///< pointers into accepted_names
+  std::vector<std::string> unavailable;
+  std::vector<std::uint8_t> config;
+  int passes = 0;
+  std::map<std::string, double> steps;  ///< s per set-up step
+};
+
+std::unique_ptr<HostConfig> &host_config_slot() {
+  static std::unique_ptr<HostConfig> slot;
+  return slot;
+}
+
+void build_host_config(HostConfig &hc) {
+  auto step_start = std::chrono::steady_clock::now();
+  const auto step = [&](const char *name) {
+    const auto now = std::chrono::steady_clock::now();
+    hc.steps[name] = std::chrono::duration<double>(now - step_start).count();
+    step_start = now;
+  };
+  const auto refuse = [&](const char *call, CUptiResult r) { hc.reason = cupti_error(call, r); };
+  CUpti_Profiler_Initialize_Params init = {CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
+  if (CUptiResult r = cuptiProfilerInitialize(&init); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerInitialize", r);
+  CUpti_Device_GetChipName_Params chip = {CUpti_Device_GetChipName_Params_STRUCT_SIZE};
+  chip.deviceIndex = static_cast<std::size_t>(hc.device_ordinal);
+  if (CUptiResult r = cuptiDeviceGetChipName(&chip); r != CUPTI_SUCCESS)
+    return refuse("cuptiDeviceGetChipName", r);
+  step("initialize");
+
+  CUpti_Profiler_GetCounterAvailability_Params avail = {
+      CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
+  avail.ctx = hc.ctx;
+  if (CUptiResult r = cuptiProfilerGetCounterAvailability(&avail); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerGetCounterAvailability", r);
+  hc.availability.resize(avail.counterAvailabilityImageSize);
+  avail.pCounterAvailabilityImage = hc.availability.data();
+  if (CUptiResult r = cuptiProfilerGetCounterAvailability(&avail); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerGetCounterAvailability", r);
+  step("counter_availability");
+
+  if (CUptiResult r = hc.host.init(chip.pChipName, hc.availability); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerHostInitialize", r);
+  step("host_object");
+  // A metric this chip lacks is left out (by its base name against the chip's lists) instead of failing
+  // the set: one refused name leaves the host object refusing every later one.
+  std::set<std::string> bases;
+  for (CUpti_MetricType type :
+       {CUPTI_METRIC_TYPE_COUNTER, CUPTI_METRIC_TYPE_RATIO, CUPTI_METRIC_TYPE_THROUGHPUT}) {
+    CUpti_Profiler_Host_GetBaseMetrics_Params base = {CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE};
+    base.pHostObject = hc.host.get();
+    base.metricType = type;
+    if (CUptiResult r = cuptiProfilerHostGetBaseMetrics(&base); r != CUPTI_SUCCESS)
+      return refuse("cuptiProfilerHostGetBaseMetrics", r);
+    for (std::size_t i = 0; i < base.numMetrics; ++i) bases.insert(base.ppMetricNames[i]);
+  }
+  for (const auto &name : hc.requested)
+    (bases.count(name.substr(0, name.find('.'))) ? hc.accepted_names : hc.unavailable).push_back(name);
+  for (const auto &name : hc.accepted_names) hc.accepted.push_back(name.c_str());
+  if (hc.accepted.empty()) {
+    hc.reason = "CUPTI accepted none of the metrics on this GPU";
+    return;
+  }
+  CUpti_Profiler_Host_ConfigAddMetrics_Params add = {CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+  add.pHostObject = hc.host.get();
+  add.ppMetricNames = hc.accepted.data();
+  add.numMetrics = hc.accepted.size();
+  if (CUptiResult r = cuptiProfilerHostConfigAddMetrics(&add); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerHostConfigAddMetrics", r);
+  CUpti_Profiler_Host_GetConfigImageSize_Params size = {
+      CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
+  size.pHostObject = hc.host.get();
+  if (CUptiResult r = cuptiProfilerHostGetConfigImageSize(&size); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerHostGetConfigImageSize", r);
+  hc.config.resize(size.configImageSize);
+  CUpti_Profiler_Host_GetConfigImage_Params image = {CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
+  image.pHostObject = hc.host.get();
+  image.configImageSize = hc.config.size();
+  image.pConfigImage = hc.config.data();
+  if (CUptiResult r = cuptiProfilerHostGetConfigImage(&image); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerHostGetConfigImage", r);
+  CUpti_Profiler_Host_GetNumOfPasses_Params passes = {CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
+  passes.configImageSize = hc.config.size();
+  passes.pConfigImage = hc.config.data();
+  if (CUptiResult r = cuptiProfilerHostGetNumOfPasses(&passes); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerHostGetNumOfPasses", r);
+  hc.passes = static_cast<int>(passes.numOfPasses);
+  step("config_image");
+}
+
+/// The process's host configuration for these metrics on this context, made now unless made before
+/// (`made_now` says which).
+const HostConfig &host_config(CUcontext ctx, int device_ordinal, const std::vector<std::string> &metrics,
+                              bool &made_now) {
+  auto &slot = host_config_slot();
+  made_now =
+      !slot || slot->ctx != ctx || slot->device_ordinal != device_ordinal || slot->requested != metrics;
+  if (made_now) {
+    slot.reset();  // the old host object is deinitialized before a new one is made
+    slot = std::make_unique<HostConfig>();
+    slot->ctx = ctx;
+    slot->device_ordinal = device_ordinal;
+    slot->requested = metrics;
+    build_host_config(*slot);
+  }
+  return *slot;
+}
+
 }  // namespace
+
+std::string prepare_range_profiler(CUcontext ctx, int device_ordinal,
+                                   const std::vector<std::string> &metrics) {
+  bool made_now = false;
+  return host_config(ctx, device_ordinal, metrics, made_now).reason;
+}
 
 RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<std::string> &metrics,
                            const std::function<void()> &prepare, const std::function<void()> &work,
@@ -81,81 +209,20 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
     out.setup_steps[name] = std::chrono::duration<double>(now - step_start).count();
     step_start = now;
   };
-  CUpti_Profiler_Initialize_Params init = {CUpti_Profiler_Initialize_Params_STRUCT_SIZE};
-  if (CUptiResult r = cuptiProfilerInitialize(&init); r != CUPTI_SUCCESS)
-    return refuse("cuptiProfilerInitialize", r);
-  CUpti_Device_GetChipName_Params chip = {CUpti_Device_GetChipName_Params_STRUCT_SIZE};
-  chip.deviceIndex = static_cast<std::size_t>(device_ordinal);
-  if (CUptiResult r = cuptiDeviceGetChipName(&chip); r != CUPTI_SUCCESS)
-    return refuse("cuptiDeviceGetChipName", r);
-  step("initialize");
-
-  CUpti_Profiler_GetCounterAvailability_Params avail = {
-      CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
-  avail.ctx = ctx;
-  if (CUptiResult r = cuptiProfilerGetCounterAvailability(&avail); r != CUPTI_SUCCESS)
-    return refuse("cuptiProfilerGetCounterAvailability", r);
-  std::vector<std::uint8_t> availability(avail.counterAvailabilityImageSize);
-  avail.pCounterAvailabilityImage = availability.data();
-  if (CUptiResult r = cuptiProfilerGetCounterAvailability(&avail); r != CUPTI_SUCCESS)
-    return refuse("cuptiProfilerGetCounterAvailability", r);
-  step("counter_availability");
-
-  HostObject host;
-  if (CUptiResult r = host.init(chip.pChipName, availability); r != CUPTI_SUCCESS)
-    return refuse("cuptiProfilerHostInitialize", r);
-  step("host_object");
-  // A metric this chip lacks is left out (by its base name against the chip's lists) instead of failing
-  // the set: one refused name leaves the host object refusing every later one.
-  std::set<std::string> bases;
-  for (CUpti_MetricType type :
-       {CUPTI_METRIC_TYPE_COUNTER, CUPTI_METRIC_TYPE_RATIO, CUPTI_METRIC_TYPE_THROUGHPUT}) {
-    CUpti_Profiler_Host_GetBaseMetrics_Params base = {CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE};
-    base.pHostObject = host.get();
-    base.metricType = type;
-    if (CUptiResult r = cuptiProfilerHostGetBaseMetrics(&base); r != CUPTI_SUCCESS)
-      return refuse("cuptiProfilerHostGetBaseMetrics", r);
-    for (std::size_t i = 0; i < base.numMetrics; ++i) bases.insert(base.ppMetricNames[i]);
-  }
-  std::vector<const char *> accepted;
-  for (const auto &name : metrics) {
-    if (bases.count(name.substr(0, name.find('.'))))
-      accepted.push_back(name.c_str());
-    else
-      out.unavailable.push_back(name);
-  }
-  if (!accepted.empty()) {
-    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
-        CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
-    add.pHostObject = host.get();
-    add.ppMetricNames = accepted.data();
-    add.numMetrics = accepted.size();
-    if (CUptiResult r = cuptiProfilerHostConfigAddMetrics(&add); r != CUPTI_SUCCESS)
-      return refuse("cuptiProfilerHostConfigAddMetrics", r);
-  }
-  if (accepted.empty()) {
-    out.reason = "CUPTI accepted none of the metrics on this GPU";
+  bool made_now = false;
+  const HostConfig &hc = host_config(ctx, device_ordinal, metrics, made_now);
+  if (made_now)
+    out.setup_steps = hc.steps;
+  else
+    out.setup_steps["host_config_made_ahead"] = 0;
+  step_start = std::chrono::steady_clock::now();
+  if (!hc.reason.empty()) {
+    out.reason = hc.reason;
     return out;
   }
-  CUpti_Profiler_Host_GetConfigImageSize_Params size = {
-      CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE};
-  size.pHostObject = host.get();
-  if (CUptiResult r = cuptiProfilerHostGetConfigImageSize(&size); r != CUPTI_SUCCESS)
-    return refuse("cuptiProfilerHostGetConfigImageSize", r);
-  std::vector<std::uint8_t> config(size.configImageSize);
-  CUpti_Profiler_Host_GetConfigImage_Params image = {CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
-  image.pHostObject = host.get();
-  image.configImageSize = config.size();
-  image.pConfigImage = config.data();
-  if (CUptiResult r = cuptiProfilerHostGetConfigImage(&image); r != CUPTI_SUCCESS)
-    return refuse("cuptiProfilerHostGetConfigImage", r);
-  CUpti_Profiler_Host_GetNumOfPasses_Params passes = {CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
-  passes.configImageSize = config.size();
-  passes.pConfigImage = config.data();
-  if (CUptiResult r = cuptiProfilerHostGetNumOfPasses(&passes); r != CUPTI_SUCCESS)
-    return refuse("cuptiProfilerHostGetNumOfPasses", r);
-  out.passes = static_cast<int>(passes.numOfPasses);
-  step("config_image");
+  out.unavailable = hc.unavailable;
+  out.passes = hc.passes;
+  std::vector<const char *> accepted = hc.accepted;  // CUPTI takes non-const arrays
   if (out.passes > max_passes) {
     out.reason = "the metrics need " + std::to_string(out.passes) + " passes (limit " +
                  std::to_string(max_passes) + ")";
@@ -170,8 +237,8 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
   cds.pRangeProfilerObject = target.get();
   cds.pMetricNames = accepted.data();
   cds.numMetrics = accepted.size();
-  cds.maxNumOfRanges = 1;
-  cds.maxNumRangeTreeNodes = 1;
+  cds.maxNumOfRanges = kMaxKernelRanges;
+  cds.maxNumRangeTreeNodes = kMaxKernelRanges;
   if (CUptiResult r = cuptiRangeProfilerGetCounterDataSize(&cds); r != CUPTI_SUCCESS)
     return refuse("cuptiRangeProfilerGetCounterDataSize", r);
   std::vector<std::uint8_t> counter_data(cds.counterDataSize);
@@ -184,13 +251,16 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
     return refuse("cuptiRangeProfilerCounterDataImageInitialize", r);
   CUpti_RangeProfiler_SetConfig_Params set = {CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE};
   set.pRangeProfilerObject = target.get();
-  set.configSize = config.size();
-  set.pConfig = config.data();
+  set.configSize = hc.config.size();
+  set.pConfig = hc.config.data();
   set.counterDataImageSize = counter_data.size();
   set.pCounterDataImage = counter_data.data();
-  set.range = CUPTI_UserRange;
+  // One range per kernel launch (auto range), not one range around the work: a user range also counts the
+  // launch's own latency as GPU time (tens of microseconds), which dilutes every *_elapsed share of a short
+  // kernel; per-kernel ranges measure what `ncu` measures.
+  set.range = CUPTI_AutoRange;
   set.replayMode = CUPTI_UserReplay;
-  set.maxRangesPerPass = 1;
+  set.maxRangesPerPass = kMaxKernelRanges;
   set.numNestingLevels = 1;
   set.minNestingLevel = 1;
   set.passIndex = 0;
@@ -212,16 +282,7 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
     start.pRangeProfilerObject = target.get();
     if (CUptiResult r = cuptiRangeProfilerStart(&start); r != CUPTI_SUCCESS)
       return refuse("cuptiRangeProfilerStart", r);
-    CUpti_RangeProfiler_PushRange_Params push = {CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE};
-    push.pRangeProfilerObject = target.get();
-    push.pRangeName = "candidate";
-    if (CUptiResult r = cuptiRangeProfilerPushRange(&push); r != CUPTI_SUCCESS)
-      return refuse("cuptiRangeProfilerPushRange", r);
     work();
-    CUpti_RangeProfiler_PopRange_Params pop = {CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE};
-    pop.pRangeProfilerObject = target.get();
-    if (CUptiResult r = cuptiRangeProfilerPopRange(&pop); r != CUPTI_SUCCESS)
-      return refuse("cuptiRangeProfilerPopRange", r);
     CUpti_RangeProfiler_Stop_Params stop = {CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
     stop.pRangeProfilerObject = target.get();
     if (CUptiResult r = cuptiRangeProfilerStop(&stop); r != CUPTI_SUCCESS)
@@ -236,19 +297,35 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
     out.reason = "the range profiler dropped the range";
     return out;
   }
+  CUpti_RangeProfiler_GetCounterDataInfo_Params info = {
+      CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE};
+  info.pCounterDataImage = counter_data.data();
+  info.counterDataImageSize = counter_data.size();
+  if (CUptiResult r = cuptiRangeProfilerGetCounterDataInfo(&info); r != CUPTI_SUCCESS)
+    return refuse("cuptiRangeProfilerGetCounterDataInfo", r);
+  if (info.numTotalRanges == 0) {
+    out.reason = "the range profiler saw no kernel launch";
+    return out;
+  }
+  std::vector<std::map<std::string, double>> ranges;
   std::vector<double> values(accepted.size());
-  CUpti_Profiler_Host_EvaluateToGpuValues_Params eval = {
-      CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
-  eval.pHostObject = host.get();
-  eval.pCounterDataImage = counter_data.data();
-  eval.counterDataImageSize = counter_data.size();
-  eval.rangeIndex = 0;
-  eval.ppMetricNames = accepted.data();
-  eval.numMetrics = accepted.size();
-  eval.pMetricValues = values.data();
-  if (CUptiResult r = cuptiProfilerHostEvaluateToGpuValues(&eval); r != CUPTI_SUCCESS)
-    return refuse("cuptiProfilerHostEvaluateToGpuValues", r);
-  for (std::size_t i = 0; i < accepted.size(); ++i) out.values[accepted[i]] = values[i];
+  for (std::size_t range = 0; range < info.numTotalRanges; ++range) {
+    CUpti_Profiler_Host_EvaluateToGpuValues_Params eval = {
+        CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
+    eval.pHostObject = hc.host.get();
+    eval.pCounterDataImage = counter_data.data();
+    eval.counterDataImageSize = counter_data.size();
+    eval.rangeIndex = range;
+    eval.ppMetricNames = accepted.data();
+    eval.numMetrics = accepted.size();
+    eval.pMetricValues = values.data();
+    if (CUptiResult r = cuptiProfilerHostEvaluateToGpuValues(&eval); r != CUPTI_SUCCESS)
+      return refuse("cuptiProfilerHostEvaluateToGpuValues", r);
+    auto &one = ranges.emplace_back();
+    for (std::size_t i = 0; i < accepted.size(); ++i) one[accepted[i]] = values[i];
+  }
+  out.kernels = static_cast<int>(ranges.size());
+  out.values = combine_kernel_ranges(ranges);
   out.passes_seconds = seconds(t1);
   out.available = true;
   return out;

@@ -1,5 +1,6 @@
-// Hardware metrics of one range of GPU work through CUPTI's range profiler (user range, user replay):
-// the work is run once per pass the metrics need, and the metrics are evaluated on the host with
+// Hardware metrics of one piece of GPU work through CUPTI's range profiler (a range per kernel launch, user
+// replay): the work is run once per pass the metrics need, its kernels' ranges are combined into one set
+// (combine_kernel_ranges), and the metrics are evaluated on the host with
 // CUPTI's profiler host API. Metric names are Nsight Compute's, so `ncu --metrics` reads the same.
 #pragma once
 
@@ -20,12 +21,18 @@ struct RangeMetrics {
   std::map<std::string, double> values;  ///< metric name -> value
   std::vector<std::string> unavailable;  ///< names CUPTI did not accept on this GPU
   int passes = 0;                        ///< passes the metrics took
+  int kernels = 0;                       ///< kernel launches the work held (ranges combined)
   double setup_seconds = 0;              ///< s: CUPTI set-up before the first pass (config image, enable)
   /// s per set-up step (initialize, counter_availability, host_object, config_image, enable, counter_data),
   /// so the set-up's cost can be attributed
   std::map<std::string, double> setup_steps;
   double passes_seconds = 0;  ///< s: the passes, decoding and evaluation
 };
+
+/// Makes CUPTI's host-side set-up for `metrics` on this context (counter availability, host object, config
+/// image) ahead, so the next profile_range with the same metrics skips it; "" or CUPTI's refusal.
+std::string prepare_range_profiler(CUcontext ctx, int device_ordinal,
+                                   const std::vector<std::string> &metrics);
 
 /// Collects `metrics` over `work`, run once per pass the metrics need (at most `max_passes`). `prepare`
 /// runs before each pass, outside the measured range (e.g. re-poisoning outputs), so every pass starts
