@@ -12,6 +12,8 @@
 #   AB_A_ARGS= AB_B_ARGS=  extra bench_eval arguments per side (e.g. AB_B_ARGS=--no-hidden to leave out the
 #                        hidden-workload check that A does not have)
 #   AB_CMAKE_ARGS=       extra configure arguments for both (e.g. -DPTXBENCH_CUDNN_FRONTEND_INCLUDE=DIR offline)
+#   AB_A_BUILD= AB_B_BUILD=  build folders to use instead of A_SRC/build-ab and build-ab; a side whose folder
+#                        already holds bench_eval and the worker is not built again
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 A_SRC=$(cd "${1:?usage: scripts/bench_ab.sh A_SRC [TASK/SOLUTION ...]}" && pwd)
@@ -27,18 +29,19 @@ build() {  # SRC BUILD_DIR LOG
     cmake --build "$2" -j"$((JOBS / 2 > 0 ? JOBS / 2 : 1))" --target ptxbench ptxbench-worker ptxbench-nvrtc bench_eval) \
     >"$3" 2>&1
 }
-build "$A_SRC" "$A_SRC/build-ab" "$OUT/build_a.log" &
-pa=$!
-build "$ROOT" "$ROOT/build-ab" "$OUT/build_b.log" &
-pb=$!
-wait $pa || { echo "A build failed: $OUT/build_a.log"; tail -20 "$OUT/build_a.log"; exit 3; }
-wait $pb || { echo "B build failed: $OUT/build_b.log"; tail -20 "$OUT/build_b.log"; exit 3; }
+A_BUILD=${AB_A_BUILD:-$A_SRC/build-ab}
+B_BUILD=${AB_B_BUILD:-$ROOT/build-ab}
+built() { [[ -x $1/bench/bench_eval && -x $1/evaluator/worker/ptxbench-worker ]]; }
+pa='' pb=''
+built "$A_BUILD" || { build "$A_SRC" "$A_BUILD" "$OUT/build_a.log" & pa=$!; }
+built "$B_BUILD" || { build "$ROOT" "$B_BUILD" "$OUT/build_b.log" & pb=$!; }
+[[ -z $pa ]] || wait $pa || { echo "A build failed: $OUT/build_a.log"; tail -20 "$OUT/build_a.log"; exit 3; }
+[[ -z $pb ]] || wait $pb || { echo "B build failed: $OUT/build_b.log"; tail -20 "$OUT/build_b.log"; exit 3; }
 
 : >"$OUT/summary.jsonl"
 run_side() {  # SIDE CASE ROUND
   local side=$1 c=$2 r=$3 src build extra
-  if [[ $side == A ]]; then src=$A_SRC; extra=${AB_A_ARGS:-}; else src=$ROOT; extra=${AB_B_ARGS:-}; fi
-  build=$src/build-ab
+  if [[ $side == A ]]; then src=$A_SRC build=$A_BUILD extra=${AB_A_ARGS:-}; else src=$ROOT build=$B_BUILD extra=${AB_B_ARGS:-}; fi
   # shellcheck disable=SC2086
   PTXBENCH_WORKER=$build/evaluator/worker/ptxbench-worker "$build/bench/bench_eval" --task "${c%%/*}" \
     --runs "${AB_RUNS:-3}" --tasks-dir "$src/tasks" --worker "$build/evaluator/worker/ptxbench-worker" \
