@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 
 #include "evaluator/worker/detail/pc_sampling.hpp"
 #include "evaluator/worker/detail/profile_metrics.hpp"
@@ -98,6 +99,86 @@ protocol::Occupancy Worker::occupancy(const JobWorkload &w) const {
   return o;
 }
 
+void Worker::profile_too_slow(double launch_ms, const std::string &passes, Clock::time_point start) {
+  const double budget_ms = static_cast<double>(job_.profile.budget.count());
+  set_stage("profile",
+            stage_json(Status::skipped,
+                       "not profiled: its " + fmt_num(launch_ms) + " ms launch, replayed once per " +
+                           "profiler pass (" + passes + "), does not fit the " + fmt_num(budget_ms / 1000.0) +
+                           " s profile budget",
+                       json::array(), json::object(), seconds_since(start)));
+}
+
+std::optional<int> Worker::profile_max_passes(double launch_ms, Clock::time_point start) {
+  // The stage's GPU time: the range profiler's set-up, then one replay of the launch per pass plus its own
+  // work around it (measured on an H200: 0.16 s of set-up and about 40 ms per pass beside the launch).
+  constexpr double kSetupMs = 200, kPassOverheadMs = 45;
+  const double budget_ms = static_cast<double>(job_.profile.budget.count());
+  const int max_passes = static_cast<int>(std::floor((budget_ms - kSetupMs) / (launch_ms + kPassOverheadMs)));
+  if (max_passes < 1) {
+    profile_too_slow(launch_ms, "at least one", start);
+    return std::nullopt;
+  }
+  // The pass count depends only on the metrics and the GPU: known from an earlier worker, a kernel too slow
+  // for the budget is skipped before CUPTI's set-up.
+  if (const auto known = selection_cache_get(profile_passes_key()); known && known->is_number_integer())
+    if (const int passes = known->get<int>(); passes > max_passes) {
+      profile_too_slow(launch_ms, std::to_string(passes) + " passes", start);
+      return std::nullopt;
+    }
+  return max_passes;
+}
+
+std::string Worker::profile_passes_key() {
+  std::string key = "profile-passes";
+  for (const auto &m : profile_metric_catalog()) key += std::string("|") + m.name;
+  return key;
+}
+
+RangeMetrics Worker::profile_candidate(const JobWorkload &w, TensorSet &tensors, detail::PackedParams &params,
+                                       int max_passes) {
+  return profile_range(
+      device_.ctx, device_.facts.ordinal, profile_metric_names(),
+      [&] {
+        poison_outputs(w.spec, tensors);
+        reset_workspace(tensors);
+        PTXB_CUDA(cudaStreamSynchronize(device_.stream));
+      },
+      [&] {
+        const CUresult r = kernel_.launch(w.launch, params, device_.stream);
+        if (r != CUDA_SUCCESS)
+          fatal("profile", detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
+                "the profiled launch failed: " + detail::describe(r) + " (" +
+                    launch_context(w, "profiled launch") + ")");
+        // A blocking wait, not the hang watch's polling: the kernel ran to completion in every earlier
+        // stage, and the worker's wall limit still bounds it.
+        if (const CUresult s = cuStreamSynchronize(device_.stream); s != CUDA_SUCCESS)
+          fatal("profile", Status::runtime_error,
+                "the kernel faulted under the profiler: " + detail::describe(s));
+      },
+      max_passes);
+}
+
+std::optional<std::map<std::string, double>> Worker::library_figures(const JobWorkload &w,
+                                                                     const TensorSet &tensors,
+                                                                     std::string &source) {
+  // The workload without the candidate's launch plan: the library's figures depend on the shape.
+  json shape = w;
+  shape.erase("launch");
+  const std::vector<std::string> names = profile_metric_names();
+  std::string key = "library-profile|" + job_.family + "|" + job_.reference + "|" + shape.dump();
+  for (const auto &n : names) key += "|" + n;
+  if (auto cached = selection_cache_get(key); cached && cached->is_object()) {
+    source = "cached";
+    return cached->get<std::map<std::string, double>>();
+  }
+  std::map<std::string, double> library;
+  source = profile_library(w, tensors, names, library);
+  if (source != "measured") return std::nullopt;
+  selection_cache_put(key, json(library));
+  return library;
+}
+
 void Worker::profile_stage(bool correct) {
   const auto start = Clock::now();
   if (!correct) {
@@ -110,33 +191,8 @@ void Worker::profile_stage(bool correct) {
     if (job_.workloads[i].spec.flops > job_.workloads[pick].spec.flops) pick = i;
   const JobWorkload &w = job_.workloads[pick];
   const double launch_ms = std::max({slowest_launch_ms_, correctness_launch_ms_, 0.001});
-  // The stage's GPU time: CUPTI's set-up, then one replay of the launch per pass plus the range profiler's
-  // own work around it (measured on an H200: 0.16 s of set-up and about 40 ms per pass beside the launch).
-  constexpr double kSetupMs = 200, kPassOverheadMs = 45;
-  const double budget_ms = static_cast<double>(job_.profile.budget.count());
-  const int max_passes = static_cast<int>(std::floor((budget_ms - kSetupMs) / (launch_ms + kPassOverheadMs)));
-  const auto too_slow = [&](const std::string &passes) {
-    set_stage("profile",
-              stage_json(Status::skipped,
-                         "not profiled: its " + fmt_num(launch_ms) + " ms launch, replayed once per " +
-                             "profiler pass (" + passes + "), does not fit the " +
-                             fmt_num(budget_ms / 1000.0) + " s profile budget",
-                         json::array(), json::object(), seconds_since(start)));
-  };
-  if (max_passes < 1) {
-    too_slow("at least one");
-    return;
-  }
-  // The pass count depends only on the metrics and the GPU: known from an earlier worker, a kernel too slow
-  // for the budget is skipped before CUPTI's set-up.
-  std::string passes_key = "profile-passes";
-  for (const auto &m : profile_metric_catalog()) passes_key += std::string("|") + m.name;
-  if (const auto known = selection_cache_get(passes_key); known && known->is_number_integer()) {
-    if (const int passes = known->get<int>(); passes > max_passes) {
-      too_slow(std::to_string(passes) + " passes");
-      return;
-    }
-  }
+  const std::optional<int> max_passes = profile_max_passes(launch_ms, start);
+  if (!max_passes) return;
   PhaseSeconds phases{device_.stream};
   prepare("profile", w);
   BufferPool pool(256, device_.stream);
@@ -145,35 +201,14 @@ void Worker::profile_stage(bool correct) {
   detail::PackedParams params;
   pack("profile", w, tensors, params);
   phases.mark("inputs");
-  const std::vector<std::string> names = profile_metric_names();
-  const RangeMetrics cand = profile_range(
-      device_.ctx, device_.facts.ordinal, names,
-      [&] {
-        poison_outputs(w.spec, tensors);
-        reset_workspace(tensors);
-        PTXB_CUDA(cudaStreamSynchronize(device_.stream));
-      },
-      [&] {
-        const CUresult r = kernel_.launch(w.launch, params, device_.stream);
-        if (r != CUDA_SUCCESS)
-          fatal("profile", detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
-                "the profiled launch failed: " + detail::describe(r) + " (" +
-                    launch_context(w, "profiled launch") + ")");
-        // A blocking wait, not the hang watch's polling: the range ends when this returns, so a polling
-        // pause would count as elapsed time in every *_elapsed metric. The kernel ran to completion in every
-        // earlier stage; the worker's wall limit still bounds it.
-        if (const CUresult s = cuStreamSynchronize(device_.stream); s != CUDA_SUCCESS)
-          fatal("profile", Status::runtime_error,
-                "the kernel faulted under the profiler: " + detail::describe(s));
-      },
-      max_passes);
+  const RangeMetrics cand = profile_candidate(w, tensors, params, *max_passes);
   phases.mark("candidate");
-  if (cand.passes > 0) selection_cache_put(passes_key, cand.passes);
+  if (cand.passes > 0) selection_cache_put(profile_passes_key(), cand.passes);
   phases.seconds["candidate_cupti_setup"] = cand.setup_seconds;
   for (const auto &[step, s] : cand.setup_steps) phases.seconds["candidate_cupti_" + step] = s;
   phases.seconds["candidate_passes"] = cand.passes_seconds;
-  if (!cand.available && cand.passes > max_passes) {
-    too_slow(std::to_string(cand.passes) + " passes");
+  if (!cand.available && cand.passes > *max_passes) {
+    profile_too_slow(launch_ms, std::to_string(cand.passes) + " passes", start);
     return;
   }
   if (!cand.available) {
@@ -188,34 +223,12 @@ void Worker::profile_stage(bool correct) {
   kp.passes = cand.passes;
   kp.occupancy = occupancy(w);
   phases.mark("occupancy");
-  std::map<std::string, double> library;
-  bool have_library = false;
-  if (job_.profile.library) {
-    json shape =
-        w;  // the workload without the candidate's launch plan: the library's figures depend on the shape
-    shape.erase("launch");
-    std::string key = "library-profile|" + job_.family + "|" + job_.reference + "|" + shape.dump();
-    for (const auto &n : names) key += "|" + n;
-    if (auto cached = selection_cache_get(key); cached && cached->is_object()) {
-      library = cached->get<std::map<std::string, double>>();
-      have_library = true;
-      kp.library_source = "cached";
-    } else {
-      kp.library_source = profile_library(w, tensors, names, library);
-      have_library = kp.library_source == "measured";
-      if (have_library) selection_cache_put(key, json(library));
-    }
-  }
+  std::optional<std::map<std::string, double>> library;
+  if (job_.profile.library) library = library_figures(w, tensors, kp.library_source);
   phases.mark("library");
-  kp.metrics = profile_metrics(cand.values, have_library ? &library : nullptr);
+  kp.metrics = profile_metrics(cand.values, library ? &*library : nullptr);
   if (job_.profile.pc_sampling) {
-    const double sampling_budget_ms = static_cast<double>(job_.profile.pc_sampling_budget.count());
-    if (kPcSamplingSetupMs + launch_ms > sampling_budget_ms)
-      kp.pc_sampling.unavailable = "not sampled: its " + fmt_num(launch_ms) +
-                                   " ms launch with the sampler's set-up does not fit the " +
-                                   fmt_num(sampling_budget_ms / 1000.0) + " s sampling budget";
-    else
-      kp.pc_sampling = sample_launch(w, tensors, params, cand.values, launch_ms, phases.seconds);
+    kp.pc_sampling = pc_sampling_within_budget(w, tensors, params, cand.values, launch_ms, phases.seconds);
     phases.mark("pc_sampling");
   }
   std::string summary = "profiled workload " + w.spec.name + " (" + std::to_string(kp.passes) + " passes)";
@@ -228,6 +241,20 @@ void Worker::profile_stage(bool correct) {
       stage_json(Status::ok, summary, json::array(),
                  json(protocol::ProfileFigures{kp, phases.seconds.get<std::map<std::string, double>>()}),
                  seconds_since(start)));
+}
+
+protocol::PcSampling Worker::pc_sampling_within_budget(const JobWorkload &w, const TensorSet &tensors,
+                                                       detail::PackedParams &params,
+                                                       const std::map<std::string, double> &measured,
+                                                       double launch_ms, json &phase_seconds) {
+  const double sampling_budget_ms = static_cast<double>(job_.profile.pc_sampling_budget.count());
+  if (kPcSamplingSetupMs + launch_ms <= sampling_budget_ms)
+    return sample_launch(w, tensors, params, measured, launch_ms, phase_seconds);
+  protocol::PcSampling out;
+  out.unavailable = "not sampled: its " + fmt_num(launch_ms) +
+                    " ms launch with the sampler's set-up does not fit the " +
+                    fmt_num(sampling_budget_ms / 1000.0) + " s sampling budget";
+  return out;
 }
 
 protocol::PcSampling Worker::sample_launch(const JobWorkload &w, const TensorSet &tensors,

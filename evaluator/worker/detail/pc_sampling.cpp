@@ -86,40 +86,23 @@ int pc_sampling_period_log2(double launch_ms, int sm_count, double sm_clock_mhz,
   return std::clamp(log2, 5, 31);
 }
 
-PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::string()> &prepare,
-                     const std::function<void()> &work, PcSamplingMode sampling_mode) {
-  PcSamples out;
-  out.period_log2 = period_log2;
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto finish = [&]() -> PcSamples & {
-    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return out;
-  };
-  const auto refuse = [&](const char *call, CUptiResult r) -> PcSamples & {
-    out.reason = cupti_error(call, r);
-    return finish();
-  };
-  auto step_start = t0;
-  const auto step = [&](const char *name) {
-    const auto now = std::chrono::steady_clock::now();
-    out.steps[name] = std::chrono::duration<double>(now - step_start).count();
-    step_start = now;
-  };
-  SamplingSession session(ctx);
-  if (CUptiResult r = session.enable(); r != CUPTI_SUCCESS) return refuse("cuptiPCSamplingEnable", r);
-  step("enable");
+namespace {
 
-  // The warp states this GPU reports; the "_not_issued" variants repeat the plain ones and are left out.
+/// The warp states this GPU reports: CUPTI's index -> short name, and the indices to collect (the
+/// "_not_issued" variants repeat the plain ones and are left out). "" or why not.
+struct StallReasons {
+  std::map<std::uint32_t, std::string> name_of;
+  std::vector<std::uint32_t> collect;
+};
+
+std::string load_stall_reasons(CUcontext ctx, StallReasons &out) {
   std::size_t n_all = 0;
   CUpti_PCSamplingGetNumStallReasonsParams np = {CUpti_PCSamplingGetNumStallReasonsParamsSize};
   np.ctx = ctx;
   np.numStallReasons = &n_all;
   if (CUptiResult r = cuptiPCSamplingGetNumStallReasons(&np); r != CUPTI_SUCCESS)
-    return refuse("cuptiPCSamplingGetNumStallReasons", r);
-  if (n_all == 0) {
-    out.reason = "CUPTI reports no warp states to sample on this GPU";
-    return finish();
-  }
+    return cupti_error("cuptiPCSamplingGetNumStallReasons", r);
+  if (n_all == 0) return "CUPTI reports no warp states to sample on this GPU";
   std::vector<std::uint32_t> all_index(n_all);
   std::vector<std::vector<char>> name_storage(n_all, std::vector<char>(CUPTI_STALL_REASON_STRING_SIZE, '\0'));
   std::vector<char *> names(n_all);
@@ -130,25 +113,27 @@ PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::st
   sp.stallReasonIndex = all_index.data();
   sp.stallReasons = names.data();
   if (CUptiResult r = cuptiPCSamplingGetStallReasons(&sp); r != CUPTI_SUCCESS)
-    return refuse("cuptiPCSamplingGetStallReasons", r);
-  std::map<std::uint32_t, std::string> reason_of;  // CUPTI index -> short name
-  std::vector<std::uint32_t> collect;
+    return cupti_error("cuptiPCSamplingGetStallReasons", r);
   for (std::size_t i = 0; i < n_all; ++i) {
     std::string shortened = short_stall_reason(std::string(names[i]));
     if (shortened.empty()) continue;
-    reason_of[all_index[i]] = std::move(shortened);
-    collect.push_back(all_index[i]);
+    out.name_of[all_index[i]] = std::move(shortened);
+    out.collect.push_back(all_index[i]);
   }
-  step("stall_reasons");
+  return "";
+}
 
-  auto first = std::make_unique<CollectionBuffer>(kPcsPerBuffer, collect.size());
+/// Period, warp states, mode, start/stop control, parsed output and the first collection buffer. "" or why
+/// CUPTI refused (naming the refused attribute).
+std::string configure_sampling(CUcontext ctx, int period_log2, PcSamplingMode sampling_mode,
+                               StallReasons &reasons_wanted, CollectionBuffer &first) {
   std::vector<CUpti_PCSamplingConfigurationInfo> config;
   auto period = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD);
   period.attributeData.samplingPeriodData.samplingPeriod = static_cast<std::uint32_t>(period_log2);
   config.push_back(period);
   auto reasons = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON);
-  reasons.attributeData.stallReasonData.stallReasonCount = collect.size();
-  reasons.attributeData.stallReasonData.pStallReasonIndex = collect.data();
+  reasons.attributeData.stallReasonData.stallReasonCount = reasons_wanted.collect.size();
+  reasons.attributeData.stallReasonData.pStallReasonIndex = reasons_wanted.collect.data();
   config.push_back(reasons);
   auto mode = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE);
   mode.attributeData.collectionModeData.collectionMode =
@@ -162,7 +147,7 @@ PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::st
   format.attributeData.outputDataFormatData.outputDataFormat = CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED;
   config.push_back(format);
   auto buffer = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER);
-  buffer.attributeData.samplingDataBufferData.samplingDataBuffer = &first->data;
+  buffer.attributeData.samplingDataBufferData.samplingDataBuffer = &first.data;
   config.push_back(buffer);
   CUpti_PCSamplingConfigurationInfoParams cp = {CUpti_PCSamplingConfigurationInfoParamsSize};
   cp.ctx = ctx;
@@ -171,90 +156,136 @@ PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::st
   if (CUptiResult r = cuptiPCSamplingSetConfigurationAttribute(&cp); r != CUPTI_SUCCESS) {
     for (const auto &c : config)
       if (c.attributeStatus != CUPTI_SUCCESS)
-        return refuse(("cuptiPCSamplingSetConfigurationAttribute (attribute " +
-                       std::to_string(static_cast<int>(c.attributeType)) + ")")
-                          .c_str(),
-                      c.attributeStatus);
-    return refuse("cuptiPCSamplingSetConfigurationAttribute", r);
+        return cupti_error(("cuptiPCSamplingSetConfigurationAttribute (attribute " +
+                            std::to_string(static_cast<int>(c.attributeType)) + ")")
+                               .c_str(),
+                           c.attributeStatus);
+    return cupti_error("cuptiPCSamplingSetConfigurationAttribute", r);
   }
-  step("configure");
+  return "";
+}
 
-  if (std::string why = prepare(); !why.empty()) {
-    out.reason = why;
-    return finish();
+/// The PC records of a stopped sampling session: the configured buffer, then what did not fit, fetched
+/// with GetData (at most kMaxBuffers more). Rows with samples, most sampled first.
+class Collector {
+ public:
+  Collector(CUcontext ctx, const StallReasons &reasons, PcSamples &out)
+      : ctx_(ctx), reasons_(reasons), out_(out) {}
+
+  std::string collect(const CollectionBuffer &first) {
+    absorb(first.data);
+    std::size_t remaining = first.data.remainingNumPcs;
+    overflowed_ = first.data.hardwareBufferFull != 0;
+    auto more = std::make_unique<CollectionBuffer>(kPcsPerBuffer, reasons_.collect.size());
+    for (int b = 0; b < kMaxBuffers && remaining > 0; ++b) {
+      more->data.totalNumPcs = 0;
+      more->data.remainingNumPcs = 0;
+      more->data.totalSamples = 0;
+      more->data.droppedSamples = 0;
+      CUpti_PCSamplingGetDataParams gp = {CUpti_PCSamplingGetDataParamsSize};
+      gp.ctx = ctx_;
+      gp.pcSamplingData = &more->data;
+      if (CUptiResult r = cuptiPCSamplingGetData(&gp); r != CUPTI_SUCCESS)
+        return cupti_error("cuptiPCSamplingGetData", r);
+      absorb(more->data);
+      remaining = more->data.remainingNumPcs;
+    }
+    for (auto &[key, row] : rows_)
+      if (row.samples > 0) out_.rows.push_back(std::move(row));
+    std::sort(out_.rows.begin(), out_.rows.end(), [](const SampledPcRow &a, const SampledPcRow &b) {
+      return a.samples != b.samples ? a.samples > b.samples : a.offset < b.offset;
+    });
+    return "";
   }
-  step("prepare");
-  CUpti_PCSamplingStartParams start = {CUpti_PCSamplingStartParamsSize};
-  start.ctx = ctx;
-  if (CUptiResult r = cuptiPCSamplingStart(&start); r != CUPTI_SUCCESS)
-    return refuse("cuptiPCSamplingStart", r);
-  work();
-  CUpti_PCSamplingStopParams stop = {CUpti_PCSamplingStopParamsSize};
-  stop.ctx = ctx;
-  if (CUptiResult r = cuptiPCSamplingStop(&stop); r != CUPTI_SUCCESS) return refuse("cuptiPCSamplingStop", r);
-  step("sampled_launch");
 
-  // Records land in the configured buffer at the stop; what did not fit is fetched with GetData.
-  std::map<std::pair<std::string, std::uint32_t>, SampledPcRow> rows;
-  std::uint64_t non_user = 0, records = 0;
-  const auto absorb = [&](const CUpti_PCSamplingData &d) {
-    out.total_samples += d.totalSamples;
-    non_user += d.nonUsrKernelsTotalSamples;
-    records += d.totalNumPcs;
-    out.dropped_samples += d.droppedSamples;
+  /// Why no row came back (after collect found none).
+  std::string why_empty() const {
+    if (overflowed_) return "the sampling buffer overflowed before any record was kept";
+    if (out_.total_samples == 0) return "the PC sampler returned no samples for this launch";
+    return "none of the " + std::to_string(out_.total_samples) + " samples came with a PC of this kernel (" +
+           std::to_string(non_user_) + " in other kernels, " + std::to_string(records_) + " PC records)";
+  }
+
+ private:
+  void absorb(const CUpti_PCSamplingData &d) {
+    out_.total_samples += d.totalSamples;
+    non_user_ += d.nonUsrKernelsTotalSamples;
+    records_ += d.totalNumPcs;
+    out_.dropped_samples += d.droppedSamples;
     for (std::size_t i = 0; i < d.totalNumPcs && i < d.collectNumPcs; ++i) {
       const CUpti_PCSamplingPCData &pc = d.pPcData[i];
       // functionName is CUPTI's allocation, possibly shared with later records: copied, never freed here
       // (the worker process ends soon after; a double free would not).
       const std::string function = pc.functionName ? pc.functionName : "";
-      SampledPcRow &row = rows[{function, static_cast<std::uint32_t>(pc.pcOffset)}];
+      SampledPcRow &row = rows_[{function, static_cast<std::uint32_t>(pc.pcOffset)}];
       row.function = function;
       row.offset = static_cast<std::uint32_t>(pc.pcOffset);
-      for (std::size_t k = 0; k < pc.stallReasonCount && k < collect.size(); ++k) {
-        const auto it = reason_of.find(pc.stallReason[k].pcSamplingStallReasonIndex);
-        if (it == reason_of.end() || pc.stallReason[k].samples == 0) continue;
+      for (std::size_t k = 0; k < pc.stallReasonCount && k < reasons_.collect.size(); ++k) {
+        const auto it = reasons_.name_of.find(pc.stallReason[k].pcSamplingStallReasonIndex);
+        if (it == reasons_.name_of.end() || pc.stallReason[k].samples == 0) continue;
         row.reasons[it->second] += pc.stallReason[k].samples;
         row.samples += pc.stallReason[k].samples;
       }
     }
-  };
-  absorb(first->data);
-  std::size_t remaining = first->data.remainingNumPcs;
-  const bool overflowed = first->data.hardwareBufferFull != 0;
-  auto more = std::make_unique<CollectionBuffer>(kPcsPerBuffer, collect.size());
-  for (int b = 0; b < kMaxBuffers && remaining > 0; ++b) {
-    more->data.totalNumPcs = 0;
-    more->data.remainingNumPcs = 0;
-    more->data.totalSamples = 0;
-    more->data.droppedSamples = 0;
-    CUpti_PCSamplingGetDataParams gp = {CUpti_PCSamplingGetDataParamsSize};
-    gp.ctx = ctx;
-    gp.pcSamplingData = &more->data;
-    if (CUptiResult r = cuptiPCSamplingGetData(&gp); r != CUPTI_SUCCESS)
-      return refuse("cuptiPCSamplingGetData", r);
-    absorb(more->data);
-    remaining = more->data.remainingNumPcs;
   }
+
+  CUcontext ctx_;
+  const StallReasons &reasons_;
+  PcSamples &out_;
+  std::map<std::pair<std::string, std::uint32_t>, SampledPcRow> rows_;
+  std::uint64_t non_user_ = 0, records_ = 0;
+  bool overflowed_ = false;
+};
+
+}  // namespace
+
+PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::string()> &prepare,
+                     const std::function<void()> &work, PcSamplingMode sampling_mode) {
+  PcSamples out;
+  out.period_log2 = period_log2;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto finish = [&](std::string why) -> PcSamples & {
+    out.reason = std::move(why);
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+  };
+  auto step_start = t0;
+  const auto step = [&](const char *name) {
+    const auto now = std::chrono::steady_clock::now();
+    out.steps[name] = std::chrono::duration<double>(now - step_start).count();
+    step_start = now;
+  };
+  SamplingSession session(ctx);
+  if (CUptiResult r = session.enable(); r != CUPTI_SUCCESS)
+    return finish(cupti_error("cuptiPCSamplingEnable", r));
+  step("enable");
+  StallReasons reasons;
+  if (std::string why = load_stall_reasons(ctx, reasons); !why.empty()) return finish(why);
+  step("stall_reasons");
+  auto first = std::make_unique<CollectionBuffer>(kPcsPerBuffer, reasons.collect.size());
+  if (std::string why = configure_sampling(ctx, period_log2, sampling_mode, reasons, *first); !why.empty())
+    return finish(why);
+  step("configure");
+  if (std::string why = prepare(); !why.empty()) return finish(why);
+  step("prepare");
+  CUpti_PCSamplingStartParams start = {CUpti_PCSamplingStartParamsSize};
+  start.ctx = ctx;
+  if (CUptiResult r = cuptiPCSamplingStart(&start); r != CUPTI_SUCCESS)
+    return finish(cupti_error("cuptiPCSamplingStart", r));
+  work();
+  CUpti_PCSamplingStopParams stop = {CUpti_PCSamplingStopParamsSize};
+  stop.ctx = ctx;
+  if (CUptiResult r = cuptiPCSamplingStop(&stop); r != CUPTI_SUCCESS)
+    return finish(cupti_error("cuptiPCSamplingStop", r));
+  step("sampled_launch");
+  // Records land in the configured buffer at the stop; what did not fit is fetched with GetData.
+  Collector collector(ctx, reasons, out);
+  if (std::string why = collector.collect(*first); !why.empty()) return finish(why);
   step("collect");
   out.collected = true;
-  for (auto &[key, row] : rows)
-    if (row.samples > 0) out.rows.push_back(std::move(row));
-  std::sort(out.rows.begin(), out.rows.end(), [](const SampledPcRow &a, const SampledPcRow &b) {
-    return a.samples != b.samples ? a.samples > b.samples : a.offset < b.offset;
-  });
-  if (out.rows.empty()) {
-    if (overflowed)
-      out.reason = "the sampling buffer overflowed before any record was kept";
-    else if (out.total_samples == 0)
-      out.reason = "the PC sampler returned no samples for this launch";
-    else
-      out.reason = "none of the " + std::to_string(out.total_samples) +
-                   " samples came with a PC of this kernel (" + std::to_string(non_user) +
-                   " in other kernels, " + std::to_string(records) + " PC records)";
-    return finish();
-  }
+  if (out.rows.empty()) return finish(collector.why_empty());
   out.available = true;
-  return finish();
+  return finish("");
 }
 
 }  // namespace ptxbench::worker::detail

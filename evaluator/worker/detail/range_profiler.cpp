@@ -191,47 +191,14 @@ std::string prepare_range_profiler(CUcontext ctx, int device_ordinal,
   return host_config(ctx, device_ordinal, metrics, made_now).reason;
 }
 
-RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<std::string> &metrics,
-                           const std::function<void()> &prepare, const std::function<void()> &work,
-                           int max_passes) {
-  RangeMetrics out;
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto seconds = [](auto from) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
-  };
-  const auto refuse = [&](const char *call, CUptiResult r) {
-    out.reason = cupti_error(call, r);
-    return out;
-  };
-  auto step_start = t0;
-  const auto step = [&](const char *name) {
-    const auto now = std::chrono::steady_clock::now();
-    out.setup_steps[name] = std::chrono::duration<double>(now - step_start).count();
-    step_start = now;
-  };
-  bool made_now = false;
-  const HostConfig &hc = host_config(ctx, device_ordinal, metrics, made_now);
-  if (made_now)
-    out.setup_steps = hc.steps;
-  else
-    out.setup_steps["host_config_made_ahead"] = 0;
-  step_start = std::chrono::steady_clock::now();
-  if (!hc.reason.empty()) {
-    out.reason = hc.reason;
-    return out;
-  }
-  out.unavailable = hc.unavailable;
-  out.passes = hc.passes;
-  std::vector<const char *> accepted = hc.accepted;  // CUPTI takes non-const arrays
-  if (out.passes > max_passes) {
-    out.reason = "the metrics need " + std::to_string(out.passes) + " passes (limit " +
-                 std::to_string(max_passes) + ")";
-    return out;
-  }
+namespace {
 
-  TargetObject target;
-  if (CUptiResult r = target.enable(ctx); r != CUPTI_SUCCESS) return refuse("cuptiRangeProfilerEnable", r);
-  step("enable");
+/// Enables the range profiler on the context with per-kernel ranges and sizes the counter data for them.
+/// "" or CUPTI's refusal.
+std::string configure_target(CUcontext ctx, TargetObject &target, const HostConfig &hc,
+                             std::vector<const char *> &accepted, std::vector<std::uint8_t> &counter_data) {
+  if (CUptiResult r = target.enable(ctx); r != CUPTI_SUCCESS)
+    return cupti_error("cuptiRangeProfilerEnable", r);
   CUpti_RangeProfiler_GetCounterDataSize_Params cds = {
       CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE};
   cds.pRangeProfilerObject = target.get();
@@ -240,15 +207,15 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
   cds.maxNumOfRanges = kMaxKernelRanges;
   cds.maxNumRangeTreeNodes = kMaxKernelRanges;
   if (CUptiResult r = cuptiRangeProfilerGetCounterDataSize(&cds); r != CUPTI_SUCCESS)
-    return refuse("cuptiRangeProfilerGetCounterDataSize", r);
-  std::vector<std::uint8_t> counter_data(cds.counterDataSize);
+    return cupti_error("cuptiRangeProfilerGetCounterDataSize", r);
+  counter_data.assign(cds.counterDataSize, 0);
   CUpti_RangeProfiler_CounterDataImage_Initialize_Params cdi = {
       CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE};
   cdi.pRangeProfilerObject = target.get();
   cdi.counterDataSize = counter_data.size();
   cdi.pCounterData = counter_data.data();
   if (CUptiResult r = cuptiRangeProfilerCounterDataImageInitialize(&cdi); r != CUPTI_SUCCESS)
-    return refuse("cuptiRangeProfilerCounterDataImageInitialize", r);
+    return cupti_error("cuptiRangeProfilerCounterDataImageInitialize", r);
   CUpti_RangeProfiler_SetConfig_Params set = {CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE};
   set.pRangeProfilerObject = target.get();
   set.configSize = hc.config.size();
@@ -266,48 +233,46 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
   set.passIndex = 0;
   set.targetNestingLevel = 1;
   if (CUptiResult r = cuptiRangeProfilerSetConfig(&set); r != CUPTI_SUCCESS)
-    return refuse("cuptiRangeProfilerSetConfig", r);
-  step("counter_data");
+    return cupti_error("cuptiRangeProfilerSetConfig", r);
+  return "";
+}
 
-  out.setup_seconds = seconds(t0);
-  const auto t1 = std::chrono::steady_clock::now();
-  // One pass per iteration until CUPTI says every pass was submitted.
+/// Runs `work` once per pass (after `prepare`) until CUPTI says every pass was submitted. "" or why not.
+std::string run_passes(const TargetObject &target, int passes, const std::function<void()> &prepare,
+                       const std::function<void()> &work) {
   for (int pass = 0;; ++pass) {
-    if (pass > out.passes + 1) {
-      out.reason = "the range profiler did not finish its passes";
-      return out;
-    }
+    if (pass > passes + 1) return "the range profiler did not finish its passes";
     prepare();
     CUpti_RangeProfiler_Start_Params start = {CUpti_RangeProfiler_Start_Params_STRUCT_SIZE};
     start.pRangeProfilerObject = target.get();
     if (CUptiResult r = cuptiRangeProfilerStart(&start); r != CUPTI_SUCCESS)
-      return refuse("cuptiRangeProfilerStart", r);
+      return cupti_error("cuptiRangeProfilerStart", r);
     work();
     CUpti_RangeProfiler_Stop_Params stop = {CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
     stop.pRangeProfilerObject = target.get();
     if (CUptiResult r = cuptiRangeProfilerStop(&stop); r != CUPTI_SUCCESS)
-      return refuse("cuptiRangeProfilerStop", r);
-    if (stop.isAllPassSubmitted) break;
+      return cupti_error("cuptiRangeProfilerStop", r);
+    if (stop.isAllPassSubmitted) return "";
   }
+}
+
+/// Decodes the passes and evaluates each kernel's range. "" or why not.
+std::string evaluate_ranges(const TargetObject &target, const HostConfig &hc,
+                            std::vector<const char *> &accepted, std::vector<std::uint8_t> &counter_data,
+                            std::vector<std::map<std::string, double>> &ranges) {
   CUpti_RangeProfiler_DecodeData_Params decode = {CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE};
   decode.pRangeProfilerObject = target.get();
   if (CUptiResult r = cuptiRangeProfilerDecodeData(&decode); r != CUPTI_SUCCESS)
-    return refuse("cuptiRangeProfilerDecodeData", r);
-  if (decode.numOfRangeDropped > 0) {
-    out.reason = "the range profiler dropped the range";
-    return out;
-  }
+    return cupti_error("cuptiRangeProfilerDecodeData", r);
+  if (decode.numOfRangeDropped > 0)
+    return "the range profiler dropped " + std::to_string(decode.numOfRangeDropped) + " kernel range(s)";
   CUpti_RangeProfiler_GetCounterDataInfo_Params info = {
       CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE};
   info.pCounterDataImage = counter_data.data();
   info.counterDataImageSize = counter_data.size();
   if (CUptiResult r = cuptiRangeProfilerGetCounterDataInfo(&info); r != CUPTI_SUCCESS)
-    return refuse("cuptiRangeProfilerGetCounterDataInfo", r);
-  if (info.numTotalRanges == 0) {
-    out.reason = "the range profiler saw no kernel launch";
-    return out;
-  }
-  std::vector<std::map<std::string, double>> ranges;
+    return cupti_error("cuptiRangeProfilerGetCounterDataInfo", r);
+  if (info.numTotalRanges == 0) return "the range profiler saw no kernel launch";
   std::vector<double> values(accepted.size());
   for (std::size_t range = 0; range < info.numTotalRanges; ++range) {
     CUpti_Profiler_Host_EvaluateToGpuValues_Params eval = {
@@ -320,10 +285,52 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
     eval.numMetrics = accepted.size();
     eval.pMetricValues = values.data();
     if (CUptiResult r = cuptiProfilerHostEvaluateToGpuValues(&eval); r != CUPTI_SUCCESS)
-      return refuse("cuptiProfilerHostEvaluateToGpuValues", r);
+      return cupti_error("cuptiProfilerHostEvaluateToGpuValues", r);
     auto &one = ranges.emplace_back();
     for (std::size_t i = 0; i < accepted.size(); ++i) one[accepted[i]] = values[i];
   }
+  return "";
+}
+
+}  // namespace
+
+RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<std::string> &metrics,
+                           const std::function<void()> &prepare, const std::function<void()> &work,
+                           int max_passes) {
+  RangeMetrics out;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto seconds = [](auto from) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
+  };
+  const auto fail = [&](std::string why) {
+    out.reason = std::move(why);
+    return out;
+  };
+  bool made_now = false;
+  const HostConfig &hc = host_config(ctx, device_ordinal, metrics, made_now);
+  if (made_now)
+    out.setup_steps = hc.steps;
+  else
+    out.setup_steps["host_config_made_ahead"] = 0;
+  if (!hc.reason.empty()) return fail(hc.reason);
+  out.unavailable = hc.unavailable;
+  out.passes = hc.passes;
+  if (out.passes > max_passes)
+    return fail("the metrics need " + std::to_string(out.passes) + " passes (limit " +
+                std::to_string(max_passes) + ")");
+  std::vector<const char *> accepted = hc.accepted;  // CUPTI takes non-const arrays
+  const auto t_target = std::chrono::steady_clock::now();
+  TargetObject target;
+  std::vector<std::uint8_t> counter_data;
+  if (std::string why = configure_target(ctx, target, hc, accepted, counter_data); !why.empty())
+    return fail(why);
+  out.setup_steps["enable_and_counter_data"] = seconds(t_target);
+  out.setup_seconds = seconds(t0);
+  const auto t1 = std::chrono::steady_clock::now();
+  if (std::string why = run_passes(target, out.passes, prepare, work); !why.empty()) return fail(why);
+  std::vector<std::map<std::string, double>> ranges;
+  if (std::string why = evaluate_ranges(target, hc, accepted, counter_data, ranges); !why.empty())
+    return fail(why);
   out.kernels = static_cast<int>(ranges.size());
   out.values = combine_kernel_ranges(ranges);
   out.passes_seconds = seconds(t1);

@@ -15,6 +15,7 @@
 #include "evaluator/protocol/profile.hpp"
 #include "evaluator/protocol/timing.hpp"
 #include "evaluator/worker/detail/candidate_kernel.hpp"
+#include "evaluator/worker/detail/range_profiler.hpp"
 #include "evaluator/worker/detail/worker_support.hpp"
 #include "evaluator/worker/family.hpp"
 #include "evaluator/worker/job.hpp"
@@ -155,6 +156,26 @@ class Worker {
   /// Hardware metrics of one launch of a correct kernel, beside the library's; skipped when not correct
   /// or when one launch per pass does not fit ProfilePolicy::budget.
   void profile_stage(bool correct);
+  /// Records the profile stage as skipped: `passes` replays of a `launch_ms` launch exceed the budget.
+  void profile_too_slow(double launch_ms, const std::string &passes, Clock::time_point start);
+  /// Passes of the candidate's launch that fit ProfilePolicy::budget; nullopt when not one (or fewer than the
+  /// metrics are known to need) fits, with the skipped stage recorded.
+  std::optional<int> profile_max_passes(double launch_ms, Clock::time_point start);
+  /// Selection-cache key of the metric catalog's pass count on this GPU.
+  static std::string profile_passes_key();
+  /// The range profiler's figures of one launch of the candidate (outputs poisoned before each pass).
+  RangeMetrics profile_candidate(const JobWorkload &w, TensorSet &tensors, detail::PackedParams &params,
+                                 int max_passes);
+  /// The library's figures for the workload's shape: from the selection cache, else measured and cached;
+  /// nullopt when not measured. `source`: "cached", "measured" or why not.
+  std::optional<std::map<std::string, double>> library_figures(const JobWorkload &w, const TensorSet &tensors,
+                                                               std::string &source);
+  /// sample_launch when the launch and the sampler's set-up fit ProfilePolicy::pc_sampling_budget, else
+  /// why not (in `unavailable`).
+  protocol::PcSampling pc_sampling_within_budget(const JobWorkload &w, const TensorSet &tensors,
+                                                 detail::PackedParams &params,
+                                                 const std::map<std::string, double> &measured,
+                                                 double launch_ms, json &phase_seconds);
   /// Theoretical occupancy of the workload's launch and its limiter (and resident clusters).
   protocol::Occupancy occupancy(const JobWorkload &w) const;
   /// The library's metrics on the same inputs into `out`; "measured", or why not.
