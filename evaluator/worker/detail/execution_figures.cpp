@@ -181,111 +181,136 @@ std::optional<MmaWork> mma_work(const std::string &opcode) {
   return MmaWork{flops, threads};
 }
 
-protocol::ExecutionFigures execution_figures(const std::vector<SassInstruction> &listing,
-                                             const std::vector<TargetSpec> &targets,
-                                             const std::vector<PcCount> &counts, double workload_flops,
-                                             double tma_box_bytes) {
-  std::map<std::pair<std::string, std::uint32_t>, const SassInstruction *> by_pc;
-  std::set<std::string> functions;
-  for (const auto &i : listing) {
-    by_pc[{i.function, i.offset}] = &i;
-    functions.insert(i.function);
-  }
+namespace {
+
+/// What the counted PCs add up to, per SASS family and in total (only the candidate's own functions).
+struct CountTally {
+  std::set<std::string> functions;  ///< the candidate's functions (from the listing)
   std::map<std::string, std::uint64_t> family_warps, family_threads;
-  std::map<std::string, double> family_flops;             // FLOPs of the family's executed MMAs
-  std::map<std::string, double> family_fma_flops;         // FLOPs of the family's executed FMA-pipe FMAs
-  std::map<std::string, std::set<std::string>> no_shape;  // executed opcodes whose work is unknown
+  std::map<std::string, double> family_flops;             ///< FLOPs of the family's executed MMAs
+  std::map<std::string, double> family_fma_flops;         ///< FLOPs of the family's executed FMA-pipe FMAs
+  std::map<std::string, std::set<std::string>> no_shape;  ///< executed opcodes whose work is unknown
+  std::map<std::string, std::uint64_t> static_count;      ///< instructions per family in the listing
   std::uint64_t total = 0, tensor = 0, unmatched = 0;
   double tensor_flops = 0;
   double tma_bytes = 0, plain_bytes = 0;
+};
+
+CountTally tally_counts(const std::vector<SassInstruction> &listing, const std::vector<PcCount> &counts,
+                        double tma_box_bytes) {
+  CountTally t;
+  std::map<std::pair<std::string, std::uint32_t>, const SassInstruction *> by_pc;
+  for (const auto &i : listing) {
+    by_pc[{i.function, i.offset}] = &i;
+    t.functions.insert(i.function);
+    ++t.static_count[i.family];
+  }
   for (const auto &c : counts) {
-    if (!functions.count(c.function)) continue;  // not the candidate's code
+    if (!t.functions.count(c.function)) continue;  // not the candidate's code
     auto it = by_pc.find({c.function, c.offset});
     if (it == by_pc.end()) {
-      ++unmatched;
+      ++t.unmatched;
       continue;
     }
     const SassInstruction &inst = *it->second;
-    family_warps[inst.family] += c.warp_executions;
-    family_threads[inst.family] += c.threads_on;
-    total += c.warp_executions;
-    if (kTensorCoreFamilies.count(inst.family)) tensor += c.warp_executions;
+    t.family_warps[inst.family] += c.warp_executions;
+    t.family_threads[inst.family] += c.threads_on;
+    t.total += c.warp_executions;
+    if (kTensorCoreFamilies.count(inst.family)) t.tensor += c.warp_executions;
     if (c.threads_on == 0) continue;  // predicated off everywhere: no work done
-    if (is_tma_load_family(inst.family)) tma_bytes += static_cast<double>(c.threads_on) * tma_box_bytes;
+    if (is_tma_load_family(inst.family)) t.tma_bytes += static_cast<double>(c.threads_on) * tma_box_bytes;
     if (const auto width = plain_load_bytes(inst.opcode))
-      plain_bytes += static_cast<double>(c.threads_on) * *width;
+      t.plain_bytes += static_cast<double>(c.threads_on) * *width;
     if (const auto work = mma_work(inst.opcode)) {
       // Threads with the predicate on, over the threads one MMA takes: MMAs done.
       const double flops =
           static_cast<double>(c.threads_on) / static_cast<double>(work->threads_per_op) * work->flops_per_op;
-      family_flops[inst.family] += flops;
-      tensor_flops += flops;
+      t.family_flops[inst.family] += flops;
+      t.tensor_flops += flops;
     } else if (const auto fma = fma_flops_per_thread(inst.opcode)) {
-      family_fma_flops[inst.family] += static_cast<double>(c.threads_on) * *fma;
+      t.family_fma_flops[inst.family] += static_cast<double>(c.threads_on) * *fma;
     } else {
-      no_shape[inst.family].insert(inst.opcode);
+      t.no_shape[inst.family].insert(inst.opcode);
     }
   }
-  std::map<std::string, std::uint64_t> static_count;
-  for (const auto &i : listing) ++static_count[i.family];
+  return t;
+}
 
-  const auto share_of = [&](double flops) {
-    return workload_flops > 0 ? std::optional<double>(flops / workload_flops) : std::nullopt;
+/// One target's row: present, executed, its warps and threads, and its work (FLOPs) or byte share.
+protocol::TargetExecution target_row(const TargetSpec &t, const CountTally &tally, double workload_flops,
+                                     std::optional<double> tma_share) {
+  bool present = false;
+  std::uint64_t warps = 0, threads = 0;
+  // FLOPs are meaningful only when every family is an MMA with its shape in the opcode.
+  bool flops_known = !t.sass_families.empty();
+  double flops = 0;
+  std::vector<std::string> unknown;
+  const auto add = [](const auto &map, const std::string &key, auto &acc) {
+    if (const auto it = map.find(key); it != map.end()) acc += it->second;
   };
-  const std::optional<double> tma_share = tma_box_bytes > 0 && tma_bytes + plain_bytes > 0
-                                              ? std::optional<double>(tma_bytes / (tma_bytes + plain_bytes))
-                                              : std::nullopt;
-  protocol::ExecutionFigures figures;
-  for (const auto &t : targets) {
-    bool present = false;
-    std::uint64_t warps = 0, threads = 0;
-    // FLOPs are meaningful only when every family is an MMA with its shape in the opcode.
-    bool flops_known = !t.sass_families.empty();
-    double flops = 0;
-    std::vector<std::string> unknown;
-    for (const auto &f : t.sass_families) {
-      present = present || static_count.count(f);
-      if (family_warps.count(f)) warps += family_warps[f];
-      if (family_threads.count(f)) threads += family_threads[f];
-      if (!kWarpgroupMmaFamilies.count(f) && !kWarpMmaFamilies.count(f)) flops_known = false;
-      if (family_flops.count(f)) flops += family_flops[f];
-      if (no_shape.count(f)) unknown.insert(unknown.end(), no_shape[f].begin(), no_shape[f].end());
-    }
-    if (!unknown.empty()) flops_known = false;
-    protocol::TargetExecution row;
-    row.name = t.name;
-    row.sass_families = t.sass_families;
-    row.present_in_sass = present;
-    row.warp_executions = warps;
-    row.threads_on = threads;
-    // Executed = some thread had its predicate on: ptxas often turns a short dead branch into a
-    // predicated instruction that warps issue but never run.
-    row.executed = threads > 0;
-    if (flops_known) {
-      row.work_flops = flops;
-      row.work_share = share_of(flops);
-    }
-    row.matrix_target = is_matrix_target(t);
-    row.work_unknown_opcodes = std::move(unknown);
-    row.tma_load_target = !t.sass_families.empty() &&
-                          std::all_of(t.sass_families.begin(), t.sass_families.end(), is_tma_load_family);
-    if (row.tma_load_target) row.byte_share = tma_share;
-    figures.targets.push_back(std::move(row));
+  for (const auto &f : t.sass_families) {
+    present = present || tally.static_count.count(f);
+    add(tally.family_warps, f, warps);
+    add(tally.family_threads, f, threads);
+    add(tally.family_flops, f, flops);
+    if (!kWarpgroupMmaFamilies.count(f) && !kWarpMmaFamilies.count(f)) flops_known = false;
+    if (const auto it = tally.no_shape.find(f); it != tally.no_shape.end())
+      unknown.insert(unknown.end(), it->second.begin(), it->second.end());
   }
-  std::vector<std::pair<std::string, std::uint64_t>> top(family_warps.begin(), family_warps.end());
+  if (!unknown.empty()) flops_known = false;
+  protocol::TargetExecution row;
+  row.name = t.name;
+  row.sass_families = t.sass_families;
+  row.present_in_sass = present;
+  row.warp_executions = warps;
+  row.threads_on = threads;
+  // Executed = some thread had its predicate on: ptxas often turns a short dead branch into a
+  // predicated instruction that warps issue but never run.
+  row.executed = threads > 0;
+  if (flops_known) {
+    row.work_flops = flops;
+    if (workload_flops > 0) row.work_share = flops / workload_flops;
+  }
+  row.matrix_target = is_matrix_target(t);
+  row.work_unknown_opcodes = std::move(unknown);
+  row.tma_load_target = !t.sass_families.empty() &&
+                        std::all_of(t.sass_families.begin(), t.sass_families.end(), is_tma_load_family);
+  if (row.tma_load_target) row.byte_share = tma_share;
+  return row;
+}
+
+}  // namespace
+
+protocol::ExecutionFigures execution_figures(const std::vector<SassInstruction> &listing,
+                                             const std::vector<TargetSpec> &targets,
+                                             const std::vector<PcCount> &counts, double workload_flops,
+                                             double tma_box_bytes) {
+  const CountTally tally = tally_counts(listing, counts, tma_box_bytes);
+  const std::optional<double> tma_share =
+      tma_box_bytes > 0 && tally.tma_bytes + tally.plain_bytes > 0
+          ? std::optional<double>(tally.tma_bytes / (tally.tma_bytes + tally.plain_bytes))
+          : std::nullopt;
+  protocol::ExecutionFigures figures;
+  for (const auto &t : targets) figures.targets.push_back(target_row(t, tally, workload_flops, tma_share));
+  std::vector<std::pair<std::string, std::uint64_t>> top(tally.family_warps.begin(),
+                                                         tally.family_warps.end());
   std::sort(top.begin(), top.end(), [](const auto &a, const auto &b) { return a.second > b.second; });
   for (std::size_t i = 0; i < top.size() && i < 12; ++i)
     figures.top_opcodes.push_back({top[i].first, top[i].second});
-  figures.tensor_core_share = total ? static_cast<double>(tensor) / static_cast<double>(total) : 0.0;
-  figures.tensor_core_flops = tensor_flops;
-  figures.tensor_core_work_share = share_of(tensor_flops);
-  if (workload_flops > 0) figures.workload_flops = workload_flops;
-  figures.total_warp_instructions = total;
-  figures.load_bytes = {tma_bytes, plain_bytes, tma_share};
-  figures.matrix_work = matrix_work(targets, family_flops, no_shape, family_fma_flops, workload_flops);
-  figures.functions.assign(functions.begin(), functions.end());
+  figures.tensor_core_share =
+      tally.total ? static_cast<double>(tally.tensor) / static_cast<double>(tally.total) : 0.0;
+  figures.tensor_core_flops = tally.tensor_flops;
+  if (workload_flops > 0) {
+    figures.tensor_core_work_share = tally.tensor_flops / workload_flops;
+    figures.workload_flops = workload_flops;
+  }
+  figures.total_warp_instructions = tally.total;
+  figures.load_bytes = {tally.tma_bytes, tally.plain_bytes, tma_share};
+  figures.matrix_work =
+      matrix_work(targets, tally.family_flops, tally.no_shape, tally.family_fma_flops, workload_flops);
+  figures.functions.assign(tally.functions.begin(), tally.functions.end());
   figures.records = counts.size();
-  figures.unmatched_records = unmatched;
+  figures.unmatched_records = tally.unmatched;
   return figures;
 }
 
