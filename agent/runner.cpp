@@ -4,8 +4,11 @@
 
 #include <fmt/core.h>
 
+#include "agent/conversation.hpp"
 #include "agent/detail/clocks.hpp"
 #include "agent/detail/runner_state.hpp"
+#include "agent/prompt_builder.hpp"
+#include "agent/repair_selection.hpp"
 #include "agent/shard.hpp"
 #include "evaluator/worker_client.hpp"
 #include "util/files.hpp"

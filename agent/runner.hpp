@@ -4,6 +4,9 @@
 // -> record -> next turn or stop. Many trajectories are in flight at once.
 // Every turn is appended (fsynced) to <run dir>/trajectories.jsonl; a run
 // killed at any point resumes without redoing or duplicating finished turns.
+//
+// What a run is given besides its config (RunServices, RunOptions) and how it ends (RunEnd) are declared
+// in detail/runner_types.hpp, shared with the runner's state.
 #pragma once
 
 #include <atomic>
@@ -18,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/detail/runner_types.hpp"
 #include "agent/run_config.hpp"
 #include "evaluator/evaluator.hpp"
 #include "llm_clients/chat_client.hpp"
@@ -26,36 +30,12 @@
 
 namespace ptxbench::agent {
 
-/// What the loop calls into; defaults are the real modules. Tests and the
-/// orchestrator benchmark swap single entries.
-struct RunServices {
-  std::function<util::Expected<std::unique_ptr<llm::ChatClient>>(const llm::EndpointConfig &)> make_client;
-  /// The CPU stages of one response: its text, and the parse stage's outcome for it (parsed once by the
-  /// loop, which took the verdict cache's key from it; the default runs the stages after parse on it).
-  std::function<evaluator::CompiledCandidate(const tasks::Task &, std::string_view,
-                                             evaluator::ParsedCandidate,
-                                             const evaluator::EvaluatorSettings &)>
-      cpu_stages;
-  std::function<void(evaluator::CompiledCandidate &, const tasks::Task &,
-                     const evaluator::EvaluatorSettings &)>
-      gpu_stages;
-  /// "" when a GPU is usable, else the reason (only asked when settings.run_gpu).
-  std::function<std::string(const evaluator::EvaluatorSettings &)> gpu_unavailable_reason;
-  /// GPU/driver/library facts for run.json (only called when a GPU is usable); see probe_worker().
-  std::function<nlohmann::json(const evaluator::EvaluatorSettings &)> probe_environment;
-  static RunServices defaults();
-};
+namespace detail {
+struct RunnerState;
+}
 
 /// `ptxbench-worker --probe` through util::run_process; {"error": ...} when it cannot run.
 nlohmann::json probe_worker(const evaluator::EvaluatorSettings &settings);
-
-enum class ProgressMode { automatic, redraw, lines, quiet };
-
-struct RunOptions {
-  ProgressMode progress = ProgressMode::automatic;  ///< automatic: redraw on a terminal, else log lines
-  std::FILE *log = stderr;                          ///< progress and messages go here
-  const std::atomic<int> *interrupts = nullptr;     ///< Ctrl-C count set by a signal handler (polled)
-};
 
 /// Per model × task figures at the end of a run (over trajectories: "ever reached").
 struct SummaryRow {
@@ -89,13 +69,6 @@ util::Expected<std::vector<PlannedCell>> plan_cells(const RunConfig &config);
 
 /// Computes the summary from a run directory's records.
 RunSummary summarize(const traces::LoadedRun &run);
-
-enum class RunEnd {
-  completed,         ///< every trajectory stopped (target, turn limit, budget, failed request)
-  interrupted,       ///< Ctrl-C: in-flight turns finished or abandoned; resumable
-  write_failed,      ///< the trace could not be written (disk full); resumable once space returns
-  evaluator_failed,  ///< the remote evaluator (evaluator.url) was down or answered garbage; resumable
-};
 
 struct RunResult {
   RunEnd end = RunEnd::completed;
@@ -138,7 +111,8 @@ class Runner {
   void request_stop(const std::string &why);
   const std::filesystem::path &dir() const;
 
-  struct Impl;
+  /// The runner's state, shared by its source files (detail/runner_state.hpp).
+  using Impl = detail::RunnerState;
 
  private:
   explicit Runner(std::unique_ptr<Impl> impl);

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/detail/shard_spec.hpp"
 #include "traces/run_record.hpp"
 #include "util/expected.hpp"
 
@@ -21,20 +22,8 @@ namespace ptxbench::agent {
 
 struct RunConfig;
 
-/// Whom an endpoint's max_in_flight limits when a run is sharded.
-enum class InFlightScope {
-  shard,  ///< each shard process (N shards send up to N x max_in_flight requests at once)
-  run,    ///< the whole run: each of N shards gets max_in_flight / N (at least 1)
-};
 std::string to_string(InFlightScope);
 std::optional<InFlightScope> in_flight_scope_from_string(std::string_view);
-
-/// This process's part of a run: shard `index` of `count` (0 <= index < count).
-struct ShardSpec {
-  int index = 0;
-  int count = 1;
-  bool operator==(const ShardSpec &) const = default;
-};
 
 /// "I/N" (e.g. "2/8"); the error says what is wrong.
 util::Expected<ShardSpec> parse_shard_spec(std::string_view text);

@@ -1,5 +1,6 @@
 // The candidate contract: a model response holds one kernel block
-// (```ptx or ```cuda) and one ```json launch manifest.
+// (```ptx or ```cuda) and one ```json launch manifest. What the parsers make of it (ParsedResponse,
+// Manifest) is declared in detail/candidate_types.hpp, shared with the pipeline's stages.
 #pragma once
 
 #include <array>
@@ -10,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "evaluator/detail/candidate_types.hpp"
 #include "evaluator/protocol/job.hpp"
 #include "evaluator/status.hpp"
 #include "tasks/task.hpp"
@@ -17,25 +19,11 @@
 
 namespace ptxbench::evaluator {
 
-enum class KernelLanguage { ptx, cuda };
-
 /// A fenced block found in the response.
 struct CodeBlock {
   std::string info;  ///< the info string after the fence, lower-cased ("ptx", "cuda", "json", "")
   std::string body;
   int first_line = 0;  ///< 1-based line of the block's first body line in the response
-};
-
-/// What the response parser extracted. Rule for several blocks: the LAST
-/// ```ptx/```cuda block is the kernel and the LAST ```json block is the
-/// manifest (models often show a draft and then a final version).
-struct ParsedResponse {
-  KernelLanguage language = KernelLanguage::ptx;
-  std::string kernel_source;
-  int kernel_first_line = 0;
-  std::string manifest_text;
-  int kernel_blocks_seen = 0;
-  int json_blocks_seen = 0;
 };
 
 struct ParseLimits {
@@ -69,35 +57,6 @@ std::optional<ParseError> response_size_error(std::size_t bytes, const ParseLimi
 /// Error (a sentence) only when it cannot be read; an oversized one is a value (over_limit).
 util::Expected<ResponseInput> read_response(const std::string &path, const ParseLimits &limits);
 
-using protocol::ParamKind;
-using protocol::Swizzle;
-
-/// One kernel parameter as the manifest declares it.
-struct ManifestParam {
-  ParamKind kind = ParamKind::tensor;
-  std::string name;  ///< the task tensor or scalar (or symbol) it names
-  // tensor_map only:
-  std::vector<std::string> box;  ///< expressions, innermost first
-  std::vector<std::string>
-      dims;  ///< optional view shape, innermost first (expressions); empty = tensor's shape
-  Swizzle swizzle = Swizzle::none;
-  std::string l2_promotion = "none";  ///< none | 64B | 128B | 256B
-  std::string oob_fill = "zero";      ///< zero | nan
-  std::string interleave = "none";    ///< none | 16B | 32B
-};
-
-struct Manifest {
-  std::string entry;
-  /// bytes of global scratch memory the harness allocates, guards and zero-fills before every launch
-  /// (expression; "" = none), passed by a {"workspace": true} parameter
-  std::string workspace_bytes;
-  std::array<std::string, 3> grid{"1", "1", "1"};  ///< expressions
-  std::array<std::string, 3> block{"1", "1", "1"};
-  std::array<std::string, 3> cluster{"1", "1", "1"};
-  std::string shared_bytes = "0";  ///< dynamic shared memory, expression
-  std::vector<ManifestParam> params;
-};
-
 /// The name of the device symbol for the SM count, usable in every manifest expression.
 inline constexpr std::string_view kNumSmsSymbol = "num_sms";
 
@@ -121,10 +80,6 @@ DeviceSymbols device_symbols(const tasks::Task &task, std::int64_t num_sms_setti
 util::Expected<Manifest, std::string> parse_manifest(
     std::string_view json_text, const tasks::Task &task,
     const std::optional<DeviceSymbols> &device = std::nullopt);
-
-/// A fully resolved launch for one workload, as the job carries it (evaluator/protocol/job.hpp).
-using protocol::LaunchPlan;
-using protocol::ResolvedParam;
 
 /// Resolves every expression of a (parsed) manifest for one workload and checks
 /// what can be checked without a GPU: grid/block/cluster limits, shared memory, the workspace's size

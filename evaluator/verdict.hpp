@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "evaluator/detail/axes.hpp"
 #include "evaluator/machine_fault.hpp"
 #include "evaluator/protocol/correctness.hpp"
 #include "evaluator/protocol/cpu_stages.hpp"
@@ -26,13 +27,6 @@ namespace ptxbench::evaluator {
 /// A stage's outcome: the same type (and JSON) the worker writes back (evaluator/protocol/result.hpp).
 using protocol::Diagnostic;
 using protocol::StageResult;
-
-/// The three axes. nullopt = not measured.
-struct Axes {
-  std::optional<bool> correct;
-  std::optional<bool> targets_executed;
-  std::optional<double> speedup;  ///< geomean over workloads of library_time / candidate_time
-};
 
 /// The hidden workloads' outcome (tasks::Task::hidden_workloads), kept beside the three axes so that the
 /// axes keep their meaning on the shown workloads: a kernel right only for the shapes it was shown is

@@ -9,6 +9,7 @@
 #include <curl/curl.h>
 #include <fmt/format.h>
 
+#include "llm_clients/chat_client.hpp"
 #include "llm_clients/detail/protocol.hpp"
 #include "llm_clients/http.hpp"
 

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "llm_clients/chat_client.hpp"
+
 namespace ptxbench::llm::detail {
 
 namespace {

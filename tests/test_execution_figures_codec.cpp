@@ -16,6 +16,7 @@
 #include "evaluator/protocol/error.hpp"
 #include "evaluator/protocol/execution.hpp"
 #include "evaluator/sass.hpp"
+#include "evaluator/verdict.hpp"
 #include "evaluator/worker/detail/execution_figures.hpp"
 #include "util/files.hpp"
 

@@ -1,5 +1,5 @@
 // RunRecord <-> JSON. One field list per record drives both directions through the protocol's field
-// codec (evaluator/protocol/detail/fields.hpp: types and bounds checked, errors name the field), except
+// codec (evaluator/protocol/fields.hpp: types and bounds checked, errors name the field), except
 // that keys a record does not know are kept in its `extra` instead of being refused.
 #include "traces/run_record.hpp"
 
@@ -7,14 +7,14 @@
 
 #include <fmt/core.h>
 
-#include "evaluator/protocol/detail/fields.hpp"
 #include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/fields.hpp"
 
 namespace ptxbench::traces {
 
 using Json = nlohmann::json;
 using protocol::ProtocolError;
-using protocol::detail::Bounds;
+using protocol::codec::Bounds;
 
 namespace {
 
@@ -50,7 +50,7 @@ namespace {
 
 /// The protocol's reader, plus rows of records read one by one so an error names the row
 /// ("resumes[1].at").
-class RecordReader : public protocol::detail::FieldReader {
+class RecordReader : public protocol::codec::FieldReader {
  public:
   using FieldReader::FieldReader;
   using FieldReader::operator();
@@ -58,7 +58,7 @@ class RecordReader : public protocol::detail::FieldReader {
   void operator()(const char *key, std::vector<T> &rows, Bounds = {}) {
     Json raw;  // null when absent (or null): no rows
     FieldReader::operator()(key, raw);
-    if (!raw.is_null()) rows = protocol::detail::read_rows<T>(raw, key);
+    if (!raw.is_null()) rows = protocol::codec::read_rows<T>(raw, key);
   }
 };
 
@@ -167,7 +167,7 @@ void fields(IO &io, RunRecord &r) {
 // The field lists come first: the helpers below find them by ordinary lookup (they are not ADL's).
 template <Record T>
 Json write_record(const T &value) {
-  protocol::detail::FieldWriter w;
+  protocol::codec::FieldWriter w;
   w.out = value.extra.is_object() ? value.extra : Json::object();
   fields(w, const_cast<T &>(value));  // the writer only reads the members
   return std::move(w.out);
@@ -200,8 +200,8 @@ void to_json(Json &j, const GpuStagesRecord &r) {
 
 void to_json(Json &j, const ResumeRecord &r) {
   j = write_record(r);
-  protocol::detail::erase_if_null(j, "gpu_stages");
-  protocol::detail::erase_if_null(j, "environment");
+  protocol::codec::erase_if_null(j, "gpu_stages");
+  protocol::codec::erase_if_null(j, "environment");
 }
 void from_json(const Json &j, ResumeRecord &r) {
   read_record(j, r);
@@ -210,8 +210,8 @@ void from_json(const Json &j, ResumeRecord &r) {
 
 void to_json(Json &j, const ShardRecord &r) {
   j = write_record(r);
-  protocol::detail::erase_if_null(j, "cells");
-  protocol::detail::erase_if_null(j, "cells_total");
+  protocol::codec::erase_if_null(j, "cells");
+  protocol::codec::erase_if_null(j, "cells_total");
 }
 void from_json(const Json &j, ShardRecord &r) {
   read_record(j, r);
@@ -221,14 +221,14 @@ void from_json(const Json &j, ShardRecord &r) {
 
 void to_json(Json &j, const EvaluatorServiceRecord &r) {
   j = write_record(r);
-  protocol::detail::erase_if_null(j, "token_env");
+  protocol::codec::erase_if_null(j, "token_env");
 }
 
 Json RunRecord::to_json() const {
   Json j = write_record(*this);
   for (const char *key : {"program", "config", "tasks", "evaluator_settings", "gpu_stages", "environment",
                           "config_hash", "run_seed", "evaluator_service", "shard", "shards", "throughput"})
-    protocol::detail::erase_if_null(j, key);
+    protocol::codec::erase_if_null(j, key);
   erase_if_empty(j, "run_id");
   erase_if_empty(j, "created_at");
   if (format_version == 0) j.erase("format_version");

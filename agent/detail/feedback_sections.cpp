@@ -12,6 +12,7 @@
 
 #include "agent/detail/feedback_mismatch.hpp"
 #include "agent/detail/template.hpp"
+#include "agent/prompt_builder.hpp"
 #include "evaluator/protocol/correctness.hpp"
 #include "evaluator/protocol/error.hpp"
 #include "evaluator/protocol/execution.hpp"

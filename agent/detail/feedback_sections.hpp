@@ -10,10 +10,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/prompt_builder.hpp"
 #include "evaluator/protocol/error.hpp"
 #include "evaluator/verdict.hpp"
 #include "tasks/task.hpp"
+
+namespace ptxbench::agent {
+struct FeedbackSources;
+}  // namespace ptxbench::agent
 
 namespace ptxbench::agent::detail {
 

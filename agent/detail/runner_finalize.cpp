@@ -2,8 +2,12 @@
 // trajectories.jsonl; the trajectory then goes back to its endpoint's queue or ends.
 #include <fmt/core.h>
 
+#include "agent/conversation.hpp"
 #include "agent/detail/clocks.hpp"
 #include "agent/detail/runner_state.hpp"
+#include "agent/prompt_builder.hpp"
+#include "agent/repair_selection.hpp"
+#include "agent/runner.hpp"
 
 namespace ptxbench::agent {
 

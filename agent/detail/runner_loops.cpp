@@ -5,6 +5,8 @@
 #include "agent/conversation.hpp"
 #include "agent/detail/clocks.hpp"
 #include "agent/detail/runner_state.hpp"
+#include "agent/repair_selection.hpp"
+#include "agent/runner.hpp"
 
 namespace ptxbench::agent {
 

@@ -19,16 +19,25 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/conversation.hpp"
 #include "agent/detail/progress.hpp"
 #include "agent/detail/queues.hpp"
+#include "agent/detail/run_config_types.hpp"
+#include "agent/detail/runner_types.hpp"
 #include "agent/detail/service_client.hpp"
-#include "agent/prompt_builder.hpp"
-#include "agent/repair_selection.hpp"
-#include "agent/runner.hpp"
 #include "evaluator/verdict_cache.hpp"
+#include "llm_clients/chat_client.hpp"
 #include "tasks/task.hpp"
 #include "traces/record.hpp"
+#include "traces/run_record.hpp"
+
+// Declared ahead: held here by pointer or in a std::vector (which needs them complete only where its
+// members are used) or returned; the runner's source files include their headers.
+namespace ptxbench::agent {
+struct Attempt;       // conversation.hpp
+class PromptBuilder;  // prompt_builder.hpp
+struct RepairSeed;    // repair_selection.hpp
+struct RunResult;     // runner.hpp
+}  // namespace ptxbench::agent
 
 namespace ptxbench::agent::detail {
 
@@ -93,16 +102,8 @@ struct PreviousCounts {
 /// The tasks config.tasks names ("all", "core" or ids), in order, each once.
 util::Expected<std::vector<tasks::Task>> select_tasks(const RunConfig &config);
 
-}  // namespace ptxbench::agent::detail
-
-namespace ptxbench::agent {
-
-struct Runner::Impl {
-  using TrajectoryState = detail::TrajectoryState;
-  using TurnJob = detail::TurnJob;
-  using JobPtr = detail::JobPtr;
-  using EndpointState = detail::EndpointState;
-
+/// The runner's state (Runner::Impl).
+struct RunnerState {
   RunConfig config;
   RunServices services;
   RunOptions options;
@@ -229,4 +230,4 @@ struct Runner::Impl {
   }
 };
 
-}  // namespace ptxbench::agent
+}  // namespace ptxbench::agent::detail

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/run_config.hpp"
+#include "agent/detail/run_config_types.hpp"
 #include "evaluator/evaluator.hpp"
 #include "llm_clients/http.hpp"
 #include "traces/run_record.hpp"

@@ -11,6 +11,7 @@
 #include "evaluator/compile.hpp"
 #include "evaluator/detail/limits.hpp"
 #include "evaluator/detail/pipeline.hpp"
+#include "evaluator/evaluator.hpp"
 #include "evaluator/sass.hpp"
 
 namespace ptxbench::evaluator::detail {

@@ -3,6 +3,7 @@
 
 #include "evaluator/compile.hpp"
 #include "evaluator/detail/pipeline.hpp"
+#include "evaluator/evaluator.hpp"
 #include "evaluator/ptx.hpp"
 #include "evaluator/static_checks.hpp"
 #include "util/files.hpp"

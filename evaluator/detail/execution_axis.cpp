@@ -4,6 +4,7 @@
 
 #include "evaluator/protocol/error.hpp"
 #include "evaluator/target_work.hpp"
+#include "evaluator/verdict.hpp"
 #include "util/strings.hpp"
 
 namespace ptxbench::evaluator::detail {

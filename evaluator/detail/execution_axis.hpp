@@ -9,8 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "evaluator/detail/axes.hpp"
 #include "evaluator/protocol/matrix_work.hpp"
-#include "evaluator/verdict.hpp"
+#include "evaluator/protocol/result.hpp"
+
+namespace ptxbench::evaluator {
+struct Generalization;
+struct Verdict;
+}  // namespace ptxbench::evaluator
 
 namespace ptxbench::evaluator::detail {
 
@@ -26,7 +32,7 @@ struct TargetsExecutedAxis {
 /// `redundant_work`: how much multiply-add work outside the targets may run beside an executed
 /// tensor-core target (EvaluatorSettings::redundant_work; the rule is redundant_work_shortfall in
 /// evaluator/target_work.hpp).
-TargetsExecutedAxis targets_executed_axis(const StageResult &execution, bool task_has_targets,
+TargetsExecutedAxis targets_executed_axis(const protocol::StageResult &execution, bool task_has_targets,
                                           double min_work_share, double min_byte_share = 0,
                                           const protocol::RedundantWorkPolicy &redundant_work = {});
 

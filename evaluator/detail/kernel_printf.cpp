@@ -3,6 +3,7 @@
 #include <string>
 
 #include "evaluator/ptx.hpp"
+#include "evaluator/verdict.hpp"
 
 namespace ptxbench::evaluator::detail {
 

@@ -6,7 +6,10 @@
 #include <string_view>
 
 #include "evaluator/protocol/worker_output.hpp"
-#include "evaluator/verdict.hpp"
+
+namespace ptxbench::evaluator {
+struct Verdict;
+}  // namespace ptxbench::evaluator
 
 namespace ptxbench::evaluator::detail {
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "evaluator/ptx.hpp"
+
 namespace ptxbench::evaluator::detail {
 namespace {
 

@@ -5,7 +5,10 @@
 
 #include <vector>
 
-#include "evaluator/ptx.hpp"
+namespace ptxbench::evaluator {
+struct PtxModule;
+struct PtxToken;
+}  // namespace ptxbench::evaluator
 
 namespace ptxbench::evaluator::detail {
 

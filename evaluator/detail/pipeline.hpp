@@ -15,19 +15,26 @@
 
 #include <nlohmann/json.hpp>
 
-#include "evaluator/candidate.hpp"
-#include "evaluator/evaluator.hpp"
-#include "evaluator/verdict.hpp"
+#include "evaluator/detail/candidate_types.hpp"
+#include "evaluator/protocol/result.hpp"
 #include "tasks/task.hpp"
 #include "util/expected.hpp"
 #include "util/files.hpp"
+
+namespace ptxbench::evaluator {
+struct CompileLimits;
+struct DeviceSymbols;
+struct EvaluatorSettings;
+struct ParseLimits;
+struct SassListing;
+}  // namespace ptxbench::evaluator
 
 namespace ptxbench::evaluator::detail {
 
 /// What a stage returns: its result for the verdict, and its output (meaningful when the result is ok).
 template <class Output>
 struct StageOutcome {
-  StageResult result;
+  protocol::StageResult result;
   Output output;
 };
 
@@ -96,7 +103,7 @@ StageOutcome<CompileOutput> compile_stage(const CompileInput &in, const tasks::T
 
 /// Ends a pending SASS listing: the compile stage's SASS figures, warnings and summary. Returns the
 /// listing text, or the reason there is none (as the error).
-util::Expected<std::string> finish_pending_sass(PendingSass &pending, StageResult &compile,
+util::Expected<std::string> finish_pending_sass(PendingSass &pending, protocol::StageResult &compile,
                                                 SassListing &listing);
 
 }  // namespace ptxbench::evaluator::detail

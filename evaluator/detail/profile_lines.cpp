@@ -4,6 +4,7 @@
 #include <map>
 #include <vector>
 
+#include "evaluator/sass.hpp"
 #include "util/strings.hpp"
 
 namespace ptxbench::evaluator::detail {

@@ -7,7 +7,10 @@
 #include <string_view>
 
 #include "evaluator/protocol/profile.hpp"
-#include "evaluator/sass.hpp"
+
+namespace ptxbench::evaluator {
+struct SassListing;
+}  // namespace ptxbench::evaluator
 
 namespace ptxbench::evaluator::detail {
 

@@ -5,6 +5,8 @@
 
 #include <fmt/core.h>
 
+#include "evaluator/sass.hpp"
+#include "evaluator/verdict.hpp"
 #include "util/strings.hpp"
 
 namespace ptxbench::evaluator::detail {

@@ -9,8 +9,11 @@
 #include <string_view>
 #include <vector>
 
-#include "evaluator/sass.hpp"
-#include "evaluator/verdict.hpp"
+#include "evaluator/protocol/result.hpp"
+
+namespace ptxbench::evaluator {
+struct SassListing;
+}  // namespace ptxbench::evaluator
 
 namespace ptxbench::evaluator::detail {
 
@@ -42,7 +45,7 @@ std::optional<SanitizerFrame> parse_sanitizer_frame(std::string_view text);
 /// initcheck, synccheck text format), each one diagnostic. Host backtraces are dropped.
 /// With `source`, a location in that file sets Diagnostic::line (the first such location of
 /// the report) and appends "at PTX line N: <the line's text>".
-std::vector<Diagnostic> sanitizer_reports(std::string_view output, const SassListing &listing,
-                                          int max_reports, const SanitizerSource *source = nullptr);
+std::vector<protocol::Diagnostic> sanitizer_reports(std::string_view output, const SassListing &listing,
+                                                    int max_reports, const SanitizerSource *source = nullptr);
 
 }  // namespace ptxbench::evaluator::detail

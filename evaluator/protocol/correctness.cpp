@@ -3,13 +3,13 @@
 #include <cmath>
 #include <limits>
 
-#include "evaluator/protocol/detail/fields.hpp"
 #include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/fields.hpp"
 
 namespace ptxbench::protocol {
 
-using detail::Bounds;
-using detail::plain_json;
+using codec::Bounds;
+using codec::plain_json;
 using nlohmann::json;
 
 namespace {
@@ -85,12 +85,12 @@ void from_json(const json &j, FirstMismatch &m) {
       *value = value_of(*it, key);
       rest.erase(it);
     }
-  detail::read_fields(rest, m);
+  codec::read_fields(rest, m);
 }
 
 void to_json(json &j, const CorrectnessWorkload &w) {
   j = plain_json(w);
-  detail::erase_if_null(j, "margin");  // absent in older records; the worker always writes one
+  codec::erase_if_null(j, "margin");  // absent in older records; the worker always writes one
 }
 
 void from_json(const json &j, CorrectnessWorkload &w) {
@@ -104,7 +104,7 @@ void from_json(const json &j, CorrectnessWorkload &w) {
       *value = std::numeric_limits<double>::infinity();
       rest.erase(it);
     }
-  detail::read_fields(rest, w);
+  codec::read_fields(rest, w);
 }
 
 void to_json(json &j, const CorrectnessFigures &f) {
@@ -117,10 +117,10 @@ void from_json(const json &j, CorrectnessFigures &f) {
   if (!j.is_object()) throw ProtocolError("", "expected an object, got " + std::string(j.type_name()));
   json rest = j;
   if (const auto it = rest.find("workloads"); it != rest.end()) {
-    f.workloads = detail::read_rows<CorrectnessWorkload>(*it, "workloads");
+    f.workloads = codec::read_rows<CorrectnessWorkload>(*it, "workloads");
     rest.erase(it);
   }
-  detail::read_fields(rest, f);
+  codec::read_fields(rest, f);
 }
 
 std::optional<CorrectnessFigures> correctness_figures_from_figures(const json &figures) {

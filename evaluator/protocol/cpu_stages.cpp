@@ -1,12 +1,12 @@
 #include "evaluator/protocol/cpu_stages.hpp"
 
-#include "evaluator/protocol/detail/fields.hpp"
 #include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/fields.hpp"
 
 namespace ptxbench::protocol {
 
-using detail::Bounds;
-using detail::plain_json;
+using codec::Bounds;
+using codec::plain_json;
 using nlohmann::json;
 
 namespace {
@@ -71,41 +71,41 @@ void fields(IO &io, CompileFigures &f) {
 
 void to_json(json &j, const ParseFigures &f) {
   j = plain_json(f);
-  detail::erase_if_null(j, "workspace_bytes");  // only when the manifest declares one; num_sms stays null
+  codec::erase_if_null(j, "workspace_bytes");  // only when the manifest declares one; num_sms stays null
 }
 
 void from_json(const json &j, ParseFigures &f) {
-  detail::read_plain(j, f);
+  codec::read_plain(j, f);
 }
 
 void to_json(json &j, const StaticFigures &f) {
   j = plain_json(f);
-  detail::erase_if_null(j, "module_globals_written");  // absent in older records; the stage always writes it
+  codec::erase_if_null(j, "module_globals_written");  // absent in older records; the stage always writes it
 }
 
 void from_json(const json &j, StaticFigures &f) {
-  detail::read_plain(j, f);
+  codec::read_plain(j, f);
 }
 
 void to_json(json &j, const CompileFigures &f) {
   j = plain_json(f);
-  detail::erase_nulls(j);
+  codec::erase_nulls(j);
 }
 
 void from_json(const json &j, CompileFigures &f) {
-  detail::read_plain(j, f);
+  codec::read_plain(j, f);
 }
 
 std::optional<ParseFigures> parse_figures_from_figures(const json &figures) {
-  return detail::figures_record<ParseFigures>(figures);
+  return codec::figures_record<ParseFigures>(figures);
 }
 
 std::optional<StaticFigures> static_figures_from_figures(const json &figures) {
-  return detail::figures_record<StaticFigures>(figures);
+  return codec::figures_record<StaticFigures>(figures);
 }
 
 std::optional<CompileFigures> compile_figures_from_figures(const json &figures) {
-  return detail::figures_record<CompileFigures>(figures);
+  return codec::figures_record<CompileFigures>(figures);
 }
 
 }  // namespace ptxbench::protocol

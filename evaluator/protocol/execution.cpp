@@ -2,15 +2,15 @@
 
 #include <algorithm>
 
-#include "evaluator/protocol/detail/fields.hpp"
 #include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/fields.hpp"
 
 namespace ptxbench::protocol {
 
-using detail::Bounds;
-using detail::erase_if_null;
-using detail::plain_json;
-using detail::read_plain;
+using codec::Bounds;
+using codec::erase_if_null;
+using codec::plain_json;
+using codec::read_plain;
 using nlohmann::json;
 
 // byte_share is read and written apart: present (possibly null) exactly for TMA-load targets.
@@ -90,7 +90,7 @@ void from_json(const json &j, TargetExecution &t) {
     }
     rest.erase(it);
   }
-  detail::read_fields(rest, t);  // sets only the listed fields
+  codec::read_fields(rest, t);  // sets only the listed fields
 }
 
 void to_json(json &j, const TopOpcode &o) {
@@ -129,10 +129,10 @@ void from_json(const json &j, ExecutionFigures &f) {
   if (!j.is_object()) throw ProtocolError("", "expected an object, got " + std::string(j.type_name()));
   json rest = j;
   if (const auto it = rest.find("targets"); it != rest.end()) {
-    f.targets = detail::read_rows<TargetExecution>(*it, "targets");
+    f.targets = codec::read_rows<TargetExecution>(*it, "targets");
     rest.erase(it);
   }
-  detail::read_fields(rest, f);
+  codec::read_fields(rest, f);
   // The skipped form says nothing of `instrumented`: nothing was.
   if (f.estimated_seconds && !j.contains("instrumented")) f.instrumented = false;
 }

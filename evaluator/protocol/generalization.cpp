@@ -1,12 +1,12 @@
 #include "evaluator/protocol/generalization.hpp"
 
-#include "evaluator/protocol/detail/fields.hpp"
 #include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/fields.hpp"
 #include "util/enum_names.hpp"
 
 namespace ptxbench::protocol {
 
-using detail::plain_json;
+using codec::plain_json;
 using nlohmann::json;
 
 namespace {
@@ -64,7 +64,7 @@ void to_json(json &j, HiddenKind k) {
 }
 
 void from_json(const json &j, HiddenKind &k) {
-  detail::read_enum(j, k, kHiddenKindNames);
+  codec::read_enum(j, k, kHiddenKindNames);
 }
 
 void to_json(json &j, const HiddenWorkload &w) {
@@ -97,7 +97,7 @@ void from_json(const json &j, HiddenWorkload &w) {
   rest.erase(kKind);
   if (w.kind == HiddenKind::skipped) {
     SkippedRow row;
-    detail::read_plain(rest, row);
+    codec::read_plain(rest, row);
     w.name = row.name;
     w.reason = row.reason;
     return;
@@ -126,7 +126,7 @@ void fields(IO &io, GeneralizationFigures &f) {
 
 void to_json(json &j, const GeneralizationFigures &f) {
   j = plain_json(f);
-  detail::erase_nulls(j);
+  codec::erase_nulls(j);
   j["workloads"] = f.workloads;
 }
 
@@ -135,14 +135,14 @@ void from_json(const json &j, GeneralizationFigures &f) {
   if (!j.is_object()) throw ProtocolError("", "expected an object, got " + std::string(j.type_name()));
   json rest = j;
   if (const auto it = rest.find("workloads"); it != rest.end()) {
-    f.workloads = detail::read_rows<HiddenWorkload>(*it, "workloads");
+    f.workloads = codec::read_rows<HiddenWorkload>(*it, "workloads");
     rest.erase(it);
   }
-  detail::read_fields(rest, f);
+  codec::read_fields(rest, f);
 }
 
 std::optional<GeneralizationFigures> generalization_figures_from_figures(const json &figures) {
-  return detail::figures_record<GeneralizationFigures>(figures);
+  return codec::figures_record<GeneralizationFigures>(figures);
 }
 
 }  // namespace ptxbench::protocol

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 
-#include "evaluator/protocol/detail/fields.hpp"
 #include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/fields.hpp"
 #include "util/enum_names.hpp"
 
 namespace ptxbench::protocol {
 
-using detail::Bounds;
+using codec::Bounds;
 using nlohmann::json;
 
 namespace {
@@ -243,36 +243,36 @@ void fields(IO &io, Job &job) {
 // The writers only read the members; the field lists take them by reference for the readers' sake.
 
 void to_json(json &j, const ResolvedParam &p) {
-  j = detail::write_fields(const_cast<ResolvedParam &>(p));
+  j = codec::write_fields(const_cast<ResolvedParam &>(p));
 }
 void from_json(const json &j, ResolvedParam &p) {
-  detail::read_fields(j, p);
+  codec::read_fields(j, p);
 }
 void to_json(json &j, const LaunchPlan &p) {
-  j = detail::write_fields(const_cast<LaunchPlan &>(p));
+  j = codec::write_fields(const_cast<LaunchPlan &>(p));
 }
 void from_json(const json &j, LaunchPlan &p) {
-  detail::read_fields(j, p);
+  codec::read_fields(j, p);
 }
 void to_json(json &j, const ScalarSpec &s) {
-  j = detail::write_fields(const_cast<ScalarSpec &>(s));
+  j = codec::write_fields(const_cast<ScalarSpec &>(s));
 }
 void from_json(const json &j, ScalarSpec &s) {
-  detail::read_fields(j, s);
+  codec::read_fields(j, s);
 }
 void to_json(json &j, const SassInstruction &i) {
-  j = detail::write_fields(const_cast<SassInstruction &>(i));
+  j = codec::write_fields(const_cast<SassInstruction &>(i));
 }
 void from_json(const json &j, SassInstruction &i) {
-  detail::read_fields(j, i);
+  codec::read_fields(j, i);
   if (i.opcode.empty()) throw ProtocolError("opcode", "missing or empty");
   if (i.family.empty()) i.family = sass_family(i.opcode);
 }
 void to_json(json &j, const TargetSpec &t) {
-  j = detail::write_fields(const_cast<TargetSpec &>(t));
+  j = codec::write_fields(const_cast<TargetSpec &>(t));
 }
 void from_json(const json &j, TargetSpec &t) {
-  detail::read_fields(j, t);
+  codec::read_fields(j, t);
 }
 
 // A tensor's role is a word ("input" | "output") rather than a flag, as tasks/ spell it.
@@ -288,7 +288,7 @@ void to_json(json &j, const TensorSpec &t) {
 
 void from_json(const json &j, TensorSpec &t) {
   std::string role = "input";
-  detail::FieldReader r(j);
+  codec::FieldReader r(j);
   r("name", t.name);
   r("dtype", t.type);
   r("shape", t.shape);
@@ -311,7 +311,7 @@ void to_json(json &j, const JobWorkload &w) {
 
 void from_json(const json &j, JobWorkload &w) {
   WorkloadSpec &s = w.spec;
-  detail::FieldReader r(j);
+  codec::FieldReader r(j);
   r("name", s.name);
   r("symbols", s.symbols);
   r("flops", s.flops, Bounds{0});
@@ -330,7 +330,7 @@ void to_json(json &j, const SassHandover &h) {
 }
 
 void from_json(const json &j, SassHandover &h) {
-  detail::FieldReader r(j);
+  codec::FieldReader r(j);
   std::string error;
   r("sass", h.sass);
   r("error", error);
@@ -339,12 +339,12 @@ void from_json(const json &j, SassHandover &h) {
 }
 
 void to_json(json &j, const Job &job) {
-  j = detail::write_fields(const_cast<Job &>(job));
+  j = codec::write_fields(const_cast<Job &>(job));
 }
 
 void from_json(const json &j, Job &job) {
   if (!j.is_object() || !j.contains("version")) throw ProtocolError("version", "missing: not a job file");
-  detail::read_fields(j, job);
+  codec::read_fields(j, job);
   for (const char *required : {"task_id", "family", "reference", "cubin_path", "entry"})
     if (!j.contains(required)) throw ProtocolError(required, "missing");
   if (job.workloads.empty()) throw ProtocolError("workloads", "a job needs at least one workload");

@@ -2,12 +2,12 @@
 
 #include <algorithm>
 
-#include "evaluator/protocol/detail/fields.hpp"
 #include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/fields.hpp"
 
 namespace ptxbench::protocol {
 
-using detail::Bounds;
+using codec::Bounds;
 using nlohmann::json;
 
 template <class IO>
@@ -59,18 +59,18 @@ void count_trials(WorkloadMargin &m, int trials_run, int trials_passed) {
 }
 
 void to_json(json &j, const TensorMargin &t) {
-  j = detail::write_fields(const_cast<TensorMargin &>(t));
+  j = codec::write_fields(const_cast<TensorMargin &>(t));
 }
 void from_json(const json &j, TensorMargin &t) {
   t = TensorMargin{};
-  detail::read_fields(j, t);
+  codec::read_fields(j, t);
 }
 void to_json(json &j, const WorkloadMargin &m) {
-  j = detail::write_fields(const_cast<WorkloadMargin &>(m));
+  j = codec::write_fields(const_cast<WorkloadMargin &>(m));
 }
 void from_json(const json &j, WorkloadMargin &m) {
   m = WorkloadMargin{};
-  detail::read_fields(j, m);
+  codec::read_fields(j, m);
   static const char *const kStops[] = {"", "count", "budget", "left_band"};
   if (std::find(std::begin(kStops), std::end(kStops), m.extra_stopped_by) == std::end(kStops))
     throw ProtocolError("extra_stopped_by", "unknown value \"" + m.extra_stopped_by + "\"");

@@ -1,10 +1,10 @@
 #include "evaluator/protocol/matrix_work.hpp"
 
-#include "evaluator/protocol/detail/fields.hpp"
+#include "evaluator/protocol/fields.hpp"
 
 namespace ptxbench::protocol {
 
-using detail::Bounds;
+using codec::Bounds;
 using nlohmann::json;
 
 template <class IO>
@@ -35,32 +35,32 @@ void fields(IO &io, RedundantWorkPolicy &p) {
 }
 
 void to_json(json &j, const RedundantWorkPolicy &p) {
-  j = detail::write_fields(const_cast<RedundantWorkPolicy &>(p));
+  j = codec::write_fields(const_cast<RedundantWorkPolicy &>(p));
 }
 
 void from_json(const json &j, RedundantWorkPolicy &p) {
   p = RedundantWorkPolicy{};
-  detail::read_fields(j, p);
+  codec::read_fields(j, p);
 }
 
 void to_json(json &j, const NonTargetFamilyWork &w) {
-  j = detail::write_fields(const_cast<NonTargetFamilyWork &>(w));
+  j = codec::write_fields(const_cast<NonTargetFamilyWork &>(w));
 }
 
 void from_json(const json &j, NonTargetFamilyWork &w) {
   w = NonTargetFamilyWork{};
-  detail::read_fields(j, w);
+  codec::read_fields(j, w);
   if (w.unit != "tensor" && w.unit != "fma")
     throw ProtocolError("unit", "expected \"tensor\" or \"fma\", got \"" + w.unit + "\"");
 }
 
 void to_json(json &j, const MatrixWork &w) {
-  j = detail::write_fields(const_cast<MatrixWork &>(w));
+  j = codec::write_fields(const_cast<MatrixWork &>(w));
 }
 
 void from_json(const json &j, MatrixWork &w) {
   w = MatrixWork{};
-  detail::read_fields(j, w);
+  codec::read_fields(j, w);
   if (w.families.size() > MatrixWork::kMaxFamilies)
     throw ProtocolError("families", "more than " + std::to_string(MatrixWork::kMaxFamilies) + " entries");
   if (w.unknown_opcodes.size() > MatrixWork::kMaxUnknownOpcodes)
@@ -69,7 +69,7 @@ void from_json(const json &j, MatrixWork &w) {
 }
 
 std::optional<MatrixWork> matrix_work_from_figures(const json &figures) {
-  return detail::record_in_figures<MatrixWork>(figures, "matrix_work");
+  return codec::record_in_figures<MatrixWork>(figures, "matrix_work");
 }
 
 }  // namespace ptxbench::protocol

@@ -2,12 +2,12 @@
 
 #include <algorithm>
 
-#include "evaluator/protocol/detail/fields.hpp"
 #include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/fields.hpp"
 
 namespace ptxbench::protocol {
 
-using detail::Bounds;
+using codec::Bounds;
 using nlohmann::json;
 
 namespace {
@@ -102,50 +102,50 @@ MismatchPattern coarse_pattern(const MismatchPattern &exact) {
 }
 
 void to_json(json &j, const MismatchElement &e) {
-  j = detail::write_fields(const_cast<MismatchElement &>(e));
+  j = codec::write_fields(const_cast<MismatchElement &>(e));
 }
 void from_json(const json &j, MismatchElement &e) {
   e = MismatchElement{};
-  detail::read_fields(j, e);
+  codec::read_fields(j, e);
   require_one_of("kind", e.kind, kKinds);
 }
 void to_json(json &j, const TileResidue &t) {
-  j = detail::write_fields(const_cast<TileResidue &>(t));
+  j = codec::write_fields(const_cast<TileResidue &>(t));
 }
 void from_json(const json &j, TileResidue &t) {
   t = TileResidue{};
-  detail::read_fields(j, t);
+  codec::read_fields(j, t);
   if (t.first > t.last || t.last >= t.tile) throw ProtocolError("last", "residues outside [0, tile)");
 }
 void to_json(json &j, const DimSpread &d) {
-  j = detail::write_fields(const_cast<DimSpread &>(d));
+  j = codec::write_fields(const_cast<DimSpread &>(d));
 }
 void from_json(const json &j, DimSpread &d) {
   d = DimSpread{};
-  detail::read_fields(j, d);
+  codec::read_fields(j, d);
   require_one_of("coverage", d.coverage, kCoverages);
 }
 void to_json(json &j, const BlockCount &b) {
-  j = detail::write_fields(const_cast<BlockCount &>(b));
+  j = codec::write_fields(const_cast<BlockCount &>(b));
 }
 void from_json(const json &j, BlockCount &b) {
   b = BlockCount{};
-  detail::read_fields(j, b);
+  codec::read_fields(j, b);
 }
 void to_json(json &j, const TensorMismatches &t) {
-  j = detail::write_fields(const_cast<TensorMismatches &>(t));
+  j = codec::write_fields(const_cast<TensorMismatches &>(t));
 }
 void from_json(const json &j, TensorMismatches &t) {
   t = TensorMismatches{};
-  detail::read_fields(j, t);
+  codec::read_fields(j, t);
   if (t.tensor.empty()) throw ProtocolError("tensor", "missing or empty");
 }
 void to_json(json &j, const MismatchPattern &p) {
-  j = detail::write_fields(const_cast<MismatchPattern &>(p));
+  j = codec::write_fields(const_cast<MismatchPattern &>(p));
 }
 void from_json(const json &j, MismatchPattern &p) {
   p = MismatchPattern{};
-  detail::read_fields(j, p);
+  codec::read_fields(j, p);
 }
 
 }  // namespace ptxbench::protocol

@@ -1,10 +1,10 @@
 #include "evaluator/protocol/policies.hpp"
 
-#include "evaluator/protocol/detail/fields.hpp"
+#include "evaluator/protocol/fields.hpp"
 
 namespace ptxbench::protocol {
 
-using detail::Bounds;
+using codec::Bounds;
 
 // The field lists: a name, the member, and what the reader accepts.
 template <class IO>
@@ -68,42 +68,42 @@ void fields(IO &io, ProfilePolicy &p) {
   io("library", p.library);
   io("pc_sampling", p.pc_sampling);
   io("pc_sampling_budget_seconds", p.pc_sampling_budget);
-  io("pc_samples", p.pc_samples, detail::Bounds{1000, 1e7});
+  io("pc_samples", p.pc_samples, codec::Bounds{1000, 1e7});
   io("pc_sampling_continuous_retry", p.pc_sampling_continuous_retry);
 }
 
 // The writer only reads the members; the field lists take them by reference for the reader's sake.
 void to_json(nlohmann::json &j, const BorderlinePolicy &p) {
-  j = detail::write_fields(const_cast<BorderlinePolicy &>(p));
+  j = codec::write_fields(const_cast<BorderlinePolicy &>(p));
 }
 void from_json(const nlohmann::json &j, BorderlinePolicy &p) {
-  detail::read_fields(j, p);
+  codec::read_fields(j, p);
   if (p.low > p.high) throw ProtocolError("low", "must not exceed high");
 }
 void to_json(nlohmann::json &j, const CorrectnessPolicy &p) {
-  j = detail::write_fields(const_cast<CorrectnessPolicy &>(p));
+  j = codec::write_fields(const_cast<CorrectnessPolicy &>(p));
 }
 void from_json(const nlohmann::json &j, CorrectnessPolicy &p) {
-  detail::read_fields(j, p);
+  codec::read_fields(j, p);
 }
 void to_json(nlohmann::json &j, const TimingPolicy &p) {
-  j = detail::write_fields(const_cast<TimingPolicy &>(p));
+  j = codec::write_fields(const_cast<TimingPolicy &>(p));
 }
 void from_json(const nlohmann::json &j, TimingPolicy &p) {
-  detail::read_fields(j, p);
+  codec::read_fields(j, p);
 }
 void to_json(nlohmann::json &j, const WorkerLimits &p) {
-  j = detail::write_fields(const_cast<WorkerLimits &>(p));
+  j = codec::write_fields(const_cast<WorkerLimits &>(p));
 }
 void from_json(const nlohmann::json &j, WorkerLimits &p) {
-  detail::read_fields(j, p);
+  codec::read_fields(j, p);
 }
 
 void to_json(nlohmann::json &j, const ProfilePolicy &p) {
-  j = detail::write_fields(const_cast<ProfilePolicy &>(p));
+  j = codec::write_fields(const_cast<ProfilePolicy &>(p));
 }
 void from_json(const nlohmann::json &j, ProfilePolicy &p) {
-  detail::read_fields(j, p);
+  codec::read_fields(j, p);
 }
 
 }  // namespace ptxbench::protocol

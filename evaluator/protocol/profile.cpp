@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "evaluator/protocol/detail/fields.hpp"
+#include "evaluator/protocol/fields.hpp"
 
 namespace ptxbench::protocol {
 
@@ -40,17 +40,17 @@ void plain_fields(IO &io, ProfileMetric &m) {
 
 template <class IO>
 void plain_fields(IO &io, Occupancy &o) {
-  io("block_threads", o.block_threads, detail::Bounds{0});
-  io("registers_per_thread", o.registers_per_thread, detail::Bounds{0});
-  io("shared_bytes", o.shared_bytes, detail::Bounds{0});
-  io("blocks_per_sm", o.blocks_per_sm, detail::Bounds{0});
-  io("warps_per_sm", o.warps_per_sm, detail::Bounds{0});
-  io("max_warps_per_sm", o.max_warps_per_sm, detail::Bounds{0});
-  io("theoretical_pct", o.theoretical_pct, detail::Bounds{0, 100});
+  io("block_threads", o.block_threads, codec::Bounds{0});
+  io("registers_per_thread", o.registers_per_thread, codec::Bounds{0});
+  io("shared_bytes", o.shared_bytes, codec::Bounds{0});
+  io("blocks_per_sm", o.blocks_per_sm, codec::Bounds{0});
+  io("warps_per_sm", o.warps_per_sm, codec::Bounds{0});
+  io("max_warps_per_sm", o.max_warps_per_sm, codec::Bounds{0});
+  io("theoretical_pct", o.theoretical_pct, codec::Bounds{0, 100});
   io("limiter", o.limiter);
-  io("cluster_size", o.cluster_size, detail::Bounds{1});
-  io("grid_blocks", o.grid_blocks, detail::Bounds{0});
-  io("sm_count", o.sm_count, detail::Bounds{0});
+  io("cluster_size", o.cluster_size, codec::Bounds{1});
+  io("grid_blocks", o.grid_blocks, codec::Bounds{0});
+  io("sm_count", o.sm_count, codec::Bounds{0});
 }
 
 template <class IO>
@@ -59,7 +59,7 @@ void plain_fields(IO &io, KernelProfile &p) {
   io("metrics", p.metrics);
   io("unavailable", p.unavailable);
   io("occupancy", p.occupancy);
-  io("passes", p.passes, detail::Bounds{0});
+  io("passes", p.passes, codec::Bounds{0});
   io("library_source", p.library_source);
   io("pc_sampling", p.pc_sampling);
 }
@@ -70,14 +70,14 @@ void read_with_optionals(const json &j, T &value, Optionals &&optionals) {
   json plain = j;
   if (!plain.is_object()) throw ProtocolError("", "expected an object, got " + std::string(j.type_name()));
   optionals(plain);
-  detail::FieldReader r(plain);
+  codec::FieldReader r(plain);
   plain_fields(r, value);
   r.finish();
 }
 
 }  // namespace
 
-// Found by argument-dependent lookup from detail::write_fields / read_fields: not in the unnamed namespace.
+// Found by argument-dependent lookup from codec::write_fields / read_fields: not in the unnamed namespace.
 template <class IO>
 void fields(IO &io, StallCount &c) {
   io("reason", c.reason);
@@ -94,10 +94,10 @@ void fields(IO &io, SampledPc &pc) {
 
 template <class IO>
 void fields(IO &io, HotLine &l) {
-  io("line", l.line, detail::Bounds{0});
+  io("line", l.line, codec::Bounds{0});
   io("text", l.text);
   io("samples", l.samples);
-  io("share", l.share, detail::Bounds{0, 1});
+  io("share", l.share, codec::Bounds{0, 1});
   io("reasons", l.reasons);
   io("opcodes", l.opcodes);
 }
@@ -106,7 +106,7 @@ template <class IO>
 void fields(IO &io, PcSampling &s) {
   io("samples", s.samples);
   io("dropped_samples", s.dropped_samples);
-  io("period_log2", s.period_log2, detail::Bounds{0, 31});
+  io("period_log2", s.period_log2, codec::Bounds{0, 31});
   io("reasons", s.reasons);
   io("pcs", s.pcs);
   io("hot_lines", s.hot_lines);
@@ -116,7 +116,7 @@ void fields(IO &io, PcSampling &s) {
 }
 
 void to_json(json &j, const ProfileMetric &m) {
-  detail::FieldWriter w;
+  codec::FieldWriter w;
   plain_fields(w, const_cast<ProfileMetric &>(m));
   j = std::move(w.out);
   j["library"] = optional_json(m.library);
@@ -129,7 +129,7 @@ void from_json(const json &j, ProfileMetric &m) {
 }
 
 void to_json(json &j, const Occupancy &o) {
-  detail::FieldWriter w;
+  codec::FieldWriter w;
   plain_fields(w, const_cast<Occupancy &>(o));
   j = std::move(w.out);
   j["active_clusters"] = optional_json(o.active_clusters);
@@ -142,37 +142,37 @@ void from_json(const json &j, Occupancy &o) {
 }
 
 void to_json(json &j, const StallCount &c) {
-  j = detail::write_fields(const_cast<StallCount &>(c));
+  j = codec::write_fields(const_cast<StallCount &>(c));
 }
 void from_json(const json &j, StallCount &c) {
-  detail::read_fields(j, c);
+  codec::read_fields(j, c);
 }
 void to_json(json &j, const SampledPc &pc) {
-  j = detail::write_fields(const_cast<SampledPc &>(pc));
+  j = codec::write_fields(const_cast<SampledPc &>(pc));
 }
 void from_json(const json &j, SampledPc &pc) {
-  detail::read_fields(j, pc);
+  codec::read_fields(j, pc);
 }
 void to_json(json &j, const HotLine &l) {
-  j = detail::write_fields(const_cast<HotLine &>(l));
+  j = codec::write_fields(const_cast<HotLine &>(l));
 }
 void from_json(const json &j, HotLine &l) {
-  detail::read_fields(j, l);
+  codec::read_fields(j, l);
 }
 void to_json(json &j, const PcSampling &s) {
-  j = detail::write_fields(const_cast<PcSampling &>(s));
+  j = codec::write_fields(const_cast<PcSampling &>(s));
 }
 void from_json(const json &j, PcSampling &s) {
-  detail::read_fields(j, s);
+  codec::read_fields(j, s);
 }
 
 void to_json(json &j, const KernelProfile &p) {
-  detail::FieldWriter w;
+  codec::FieldWriter w;
   plain_fields(w, const_cast<KernelProfile &>(p));
   j = std::move(w.out);
 }
 void from_json(const json &j, KernelProfile &p) {
-  detail::FieldReader r(j);
+  codec::FieldReader r(j);
   plain_fields(r, p);
   r.finish();
 }

@@ -1,10 +1,10 @@
 #include "evaluator/protocol/sanitizer.hpp"
 
-#include "evaluator/protocol/detail/fields.hpp"
+#include "evaluator/protocol/fields.hpp"
 
 namespace ptxbench::protocol {
 
-using detail::Bounds;
+using codec::Bounds;
 using nlohmann::json;
 
 template <class IO>
@@ -21,16 +21,16 @@ void fields(IO &io, SanitizerFigures &f) {
 }
 
 void to_json(json &j, const SanitizerFigures &f) {
-  j = detail::plain_json(f);
-  detail::erase_nulls(j);
+  j = codec::plain_json(f);
+  codec::erase_nulls(j);
 }
 
 void from_json(const json &j, SanitizerFigures &f) {
-  detail::read_plain(j, f);
+  codec::read_plain(j, f);
 }
 
 std::optional<SanitizerFigures> sanitizer_figures_from_figures(const json &figures) {
-  return detail::figures_record<SanitizerFigures>(figures);
+  return codec::figures_record<SanitizerFigures>(figures);
 }
 
 }  // namespace ptxbench::protocol

@@ -3,16 +3,16 @@
 #include <algorithm>
 #include <cmath>
 
-#include "evaluator/protocol/detail/fields.hpp"
 #include "evaluator/protocol/error.hpp"
+#include "evaluator/protocol/fields.hpp"
 #include "util/enum_names.hpp"
 
 namespace ptxbench::protocol {
 
-using detail::Bounds;
-using detail::erase_if_null;
-using detail::plain_json;
-using detail::read_plain;
+using codec::Bounds;
+using codec::erase_if_null;
+using codec::plain_json;
+using codec::read_plain;
 using nlohmann::json;
 
 namespace {
@@ -124,7 +124,7 @@ void to_json(json &j, TimingStop s) {
 }
 
 void from_json(const json &j, TimingStop &s) {
-  detail::read_enum(j, s, kTimingStopNames);
+  codec::read_enum(j, s, kTimingStopNames);
 }
 
 void to_json(json &j, const SpeedupInterval &i) {
@@ -163,7 +163,7 @@ void from_json(const json &j, Reverified &r) {
   r = Reverified{};
   if (j.is_null()) return;
   if (!j.is_object()) throw ProtocolError("", "expected an object or null, got " + j.dump());
-  r.last_launch = detail::record_in_figures<ReverifiedLaunch>(j, "last_launch");
+  r.last_launch = codec::record_in_figures<ReverifiedLaunch>(j, "last_launch");
   json random = j;
   random.erase("last_launch");
   if (!random.empty()) r.random = random.get<ReverifiedLaunch>();
@@ -193,7 +193,7 @@ void from_json(const json &j, TimingLibrary &l) {
 }
 
 void to_json(json &j, const TimingFigures &f) {
-  j = detail::write_fields(const_cast<TimingFigures &>(f));
+  j = codec::write_fields(const_cast<TimingFigures &>(f));
   j["workloads"] = f.workloads;
   erase_if_null(j, "policy");
 }
@@ -203,10 +203,10 @@ void from_json(const json &j, TimingFigures &f) {
   if (!j.is_object()) throw ProtocolError("", "expected an object, got " + std::string(j.type_name()));
   json rest = j;
   if (const auto it = rest.find("workloads"); it != rest.end()) {
-    f.workloads = detail::read_rows<TimingWorkload>(*it, "workloads");
+    f.workloads = codec::read_rows<TimingWorkload>(*it, "workloads");
     rest.erase(it);
   }
-  detail::read_fields(rest, f);
+  codec::read_fields(rest, f);
 }
 
 std::optional<TimingFigures> timing_figures_from_figures(const json &figures) {

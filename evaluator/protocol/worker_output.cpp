@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "evaluator/protocol/detail/fields.hpp"
+#include "evaluator/protocol/fields.hpp"
 #include "evaluator/protocol/result.hpp"
 
 namespace ptxbench::protocol {
@@ -111,12 +111,12 @@ void fields(IO &io, KernelOutput &o) {
 }
 
 void to_json(json &j, const KernelOutput &o) {
-  j = detail::write_fields(const_cast<KernelOutput &>(o));
+  j = codec::write_fields(const_cast<KernelOutput &>(o));
 }
 
 void from_json(const json &j, KernelOutput &o) {
   o = KernelOutput{};
-  detail::read_fields(j, o);
+  codec::read_fields(j, o);
   if (o.first_lines.size() > KernelOutput::kMaxLines)
     throw ProtocolError("first_lines", "more than " + std::to_string(KernelOutput::kMaxLines) + " lines");
 }

@@ -5,6 +5,7 @@
 
 #include "evaluator/protocol/mismatch.hpp"
 #include "evaluator/worker/detail/mismatch_pattern.hpp"
+#include "evaluator/worker/family.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -11,6 +11,10 @@
 //    library the machine lacks);
 //  - reference outputs are float32, one buffer per output tensor, same element
 //    order (row-major over the tensor's shape, outermost first).
+//
+// The workload's names (ElemType, TensorSpec, WorkloadSpec, ...) are in detail/protocol_names.hpp and the
+// device buffers a handler works on (DeviceTensor, TensorSet, ReferenceSet) in detail/device_tensor.hpp,
+// which the worker's stages share.
 #pragma once
 
 #include <cstdint>
@@ -23,15 +27,10 @@
 #include <cuda_runtime_api.h>
 #include <nlohmann/json.hpp>
 
-#include "evaluator/protocol/job.hpp"
+#include "evaluator/worker/detail/device_tensor.hpp"
+#include "evaluator/worker/detail/protocol_names.hpp"
 
 namespace ptxbench::worker {
-
-/// Element types and input distributions, by the names the job uses (evaluator/protocol/job.hpp).
-using protocol::ElemType;
-using protocol::InputDistribution;
-using protocol::size_of;
-using protocol::to_string;
 
 /// A failure inside the worker that ends the current stage. `kind` says how
 /// the worker reports it: "runtime_error" (sticky CUDA error: context is dead),
@@ -46,29 +45,6 @@ class WorkerError : public std::runtime_error {
  private:
   std::string kind_;
 };
-
-/// One workload, concrete (resolved by the evaluator): its tensors, scalars and figures.
-using protocol::ScalarSpec;
-using protocol::TensorSpec;
-using protocol::WorkloadSpec;
-
-/// A device buffer with guard regions before and after the data.
-struct DeviceTensor {
-  const TensorSpec *spec = nullptr;
-  void *base = nullptr;         ///< start of the allocation (guard included)
-  void *data = nullptr;         ///< base + guard_bytes
-  std::size_t bytes = 0;        ///< data bytes
-  std::size_t guard_bytes = 0;  ///< bytes of guard on each side
-  template <class T>
-  T *as() const {
-    return static_cast<T *>(data);
-  }
-};
-
-/// Name -> tensor. Inputs are shared between candidate and library; each has its own outputs.
-using TensorSet = std::map<std::string, DeviceTensor>;
-/// Output name -> float32 device buffer (elements of the output tensor).
-using ReferenceSet = std::map<std::string, float *>;
 
 /// What the library run used; written into the timing figures.
 struct LibraryInfo {

@@ -6,6 +6,7 @@
 #include "evaluator/worker/detail/stage_state.hpp"
 
 #include "evaluator/protocol/generalization.hpp"
+#include "evaluator/worker/family.hpp"
 
 namespace ptxbench::worker::detail {
 

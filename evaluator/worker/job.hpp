@@ -1,22 +1,7 @@
 // The worker's names for the job it reads and the result it writes: the protocol's types
 // (evaluator/protocol/job.hpp, result.hpp), which the evaluator writes and reads with the same code.
+// The names (ptxbench::worker::Job, JobWorkload, LaunchPlan, ...) are declared in
+// detail/protocol_names.hpp, which the worker's stages share.
 #pragma once
 
-#include "evaluator/protocol/error.hpp"
-#include "evaluator/protocol/job.hpp"
-#include "evaluator/protocol/result.hpp"
-
-namespace ptxbench::worker {
-
-using protocol::Job;
-using protocol::JobMode;
-using protocol::JobWorkload;
-using protocol::LaunchPlan;
-using protocol::ParamKind;
-using protocol::ResolvedParam;
-using protocol::SassHandover;
-using protocol::SassInstruction;
-using protocol::TargetSpec;
-using protocol::TimingPolicy;
-
-}  // namespace ptxbench::worker
+#include "evaluator/worker/detail/protocol_names.hpp"

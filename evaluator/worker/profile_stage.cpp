@@ -12,6 +12,7 @@
 #include "evaluator/worker/detail/profile_metrics.hpp"
 #include "evaluator/worker/detail/range_profiler.hpp"
 #include "evaluator/worker/detail/stage_runner.hpp"
+#include "evaluator/worker/family.hpp"
 #include "evaluator/worker/selection_cache.hpp"
 
 namespace ptxbench::worker::detail {

@@ -9,6 +9,7 @@
 
 #include "evaluator/worker/detail/nvml_clock.hpp"
 #include "evaluator/worker/detail/timing_stats.hpp"
+#include "evaluator/worker/family.hpp"
 
 namespace ptxbench::worker::detail {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "llm_clients/chat_client.hpp"
+#include "llm_clients/detail/chat_types.hpp"
 
 namespace ptxbench::llm::detail {
 

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "llm_clients/chat_client.hpp"
+#include "llm_clients/detail/chat_types.hpp"
 #include "util/expected.hpp"
 
 namespace ptxbench::llm::detail {

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "llm_clients/chat_client.hpp"
+#include "llm_clients/detail/chat_types.hpp"
 
 namespace ptxbench::llm::detail {
 

@@ -12,6 +12,8 @@
 #include <fmt/core.h>
 
 #include "tasks/detail/schema.hpp"
+#include "tasks/flashinfer.hpp"
+#include "tasks/task.hpp"
 #include "util/files.hpp"
 #include "util/strings.hpp"
 

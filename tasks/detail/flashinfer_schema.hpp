@@ -12,9 +12,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tasks/flashinfer.hpp"
-#include "tasks/task.hpp"
 #include "util/expected.hpp"
+
+namespace ptxbench::tasks {
+enum class DType;
+}  // namespace ptxbench::tasks
+
+namespace ptxbench::tasks::flashinfer {
+struct Mapping;
+}  // namespace ptxbench::tasks::flashinfer
 
 namespace ptxbench::tasks::flashinfer::detail {
 

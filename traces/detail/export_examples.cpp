@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "traces/detail/repair_view.hpp"
+#include "traces/export.hpp"
 #include "traces/outcome.hpp"
 #include "util/think_tags.hpp"
 

@@ -7,7 +7,12 @@
 #include <vector>
 
 #include "traces/detail/run_view.hpp"
-#include "traces/export.hpp"
+
+namespace ptxbench::traces {
+struct ExportCounts;
+struct ExportOptions;
+struct RepairOf;
+}  // namespace ptxbench::traces
 
 namespace ptxbench::traces::detail {
 

@@ -10,6 +10,7 @@
 #include <fmt/core.h>
 
 #include "traces/detail/run_view.hpp"
+#include "traces/report.hpp"
 
 namespace ptxbench::traces::detail {
 

@@ -6,7 +6,12 @@
 #include <string>
 #include <string_view>
 
-#include "traces/report.hpp"
+namespace ptxbench::traces {
+struct GroupReport;
+struct ProfileDistribution;
+struct Report;
+struct Spread;
+}  // namespace ptxbench::traces
 
 namespace ptxbench::traces::detail {
 

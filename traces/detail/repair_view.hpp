@@ -6,6 +6,10 @@
 
 #include "traces/detail/run_view.hpp"
 
+namespace ptxbench::traces {
+struct RepairOf;
+}  // namespace ptxbench::traces
+
 namespace ptxbench::traces::detail {
 
 /// The record's repair_of, or nullptr in an ordinary run.

@@ -6,6 +6,7 @@
 
 #include <fmt/core.h>
 
+#include "traces/record.hpp"
 #include "util/files.hpp"
 
 namespace ptxbench::traces::detail {

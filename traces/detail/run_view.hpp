@@ -11,7 +11,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "traces/record.hpp"
+namespace ptxbench::traces {
+struct LoadedRun;
+struct TurnRecord;
+}  // namespace ptxbench::traces
 
 namespace ptxbench::traces::detail {
 

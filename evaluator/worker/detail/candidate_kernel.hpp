@@ -9,8 +9,8 @@
 
 #include <cuda.h>
 
-#include "evaluator/worker/family.hpp"
-#include "evaluator/worker/job.hpp"
+#include "evaluator/worker/detail/device_tensor.hpp"
+#include "evaluator/worker/detail/protocol_names.hpp"
 
 namespace ptxbench::worker::detail {
 

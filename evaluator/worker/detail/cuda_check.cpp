@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "evaluator/worker/family.hpp"
+
 namespace ptxbench::worker::detail {
 
 std::string describe(CUresult result) {

@@ -8,8 +8,6 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include "evaluator/worker/family.hpp"
-
 namespace ptxbench::worker::detail {
 
 /// "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)".

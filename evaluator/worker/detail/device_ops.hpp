@@ -10,7 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "evaluator/worker/detail/mismatch_pattern.hpp"
-#include "evaluator/worker/family.hpp"
+#include "evaluator/worker/detail/protocol_names.hpp"
 
 namespace ptxbench::worker::detail {
 

@@ -16,7 +16,7 @@
 
 #include "evaluator/protocol/execution.hpp"
 #include "evaluator/protocol/matrix_work.hpp"
-#include "evaluator/worker/job.hpp"
+#include "evaluator/worker/detail/protocol_names.hpp"
 
 namespace ptxbench::worker::detail {
 

@@ -13,7 +13,6 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/worker/detail/execution_figures.hpp"
-#include "evaluator/worker/job.hpp"
 
 namespace ptxbench::worker::detail {
 

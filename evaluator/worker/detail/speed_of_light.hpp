@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "evaluator/worker/family.hpp"
+#include "evaluator/worker/detail/protocol_names.hpp"
 
 namespace ptxbench::worker::detail {
 

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "evaluator/worker/family.hpp"
 #include "evaluator/worker/selection_cache.hpp"
 
 namespace ptxbench::worker::detail {

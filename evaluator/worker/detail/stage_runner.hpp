@@ -15,10 +15,14 @@
 #include "evaluator/protocol/profile.hpp"
 #include "evaluator/protocol/timing.hpp"
 #include "evaluator/worker/detail/candidate_kernel.hpp"
+#include "evaluator/worker/detail/device_tensor.hpp"
+#include "evaluator/worker/detail/protocol_names.hpp"
 #include "evaluator/worker/detail/range_profiler.hpp"
 #include "evaluator/worker/detail/worker_support.hpp"
-#include "evaluator/worker/family.hpp"
-#include "evaluator/worker/job.hpp"
+
+namespace ptxbench::worker {
+class FamilyHandler;  // family.hpp
+}  // namespace ptxbench::worker
 
 namespace ptxbench::worker::detail {
 

@@ -10,6 +10,7 @@
 #include <cublasLt.h>
 
 #include "evaluator/worker/detail/sass_counts.hpp"
+#include "evaluator/worker/family.hpp"
 #include "util/files.hpp"
 
 namespace ptxbench::worker::detail {

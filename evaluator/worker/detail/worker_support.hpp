@@ -16,8 +16,8 @@
 #include "evaluator/protocol/result.hpp"
 #include "evaluator/worker/detail/cuda_check.hpp"
 #include "evaluator/worker/detail/device_ops.hpp"
+#include "evaluator/worker/detail/device_tensor.hpp"
 #include "evaluator/worker/detail/speed_of_light.hpp"
-#include "evaluator/worker/family.hpp"
 
 namespace ptxbench::worker::detail {
 

@@ -1,7 +1,7 @@
 // One field list per struct drives both directions: `fields(io, value)` names each member once, and a
 // FieldWriter or FieldReader walks it. The reader checks types and bounds and rejects unknown keys, so
 // what one side writes the other reads back unchanged, and a hand-edited file gets a message naming
-// the field.
+// the field. The protocol's codecs use it, and so does traces' run.json codec (traces/run_record.cpp).
 #pragma once
 
 #include <chrono>
@@ -19,7 +19,7 @@
 #include "evaluator/protocol/error.hpp"
 #include "util/enum_names.hpp"
 
-namespace ptxbench::protocol::detail {
+namespace ptxbench::protocol::codec {
 
 /// Inclusive bounds of a numeric field (the reader's check; the writer ignores them).
 struct Bounds {
@@ -208,4 +208,4 @@ std::optional<T> record_in_figures(const nlohmann::json &figures, const char *ke
   }
 }
 
-}  // namespace ptxbench::protocol::detail
+}  // namespace ptxbench::protocol::codec
