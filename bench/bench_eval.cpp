@@ -11,6 +11,7 @@
 //              [--verdicts FILE]  (every run's verdict, one JSON line each, with every timing sample)
 //              [--no-hidden] [--time-hidden]  (the task's hidden workloads: not checked / also timed)
 //              [--no-profile] [--no-pc-sampling]  (the profile stage off / without its PC-sampled launch)
+//              [--pc-sampling-buffer-mib N]  (CUPTI's hardware sample buffer; 0 = its 512 MiB default)
 // Prints one line per run, the profile of the median run, the cost of a resent
 // identical kernel (verdict cache), and a JSON summary last.
 #include <algorithm>
@@ -82,6 +83,9 @@ int main(int argc, char **argv) {
       settings.worker_path = argv[i];
     else if (a == "--verdicts")
       verdicts_path = argv[i];
+    else if (a == "--pc-sampling-buffer-mib")
+      settings.profile.pc_sampling_hardware_buffer_mib =
+          static_cast<std::uint32_t>(std::max(0, std::atoi(argv[i])));
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;

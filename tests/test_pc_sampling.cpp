@@ -34,3 +34,16 @@ TEST_CASE("pc sampling: warp-state names lose CUPTI's prefix; the _not_issued du
   CHECK(wd::short_stall_reason("smsp__pcsamp_sample_count") == "sample_count");
   CHECK(wd::short_stall_reason("something_else") == "something_else");
 }
+
+TEST_CASE(
+    "pc sampling: a short kernel is sampled over enough launches for the minimum time, at most the cap") {
+  CHECK(wd::pc_sampling_launches(0.01, 1.0, 32) == 32);  // 10 us: 100 launches wanted, capped
+  CHECK(wd::pc_sampling_launches(0.3, 1.0, 32) == 4);    // 0.3 ms: 4 launches make 1.2 ms
+  CHECK(wd::pc_sampling_launches(0.25, 1.0, 32) == 4);   // exactly 1 ms in 4
+  CHECK(wd::pc_sampling_launches(0.9, 1.0, 32) == 2);
+  CHECK(wd::pc_sampling_launches(1.0, 1.0, 32) == 1);  // long enough: once
+  CHECK(wd::pc_sampling_launches(25.0, 1.0, 32) == 1);
+  CHECK(wd::pc_sampling_launches(0.01, 0.0, 32) == 1);  // no minimum: once
+  CHECK(wd::pc_sampling_launches(0.0, 1.0, 32) == 32);  // unknown duration: the cap, never zero or overflow
+  CHECK(wd::pc_sampling_launches(0.01, 1.0, 0) == 1);
+}

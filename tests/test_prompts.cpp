@@ -568,6 +568,11 @@ TEST_CASE("feedback: PC samples name the warp states and the hottest PTX lines w
   CHECK_HAS(unmapped, "- where the warps are (77042 PC samples of one launch)");
   CHECK_HAS(unmapped, "- hot lines not named: the SASS listing has no line info\n");
   CHECK_FALSE(has(unmapped, "hottest lines"));
+  // A kernel of microseconds sampled over several launches says so.
+  kp->pc_sampling.launches = 8;
+  v.profiling.figures["kernel_profile"] = *kp;
+  CHECK_HAS(builder().feedback(task, v), "- where the warps are (77042 PC samples over 8 launches)");
+  kp->pc_sampling.launches = 1;
   // Not sampled: one line saying why.
   kp->pc_sampling = {};
   kp->pc_sampling.unavailable = "not sampled: the PC sampler returned no samples for this launch";

@@ -524,6 +524,7 @@ TEST_CASE("protocol: the profile's PC samples and hot lines survive a round trip
   k.pc_sampling.samples = 97511;
   k.pc_sampling.dropped_samples = 3;
   k.pc_sampling.period_log2 = 12;
+  k.pc_sampling.launches = 4;
   k.pc_sampling.reasons = {{"wait", 30000}, {"short_scoreboard", 20000}};
   k.pc_sampling.pcs = {{"gemm", 0x1a30, 5000, {{"short_scoreboard", 4900}, {"wait", 100}}}};
   k.pc_sampling.hot_lines = {{366, "@%p14 bra $L__BB0_4;", 4000, 0.041, {{"barrier", 3960}}, {"BRA"}}};
@@ -549,12 +550,25 @@ TEST_CASE("protocol: the profile's PC samples and hot lines survive a round trip
   bad = j;
   bad["pc_sampling"]["period_log2"] = 40;
   CHECK_THROWS_AS((void)bad.get<p::KernelProfile>(), p::ProtocolError);
+  bad = j;
+  bad["pc_sampling"]["launches"] = 0;
+  CHECK_THROWS_AS((void)bad.get<p::KernelProfile>(), p::ProtocolError);
+  // Records from before several launches could be sampled: one launch.
+  old = j;
+  old["pc_sampling"].erase("launches");
+  CHECK(old.get<p::KernelProfile>().pc_sampling.launches == 1);
 
   p::ProfilePolicy policy;
   policy.pc_sampling = false;
   policy.pc_samples = 5000;
   policy.pc_sampling_budget = std::chrono::milliseconds(300);
+  policy.pc_sampling_min_time = std::chrono::milliseconds(2);
+  policy.pc_sampling_hardware_buffer_mib = 64;
   CHECK(round_trip(policy) == policy);
+  CHECK(nlohmann::json(policy)["pc_sampling_min_time_seconds"] == 0.002);
+  CHECK_THROWS_AS(
+      (void)nlohmann::json::parse(R"({"pc_sampling_hardware_buffer_mib": 100000})").get<p::ProfilePolicy>(),
+      p::ProtocolError);
   CHECK(nlohmann::json(policy)["pc_sampling_budget_seconds"] == 0.3);
   CHECK_THROWS_AS((void)nlohmann::json::parse(R"({"pc_samples": 10})").get<p::ProfilePolicy>(),
                   p::ProtocolError);

@@ -109,7 +109,10 @@ std::string percent_of(std::uint64_t part, std::uint64_t whole) {
 /// The PC-sampling lines: the kernel's warp states, then its hottest source lines. "" when not sampled.
 std::string sampling_lines(const protocol::PcSampling &s) {
   if (s.samples == 0) return s.unavailable.empty() ? "" : "- where the warps wait: " + s.unavailable + "\n";
-  std::string out = fmt::format("- where the warps are ({} PC samples of one launch): ", s.samples);
+  std::string out =
+      s.launches > 1
+          ? fmt::format("- where the warps are ({} PC samples over {} launches): ", s.samples, s.launches)
+          : fmt::format("- where the warps are ({} PC samples of one launch): ", s.samples);
   std::vector<std::string> parts;
   for (std::size_t i = 0; i < s.reasons.size() && i < 5; ++i)
     parts.push_back(stall_gloss(s.reasons[i].reason) + " " + percent_of(s.reasons[i].samples, s.samples));

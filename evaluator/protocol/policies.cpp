@@ -69,6 +69,8 @@ void fields(IO &io, ProfilePolicy &p) {
   io("pc_sampling", p.pc_sampling);
   io("pc_sampling_budget_seconds", p.pc_sampling_budget);
   io("pc_samples", p.pc_samples, codec::Bounds{1000, 1e7});
+  io("pc_sampling_min_time_seconds", p.pc_sampling_min_time);
+  io("pc_sampling_hardware_buffer_mib", p.pc_sampling_hardware_buffer_mib, codec::Bounds{0, 4096});
   io("pc_sampling_continuous_retry", p.pc_sampling_continuous_retry);
 }
 

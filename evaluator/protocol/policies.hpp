@@ -173,10 +173,16 @@ struct ProfilePolicy {
   /// samples aimed at in that launch (the sampling period is chosen from the launch time, SM count and
   /// clock): enough for shares of a few percent per line to be stable to about a percentage point
   std::uint32_t pc_samples = 100000;
+  /// ms; the sampled launch is repeated (outputs poisoned before each, at most 32 launches) until the
+  /// launches add up to this much kernel time, so a kernel of a few microseconds is sampled over enough
+  /// launches to give samples at all; launches at least this long are sampled once
+  std::chrono::milliseconds pc_sampling_min_time{1};
+  /// MiB; CUPTI's hardware buffer for the raw samples (0 = CUPTI's default, 512 MiB). Its size bounds the
+  /// samples one sampled range can hold (about pc_samples at some tens of bytes each)
+  std::uint32_t pc_sampling_hardware_buffer_mib = 0;
   /// true: when kernel-serialized sampling collects no samples at all, sample once more in CUPTI's
-  /// continuous mode. Off by default: where the first mode finds nothing (modules holding wgmma), the
-  /// continuous mode attributes its samples to other kernels, so the retry costs a second sampling set-up
-  /// and adds no samples
+  /// continuous mode (which may attribute samples to other kernels). Off by default: it costs a second
+  /// sampling set-up
   bool pc_sampling_continuous_retry = false;
   PTXBENCH_PROTOCOL_EQUALITY(ProfilePolicy)
 };

@@ -107,6 +107,7 @@ void fields(IO &io, PcSampling &s) {
   io("samples", s.samples);
   io("dropped_samples", s.dropped_samples);
   io("period_log2", s.period_log2, codec::Bounds{0, 31});
+  io("launches", s.launches, codec::Bounds{1, 1024});
   io("reasons", s.reasons);
   io("pcs", s.pcs);
   io("hot_lines", s.hot_lines);

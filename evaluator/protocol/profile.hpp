@@ -80,6 +80,7 @@ struct PcSampling {
   std::uint64_t samples = 0;          ///< samples in the kernel's PCs (every PC, not only those kept)
   std::uint64_t dropped_samples = 0;  ///< samples the hardware lost (buffer full)
   int period_log2 = 0;                ///< one sample per SM every 2^period_log2 cycles
+  int launches = 1;                   ///< launches sampled together (a kernel of microseconds takes several)
   std::vector<StallCount> reasons;    ///< the whole kernel's warp states, most samples first
   std::vector<SampledPc> pcs;         ///< the most sampled PCs, most first (bounded)
   std::vector<HotLine>

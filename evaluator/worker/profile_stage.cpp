@@ -21,6 +21,8 @@ namespace {
 /// ms: CUPTI's PC-sampling set-up and collection around the sampled launch (measured on an H100: 0.37-0.41 s
 /// with launches of 1-6 ms).
 constexpr double kPcSamplingSetupMs = 350;
+/// Launches sampled together at most (a kernel of microseconds).
+constexpr int kMaxSampledLaunches = 32;
 /// Sampled PCs the worker hands over (the orchestrator maps them to lines and keeps fewer).
 constexpr std::size_t kMaxHandedPcs = 512;
 
@@ -128,6 +130,11 @@ std::optional<int> Worker::profile_max_passes(double launch_ms, Clock::time_poin
       return std::nullopt;
     }
   return max_passes;
+}
+
+int Worker::sampled_launches(double launch_ms) const {
+  return detail::pc_sampling_launches(
+      launch_ms, static_cast<double>(job_.profile.pc_sampling_min_time.count()), kMaxSampledLaunches);
 }
 
 std::string Worker::profile_passes_key() {
@@ -249,7 +256,7 @@ protocol::PcSampling Worker::pc_sampling_within_budget(const JobWorkload &w, con
                                                        const std::map<std::string, double> &measured,
                                                        double launch_ms, json &phase_seconds) {
   const double sampling_budget_ms = static_cast<double>(job_.profile.pc_sampling_budget.count());
-  if (kPcSamplingSetupMs + launch_ms <= sampling_budget_ms)
+  if (kPcSamplingSetupMs + launch_ms * sampled_launches(launch_ms) <= sampling_budget_ms)
     return sample_launch(w, tensors, params, measured, launch_ms, phase_seconds);
   protocol::PcSampling out;
   out.unavailable = "not sampled: its " + fmt_num(launch_ms) +
@@ -270,7 +277,8 @@ protocol::PcSampling Worker::sample_launch(const JobWorkload &w, const TensorSet
   };
   const double ms = figure("gpu__time_duration.sum", launch_ms * 1e6) / 1e6;
   const double mhz = figure("sm__cycles_elapsed.avg.per_second", 1.755e9) / 1e6;
-  const int period = detail::pc_sampling_period_log2(ms, device_.facts.sm_count, mhz,
+  const int launches = sampled_launches(ms);
+  const int period = detail::pc_sampling_period_log2(ms * launches, device_.facts.sm_count, mhz,
                                                      static_cast<double>(job_.profile.pc_samples));
   // Each try loads its own copy of the module while sampling is on (see sample_pcs).
   std::vector<std::unique_ptr<detail::CandidateKernel>> copies;
@@ -288,15 +296,21 @@ protocol::PcSampling Worker::sample_launch(const JobWorkload &w, const TensorSet
           return "";
         },
         [&] {
-          const CUresult r = sampled.launch(w.launch, params, device_.stream);
-          if (r != CUDA_SUCCESS)
-            fatal("profile", detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
-                  "the PC-sampled launch failed: " + detail::describe(r));
-          if (const CUresult s = cuStreamSynchronize(device_.stream); s != CUDA_SUCCESS)
-            fatal("profile", Status::runtime_error,
-                  "the kernel faulted while PC-sampled: " + detail::describe(s));
+          for (int i = 0; i < launches; ++i) {
+            if (i > 0) {  // every launch starts from the state the others did
+              poison_outputs(w.spec, tensors);
+              reset_workspace(tensors);
+            }
+            const CUresult r = sampled.launch(w.launch, params, device_.stream);
+            if (r != CUDA_SUCCESS)
+              fatal("profile", detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
+                    "the PC-sampled launch failed: " + detail::describe(r));
+            if (const CUresult s = cuStreamSynchronize(device_.stream); s != CUDA_SUCCESS)
+              fatal("profile", Status::runtime_error,
+                    "the kernel faulted while PC-sampled: " + detail::describe(s));
+          }
         },
-        mode);
+        mode, static_cast<std::size_t>(job_.profile.pc_sampling_hardware_buffer_mib) << 20);
     const std::string prefix =
         mode == detail::PcSamplingMode::continuous ? "pc_sampling_continuous_" : "pc_sampling_";
     for (const auto &[step, seconds] : got.steps)
@@ -304,8 +318,8 @@ protocol::PcSampling Worker::sample_launch(const JobWorkload &w, const TensorSet
     return got;
   };
   detail::PcSamples samples = sample(detail::PcSamplingMode::kernel_serialized);
-  // Kernel-serialized sampling can return nothing at all (modules holding wgmma): one more try in continuous
-  // mode, the only other mode CUPTI has, when the policy asks for it.
+  // When kernel-serialized sampling returns nothing at all: one more try in continuous mode, the only other
+  // mode CUPTI has, when the policy asks for it.
   if (job_.profile.pc_sampling_continuous_retry && !samples.available && samples.collected &&
       samples.total_samples == 0) {
     detail::PcSamples again = sample(detail::PcSamplingMode::continuous);
@@ -315,6 +329,7 @@ protocol::PcSampling Worker::sample_launch(const JobWorkload &w, const TensorSet
       samples.reason += "; continuous mode: " + again.reason;
   }
   out.period_log2 = samples.period_log2;
+  out.launches = launches;
   out.dropped_samples = samples.dropped_samples;
   if (!samples.available) {
     out.unavailable = "not sampled: " + samples.reason;

@@ -79,6 +79,11 @@ std::string short_stall_reason(const std::string &cupti_name) {
   return std::string(n);
 }
 
+int pc_sampling_launches(double launch_ms, double min_ms, int max_launches) {
+  const double launches = std::ceil(std::max(min_ms, 0.0) / std::max(launch_ms, 1e-6));
+  return static_cast<int>(std::clamp(launches, 1.0, static_cast<double>(std::max(max_launches, 1))));
+}
+
 int pc_sampling_period_log2(double launch_ms, int sm_count, double sm_clock_mhz, double target_samples) {
   const double cycles = std::max(launch_ms, 1e-3) * 1e-3 * std::max(sm_clock_mhz, 100.0) * 1e6;
   const double period = cycles * std::max(sm_count, 1) / std::max(target_samples, 1.0);
@@ -126,7 +131,8 @@ std::string load_stall_reasons(CUcontext ctx, StallReasons &out) {
 /// Period, warp states, mode, start/stop control, parsed output and the first collection buffer. "" or why
 /// CUPTI refused (naming the refused attribute).
 std::string configure_sampling(CUcontext ctx, int period_log2, PcSamplingMode sampling_mode,
-                               StallReasons &reasons_wanted, CollectionBuffer &first) {
+                               std::size_t hardware_buffer_bytes, StallReasons &reasons_wanted,
+                               CollectionBuffer &first) {
   std::vector<CUpti_PCSamplingConfigurationInfo> config;
   auto period = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD);
   period.attributeData.samplingPeriodData.samplingPeriod = static_cast<std::uint32_t>(period_log2);
@@ -146,6 +152,11 @@ std::string configure_sampling(CUcontext ctx, int period_log2, PcSamplingMode sa
   auto format = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_OUTPUT_DATA_FORMAT);
   format.attributeData.outputDataFormatData.outputDataFormat = CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED;
   config.push_back(format);
+  if (hardware_buffer_bytes > 0) {
+    auto hardware = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_HARDWARE_BUFFER_SIZE);
+    hardware.attributeData.hardwareBufferSizeData.hardwareBufferSize = hardware_buffer_bytes;
+    config.push_back(hardware);
+  }
   auto buffer = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER);
   buffer.attributeData.samplingDataBufferData.samplingDataBuffer = &first.data;
   config.push_back(buffer);
@@ -240,7 +251,8 @@ class Collector {
 }  // namespace
 
 PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::string()> &prepare,
-                     const std::function<void()> &work, PcSamplingMode sampling_mode) {
+                     const std::function<void()> &work, PcSamplingMode sampling_mode,
+                     std::size_t hardware_buffer_bytes) {
   PcSamples out;
   out.period_log2 = period_log2;
   const auto t0 = std::chrono::steady_clock::now();
@@ -263,7 +275,9 @@ PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::st
   if (std::string why = load_stall_reasons(ctx, reasons); !why.empty()) return finish(why);
   step("stall_reasons");
   auto first = std::make_unique<CollectionBuffer>(kPcsPerBuffer, reasons.collect.size());
-  if (std::string why = configure_sampling(ctx, period_log2, sampling_mode, reasons, *first); !why.empty())
+  if (std::string why =
+          configure_sampling(ctx, period_log2, sampling_mode, hardware_buffer_bytes, reasons, *first);
+      !why.empty())
     return finish(why);
   step("configure");
   if (std::string why = prepare(); !why.empty()) return finish(why);

@@ -45,14 +45,20 @@ enum class PcSamplingMode { kernel_serialized, continuous };
 /// `launch_ms` on `sm_count` SMs at `sm_clock_mhz` (each SM takes one sample per period); 5..31.
 int pc_sampling_period_log2(double launch_ms, int sm_count, double sm_clock_mhz, double target_samples);
 
+/// Launches to sample together so that they add up to `min_ms` of kernel time: ceil(min_ms / launch_ms),
+/// at least 1 and at most `max_launches`.
+int pc_sampling_launches(double launch_ms, double min_ms, int max_launches);
+
 /// Samples the PCs of `work` (one launch, completed before it returns); `prepare` runs first, outside
 /// the sampled range, after sampling is enabled: CUPTI keeps PC records only for modules loaded after
 /// that (the samples of older ones count as non-user kernels' and come without PCs), so `prepare` loads
 /// the module `work` launches; a non-empty answer from it is why nothing was sampled. Names of warp states
 /// are CUPTI's without the "smsp__pcsamp_warps_issue_stalled_" prefix; "_not_issued" duplicates are left out.
+/// `hardware_buffer_bytes`: CUPTI's buffer for the raw samples (0 = CUPTI's default).
 PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::string()> &prepare,
                      const std::function<void()> &work,
-                     PcSamplingMode mode = PcSamplingMode::kernel_serialized);
+                     PcSamplingMode mode = PcSamplingMode::kernel_serialized,
+                     std::size_t hardware_buffer_bytes = 0);
 
 /// CUPTI's stall reason name in short form: "smsp__pcsamp_warps_issue_stalled_long_scoreboard" ->
 /// "long_scoreboard"; "" for the "_not_issued" variants (counted again under the plain name).

@@ -165,6 +165,8 @@ class Worker {
   /// Passes of the candidate's launch that fit ProfilePolicy::budget; nullopt when not one (or fewer than the
   /// metrics are known to need) fits, with the skipped stage recorded.
   std::optional<int> profile_max_passes(double launch_ms, Clock::time_point start);
+  /// Launches of `launch_ms` sampled together (ProfilePolicy::pc_sampling_min_time).
+  int sampled_launches(double launch_ms) const;
   /// Selection-cache key of the metric catalog's pass count on this GPU.
   static std::string profile_passes_key();
   /// The range profiler's figures of one launch of the candidate (outputs poisoned before each pass).
