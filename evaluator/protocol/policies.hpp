@@ -166,9 +166,9 @@ struct ProfilePolicy {
   /// true: one more launch is PC-sampled (CUPTI), so the feedback names the kernel's hot lines and why its
   /// warps stall there
   bool pc_sampling = true;
-  /// ms; PC sampling's own allowance beside `budget`: CUPTI's sampling set-up (about 0.35-0.4 s measured
-  /// on an H100, most of it enabling the sampler and loading the module again) plus the one launch; a
-  /// launch that would not fit is not sampled (reason recorded)
+  /// ms; PC sampling's own allowance beside `budget`: CUPTI's sampling set-up (a few tenths of a second,
+  /// most of it the first step after the sampler is enabled) plus the sampled launches; launches that would
+  /// not fit are not sampled (reason recorded)
   std::chrono::milliseconds pc_sampling_budget{450};
   /// samples aimed at in that launch (the sampling period is chosen from the launch time, SM count and
   /// clock): enough for shares of a few percent per line to be stable to about a percentage point

@@ -18,8 +18,8 @@
 namespace ptxbench::worker::detail {
 namespace {
 
-/// ms: CUPTI's PC-sampling set-up and collection around the sampled launch (measured on an H100: 0.37-0.41 s
-/// with launches of 1-6 ms).
+/// ms: CUPTI's PC-sampling set-up and collection around the sampled launches (about this on Hopper, whatever
+/// the launch).
 constexpr double kPcSamplingSetupMs = 350;
 /// Launches sampled together at most (a kernel of microseconds).
 constexpr int kMaxSampledLaunches = 32;
@@ -113,8 +113,8 @@ void Worker::profile_too_slow(double launch_ms, const std::string &passes, Clock
 }
 
 std::optional<int> Worker::profile_max_passes(double launch_ms, Clock::time_point start) {
-  // The stage's GPU time: the range profiler's set-up, then one replay of the launch per pass plus its own
-  // work around it (measured on an H200: 0.16 s of set-up and about 40 ms per pass beside the launch).
+  // The stage's GPU time: the range profiler's set-up, then one replay of the launch per pass plus the tens
+  // of milliseconds of its own work around each.
   constexpr double kSetupMs = 200, kPassOverheadMs = 45;
   const double budget_ms = static_cast<double>(job_.profile.budget.count());
   const int max_passes = static_cast<int>(std::floor((budget_ms - kSetupMs) / (launch_ms + kPassOverheadMs)));

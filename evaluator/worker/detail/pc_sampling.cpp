@@ -212,7 +212,7 @@ class Collector {
   /// Why no row came back (after collect found none).
   std::string why_empty() const {
     if (overflowed_) return "the sampling buffer overflowed before any record was kept";
-    if (out_.total_samples == 0) return "the PC sampler returned no samples for this launch";
+    if (out_.total_samples == 0) return "the PC sampler returned no samples for the sampled launches";
     return "none of the " + std::to_string(out_.total_samples) + " samples came with a PC of this kernel (" +
            std::to_string(non_user_) + " in other kernels, " + std::to_string(records_) + " PC records)";
   }
