@@ -44,7 +44,12 @@ def main():
     ap.add_argument("--tasks-dir", default=os.path.join(ROOT, "tasks"))
     ap.add_argument("--out", default=".", help="folder for the bench_eval logs")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=ARGS",
+                    help="one more mode: bench_eval with these extra arguments (e.g. 'buf32=--pc-sampling-buffer-mib 32')")
     args = ap.parse_args()
+    for spec in args.also:
+        name, _, extra = spec.partition("=")
+        MODES.append((name, extra.split()))
     if not shutil.which("nvidia-smi") or subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode:
         print("SKIPPED: no GPU (nvidia-smi lists none)")
         return 77
@@ -69,6 +74,17 @@ def main():
                      f"{full['median_wall_s'] - bare['median_wall_s']:+.3f}",
                      f"{stage.get('s', 0):.3f} ({stage.get('status', '-')})",
                      ", ".join(f"{k} {v:.3f}" for k, v in phases[:8]) or "-"])
+        for name, _ in MODES[3:]:
+            more = got.get(name)
+            if not more:
+                rows.append([f"  {name}", "bench_eval failed"] + [""] * 6)
+                continue
+            mstage = more["profile"]["stages"].get("profile", {})
+            mphases = sorted((mstage.get("phases") or {}).items(), key=lambda kv: -kv[1])
+            rows.append([f"  {name}", more["status"], f"{more['median_wall_s']:.3f}", "", "",
+                         f"{more['median_wall_s'] - bare['median_wall_s']:+.3f}",
+                         f"{mstage.get('s', 0):.3f} ({mstage.get('status', '-')})",
+                         ", ".join(f"{k} {v:.3f}" for k, v in mphases[:8]) or "-"])
     hdr = ["case", "status", "shipped s", "no PCS s", "no profile s", "added s", "stage s", "stage phases (s)"]
     widths = [max(len(r[i]) for r in rows + [hdr]) for i in range(len(hdr))]
     for r in [hdr] + rows:

@@ -564,7 +564,12 @@ TEST_CASE("protocol: the profile's PC samples and hot lines survive a round trip
   policy.pc_sampling_budget = std::chrono::milliseconds(300);
   policy.pc_sampling_min_time = std::chrono::milliseconds(2);
   policy.pc_sampling_hardware_buffer_mib = 64;
+  policy.pc_sampling_worker_sleep_ms = 5;
   CHECK(round_trip(policy) == policy);
+  CHECK(nlohmann::json(policy)["pc_sampling_worker_sleep_ms"] == 5);
+  CHECK_THROWS_AS(
+      (void)nlohmann::json::parse(R"({"pc_sampling_worker_sleep_ms": 5000})").get<p::ProfilePolicy>(),
+      p::ProtocolError);
   CHECK(nlohmann::json(policy)["pc_sampling_min_time_seconds"] == 0.002);
   CHECK_THROWS_AS(
       (void)nlohmann::json::parse(R"({"pc_sampling_hardware_buffer_mib": 100000})").get<p::ProfilePolicy>(),

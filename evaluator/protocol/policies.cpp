@@ -71,6 +71,7 @@ void fields(IO &io, ProfilePolicy &p) {
   io("pc_samples", p.pc_samples, codec::Bounds{1000, 1e7});
   io("pc_sampling_min_time_seconds", p.pc_sampling_min_time);
   io("pc_sampling_hardware_buffer_mib", p.pc_sampling_hardware_buffer_mib, codec::Bounds{0, 4096});
+  io("pc_sampling_worker_sleep_ms", p.pc_sampling_worker_sleep_ms, codec::Bounds{0, 1000});
   io("pc_sampling_continuous_retry", p.pc_sampling_continuous_retry);
 }
 

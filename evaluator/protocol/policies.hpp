@@ -180,6 +180,10 @@ struct ProfilePolicy {
   /// MiB; CUPTI's hardware buffer for the raw samples (0 = CUPTI's default, 512 MiB). Its size bounds the
   /// samples one sampled range can hold (about pc_samples at some tens of bytes each)
   std::uint32_t pc_sampling_hardware_buffer_mib = 0;
+  /// ms; how long CUPTI's PC-sampling worker threads sleep between rounds (0 = CUPTI's default, 100 ms).
+  /// They decode the raw samples and correlate them with the SASS of the module loaded for sampling, so
+  /// the sampler's set-up and collection wait on their rounds
+  std::uint32_t pc_sampling_worker_sleep_ms = 0;
   /// true: when kernel-serialized sampling collects no samples at all, sample once more in CUPTI's
   /// continuous mode (which may attribute samples to other kernels). Off by default: it costs a second
   /// sampling set-up

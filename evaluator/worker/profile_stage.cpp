@@ -215,6 +215,7 @@ void Worker::profile_stage(bool correct) {
   phases.seconds["candidate_cupti_setup"] = cand.setup_seconds;
   for (const auto &[step, s] : cand.setup_steps) phases.seconds["candidate_cupti_" + step] = s;
   phases.seconds["candidate_passes"] = cand.passes_seconds;
+  for (const auto &[step, s] : cand.pass_steps) phases.seconds["candidate_pass_" + step] = s;
   if (!cand.available && cand.passes > *max_passes) {
     profile_too_slow(launch_ms, std::to_string(cand.passes) + " passes", start);
     return;
@@ -310,7 +311,8 @@ protocol::PcSampling Worker::sample_launch(const JobWorkload &w, const TensorSet
                     "the kernel faulted while PC-sampled: " + detail::describe(s));
           }
         },
-        mode, static_cast<std::size_t>(job_.profile.pc_sampling_hardware_buffer_mib) << 20);
+        detail::SamplerOptions{mode, static_cast<std::size_t>(job_.profile.pc_sampling_hardware_buffer_mib) << 20,
+                               job_.profile.pc_sampling_worker_sleep_ms});
     const std::string prefix =
         mode == detail::PcSamplingMode::continuous ? "pc_sampling_continuous_" : "pc_sampling_";
     for (const auto &[step, seconds] : got.steps)

@@ -130,9 +130,8 @@ std::string load_stall_reasons(CUcontext ctx, StallReasons &out) {
 
 /// Period, warp states, mode, start/stop control, parsed output and the first collection buffer. "" or why
 /// CUPTI refused (naming the refused attribute).
-std::string configure_sampling(CUcontext ctx, int period_log2, PcSamplingMode sampling_mode,
-                               std::size_t hardware_buffer_bytes, StallReasons &reasons_wanted,
-                               CollectionBuffer &first) {
+std::string configure_sampling(CUcontext ctx, int period_log2, const SamplerOptions &options,
+                               StallReasons &reasons_wanted, CollectionBuffer &first) {
   std::vector<CUpti_PCSamplingConfigurationInfo> config;
   auto period = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_PERIOD);
   period.attributeData.samplingPeriodData.samplingPeriod = static_cast<std::uint32_t>(period_log2);
@@ -143,7 +142,7 @@ std::string configure_sampling(CUcontext ctx, int period_log2, PcSamplingMode sa
   config.push_back(reasons);
   auto mode = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE);
   mode.attributeData.collectionModeData.collectionMode =
-      sampling_mode == PcSamplingMode::continuous ? CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS
+      options.mode == PcSamplingMode::continuous ? CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS
                                                   : CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED;
   config.push_back(mode);
   auto start_stop = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL);
@@ -152,10 +151,15 @@ std::string configure_sampling(CUcontext ctx, int period_log2, PcSamplingMode sa
   auto format = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_OUTPUT_DATA_FORMAT);
   format.attributeData.outputDataFormatData.outputDataFormat = CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED;
   config.push_back(format);
-  if (hardware_buffer_bytes > 0) {
+  if (options.hardware_buffer_bytes > 0) {
     auto hardware = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_HARDWARE_BUFFER_SIZE);
-    hardware.attributeData.hardwareBufferSizeData.hardwareBufferSize = hardware_buffer_bytes;
+    hardware.attributeData.hardwareBufferSizeData.hardwareBufferSize = options.hardware_buffer_bytes;
     config.push_back(hardware);
+  }
+  if (options.worker_sleep_ms > 0) {
+    auto sleep = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_WORKER_THREAD_PERIODIC_SLEEP_SPAN);
+    sleep.attributeData.workerThreadPeriodicSleepSpanData.workerThreadPeriodicSleepSpan = options.worker_sleep_ms;
+    config.push_back(sleep);
   }
   auto buffer = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER);
   buffer.attributeData.samplingDataBufferData.samplingDataBuffer = &first.data;
@@ -251,8 +255,7 @@ class Collector {
 }  // namespace
 
 PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::string()> &prepare,
-                     const std::function<void()> &work, PcSamplingMode sampling_mode,
-                     std::size_t hardware_buffer_bytes) {
+                     const std::function<void()> &work, const SamplerOptions &options) {
   PcSamples out;
   out.period_log2 = period_log2;
   const auto t0 = std::chrono::steady_clock::now();
@@ -276,7 +279,7 @@ PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::st
   step("stall_reasons");
   auto first = std::make_unique<CollectionBuffer>(kPcsPerBuffer, reasons.collect.size());
   if (std::string why =
-          configure_sampling(ctx, period_log2, sampling_mode, hardware_buffer_bytes, reasons, *first);
+          configure_sampling(ctx, period_log2, options, reasons, *first);
       !why.empty())
     return finish(why);
   step("configure");

@@ -41,6 +41,15 @@ struct PcSamples {
 /// continuous (concurrent kernels allowed; a fallback when the serialized mode returned no samples at all).
 enum class PcSamplingMode { kernel_serialized, continuous };
 
+/// How the sampler is set up (beside the period).
+struct SamplerOptions {
+  PcSamplingMode mode = PcSamplingMode::kernel_serialized;
+  std::size_t hardware_buffer_bytes = 0;  ///< bytes; CUPTI's buffer for the raw samples (0 = CUPTI's default)
+  /// ms; how long CUPTI's worker threads (which decode the raw samples and correlate them with the SASS
+  /// of newly loaded modules) sleep between rounds (0 = CUPTI's default, 100 ms)
+  std::uint32_t worker_sleep_ms = 0;
+};
+
 /// Sampling period (log2 of SM cycles) that gives about `target_samples` samples for a launch of
 /// `launch_ms` on `sm_count` SMs at `sm_clock_mhz` (each SM takes one sample per period); 5..31.
 int pc_sampling_period_log2(double launch_ms, int sm_count, double sm_clock_mhz, double target_samples);
@@ -54,11 +63,8 @@ int pc_sampling_launches(double launch_ms, double min_ms, int max_launches);
 /// that (the samples of older ones count as non-user kernels' and come without PCs), so `prepare` loads
 /// the module `work` launches; a non-empty answer from it is why nothing was sampled. Names of warp states
 /// are CUPTI's without the "smsp__pcsamp_warps_issue_stalled_" prefix; "_not_issued" duplicates are left out.
-/// `hardware_buffer_bytes`: CUPTI's buffer for the raw samples (0 = CUPTI's default).
 PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::string()> &prepare,
-                     const std::function<void()> &work,
-                     PcSamplingMode mode = PcSamplingMode::kernel_serialized,
-                     std::size_t hardware_buffer_bytes = 0);
+                     const std::function<void()> &work, const SamplerOptions &options = {});
 
 /// CUPTI's stall reason name in short form: "smsp__pcsamp_warps_issue_stalled_long_scoreboard" ->
 /// "long_scoreboard"; "" for the "_not_issued" variants (counted again under the plain name).

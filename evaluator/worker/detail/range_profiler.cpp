@@ -1,5 +1,6 @@
 #include "evaluator/worker/detail/range_profiler.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -237,21 +238,35 @@ std::string configure_target(CUcontext ctx, TargetObject &target, const HostConf
   return "";
 }
 
+/// Adds the seconds since `from` to `steps[step]` and restarts `from`.
+void add_step(std::map<std::string, double> &steps, const char *step,
+              std::chrono::steady_clock::time_point &from) {
+  const auto now = std::chrono::steady_clock::now();
+  steps[step] += std::chrono::duration<double>(now - from).count();
+  from = now;
+}
+
 /// Runs `work` once per pass (after `prepare`) until CUPTI says every pass was submitted. "" or why not.
+/// `steps`: host seconds per step, summed over the passes.
 std::string run_passes(const TargetObject &target, int passes, const std::function<void()> &prepare,
-                       const std::function<void()> &work) {
+                       const std::function<void()> &work, std::map<std::string, double> &steps) {
+  auto t = std::chrono::steady_clock::now();
   for (int pass = 0;; ++pass) {
     if (pass > passes + 1) return "the range profiler did not finish its passes";
     prepare();
+    add_step(steps, "prepare", t);
     CUpti_RangeProfiler_Start_Params start = {CUpti_RangeProfiler_Start_Params_STRUCT_SIZE};
     start.pRangeProfilerObject = target.get();
     if (CUptiResult r = cuptiRangeProfilerStart(&start); r != CUPTI_SUCCESS)
       return cupti_error("cuptiRangeProfilerStart", r);
+    add_step(steps, "start", t);
     work();
+    add_step(steps, "work", t);
     CUpti_RangeProfiler_Stop_Params stop = {CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
     stop.pRangeProfilerObject = target.get();
     if (CUptiResult r = cuptiRangeProfilerStop(&stop); r != CUPTI_SUCCESS)
       return cupti_error("cuptiRangeProfilerStop", r);
+    add_step(steps, "stop", t);
     if (stop.isAllPassSubmitted) return "";
   }
 }
@@ -327,10 +342,13 @@ RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<
   out.setup_steps["enable_and_counter_data"] = seconds(t_target);
   out.setup_seconds = seconds(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  if (std::string why = run_passes(target, out.passes, prepare, work); !why.empty()) return fail(why);
+  if (std::string why = run_passes(target, out.passes, prepare, work, out.pass_steps); !why.empty())
+    return fail(why);
   std::vector<std::map<std::string, double>> ranges;
+  auto t_eval = std::chrono::steady_clock::now();
   if (std::string why = evaluate_ranges(target, hc, accepted, counter_data, ranges); !why.empty())
     return fail(why);
+  add_step(out.pass_steps, "decode_and_evaluate", t_eval);
   out.kernels = static_cast<int>(ranges.size());
   out.values = combine_kernel_ranges(ranges);
   out.passes_seconds = seconds(t1);

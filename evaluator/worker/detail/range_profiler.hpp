@@ -27,6 +27,9 @@ struct RangeMetrics {
   /// so the set-up's cost can be attributed
   std::map<std::string, double> setup_steps;
   double passes_seconds = 0;  ///< s: the passes, decoding and evaluation
+  /// s per step of the passes, summed over passes (prepare, start, work, stop), then decode and evaluate,
+  /// so a pass's cost beyond the kernel's own time can be attributed
+  std::map<std::string, double> pass_steps;
 };
 
 /// Makes CUPTI's host-side set-up for `metrics` on this context (counter availability, host object, config
