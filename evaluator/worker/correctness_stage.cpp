@@ -1,7 +1,6 @@
 // The correctness stage: every workload's trials against the fp32 reference, guard regions, input
 // checksums and a determinism relaunch.
-#include "evaluator/worker/detail/stage_runner.hpp"
-#include "evaluator/worker/detail/stage_state.hpp"
+#include "evaluator/worker/detail/correctness_stage.hpp"
 
 #include "evaluator/protocol/mismatch.hpp"
 #include "evaluator/worker/detail/mismatch_pattern.hpp"
@@ -14,7 +13,7 @@ namespace ptxbench::worker::detail {
 
 /// One workload's buffers: its tensors (with guard regions), the fp32 reference and a snapshot of each
 /// output for the determinism relaunch, and the candidate's packed parameters.
-struct Worker::CorrectnessBuffers {
+struct CorrectnessStage::CorrectnessBuffers {
   CorrectnessBuffers(std::size_t guard_bytes, cudaStream_t stream) : pool(guard_bytes, stream) {}
   BufferPool pool;
   TensorSet tensors;
@@ -23,21 +22,21 @@ struct Worker::CorrectnessBuffers {
   detail::PackedParams params;
 };
 
-bool Worker::correctness_stage() {
+bool CorrectnessStage::run() {
   const auto start = Clock::now();
-  PhaseSeconds phases{device_.stream};
+  PhaseSeconds phases{ctx_.stream()};
   protocol::CorrectnessFigures figures;
   json diagnostics = json::array();
   bool all_correct = true, all_deterministic = true, stopped_early = false;
-  const bool sanitize = job_.mode == JobMode::sanitize;
+  const bool sanitize = ctx_.job().mode == JobMode::sanitize;
   std::size_t workloads_skipped = 0;
   std::vector<std::string> near_edge;  // borderline workloads' notes, for an ok summary
-  for (std::size_t wi = 0; wi < job_.workloads.size(); ++wi) {
+  for (std::size_t wi = 0; wi < ctx_.job().workloads.size(); ++wi) {
     if (stopped_early) {
       ++workloads_skipped;
       continue;
     }
-    const JobWorkload &w = job_.workloads[wi];
+    const JobWorkload &w = ctx_.job().workloads[wi];
     const WorkloadCheck c = check_workload("correctness", w, wi, phases, stopped_early);
     all_correct = all_correct && c.ok();
     all_deterministic = all_deterministic && c.deterministic;
@@ -60,25 +59,27 @@ bool Worker::correctness_stage() {
     status = Status::nondeterministic;
     summary = diagnostics[0]["text"].get<std::string>();
   } else {
-    summary = "correct on " + std::to_string(job_.workloads.size()) + " workloads x " +
-              std::to_string(sanitize ? 1 : job_.correctness.trials) + " trials";
+    summary = "correct on " + std::to_string(ctx_.job().workloads.size()) + " workloads x " +
+              std::to_string(sanitize ? 1 : ctx_.job().correctness.trials) + " trials";
     for (const auto &note : near_edge) {
       summary += "; " + note;
       diagnostics.push_back(diag(note, "warning"));
     }
   }
   phases.mark("buffers");  // freeing them
-  figures.base_seed = job_.correctness.base_seed;
+  figures.base_seed = ctx_.job().correctness.base_seed;
   figures.borderline = !near_edge.empty();
   figures.stopped_early = stopped_early;
   figures.workloads_skipped = workloads_skipped;
-  figures.slowest_launch_ms = correctness_launch_ms_;
+  figures.slowest_launch_ms = ctx_.correctness_launch_ms();
   figures.phase_seconds = phases.seconds;
-  set_stage("correctness", stage_json(status, summary, diagnostics, json(figures), seconds_since(start)));
+  ctx_.set_stage("correctness",
+                 stage_json(status, summary, diagnostics, json(figures), seconds_since(start)));
   return status == Status::ok;
 }
 
-protocol::CorrectnessWorkload Worker::workload_row(const JobWorkload &w, const WorkloadCheck &c) const {
+protocol::CorrectnessWorkload CorrectnessStage::workload_row(const JobWorkload &w,
+                                                             const WorkloadCheck &c) const {
   protocol::CorrectnessWorkload row;
   row.name = w.spec.name;
   row.trials = c.trials_run;
@@ -99,11 +100,12 @@ protocol::CorrectnessWorkload Worker::workload_row(const JobWorkload &w, const W
   return row;
 }
 
-Worker::WorkloadCheck Worker::check_workload(const char *stage, const JobWorkload &w, std::size_t wi,
-                                             PhaseSeconds &phases, bool &stopped_early) {
-  const bool sanitize = job_.mode == JobMode::sanitize;
-  prepare(stage, w);
-  CorrectnessBuffers b(job_.correctness.guard_bytes, device_.stream);
+CorrectnessStage::WorkloadCheck CorrectnessStage::check_workload(const char *stage, const JobWorkload &w,
+                                                                 std::size_t wi, PhaseSeconds &phases,
+                                                                 bool &stopped_early) {
+  const bool sanitize = ctx_.job().mode == JobMode::sanitize;
+  ctx_.prepare(stage, w);
+  CorrectnessBuffers b(ctx_.job().correctness.guard_bytes, ctx_.stream());
   for (const auto &t : w.spec.tensors) {
     b.tensors[t.name] = b.pool.tensor(t);
     if (t.is_output) {
@@ -111,13 +113,13 @@ Worker::WorkloadCheck Worker::check_workload(const char *stage, const JobWorkloa
       b.snapshots[t.name] = b.pool.raw(t.bytes());
     }
   }
-  add_workspace(w, b.pool, b.tensors);
-  pack(stage, w, b.tensors, b.params);
+  ctx_.add_workspace(w, b.pool, b.tensors);
+  ctx_.pack(stage, w, b.tensors, b.params);
   phases.mark("buffers");
 
   WorkloadCheck c;
-  c.trials = sanitize ? 1 : job_.correctness.trials;
-  const protocol::BorderlinePolicy &edge = job_.correctness.borderline;
+  c.trials = sanitize ? 1 : ctx_.job().correctness.trials;
+  const protocol::BorderlinePolicy &edge = ctx_.job().correctness.borderline;
   const auto near_edge = [&] {
     return !sanitize && protocol::is_borderline(c.margin, c.other_failure(), edge);
   };
@@ -131,14 +133,14 @@ Worker::WorkloadCheck Worker::check_workload(const char *stage, const JobWorkloa
     // The first failing trial decides the verdict; the remaining trials (and workloads) would only
     // add counts, so they are skipped unless the settings ask for all of them. One that failed only by
     // values near the tolerance runs on: its failure rate is what the verdict reports.
-    if (!trial_ok && !job_.correctness.all_trials && !sanitize) {
+    if (!trial_ok && !ctx_.job().correctness.all_trials && !sanitize) {
       if (near_edge())
         failed_near_edge = true;
       else
         stopped_early = true;
     }
     // A second identical launch must give the same bits (races, uninitialized reads).
-    if (trial == 0 && job_.correctness.check_determinism && !sanitize && !stopped_early &&
+    if (trial == 0 && ctx_.job().correctness.check_determinism && !sanitize && !stopped_early &&
         !same_bits_on_relaunch(stage, w, b))
       c.deterministic = false;
     c.passed += trial_ok;
@@ -164,27 +166,27 @@ Worker::WorkloadCheck Worker::check_workload(const char *stage, const JobWorkloa
       break;
     }
   }
-  if (failed_near_edge || (!c.ok() && !job_.correctness.all_trials && !sanitize)) stopped_early = true;
+  if (failed_near_edge || (!c.ok() && !ctx_.job().correctness.all_trials && !sanitize)) stopped_early = true;
   protocol::count_trials(c.margin, c.trials_run, c.passed);
   return c;
 }
 
-bool Worker::run_trial(const char *stage, const JobWorkload &w, std::size_t wi, int trial,
-                       CorrectnessBuffers &b, PhaseSeconds &phases, WorkloadCheck &c) {
-  const std::uint64_t seed = mix(job_.correctness.base_seed ^ mix(wi * 1000003ull + trial));
-  fill_inputs(w.spec, b.tensors, seed);
+bool CorrectnessStage::run_trial(const char *stage, const JobWorkload &w, std::size_t wi, int trial,
+                                 CorrectnessBuffers &b, PhaseSeconds &phases, WorkloadCheck &c) {
+  const std::uint64_t seed = mix(ctx_.job().correctness.base_seed ^ mix(wi * 1000003ull + trial));
+  ctx_.fill_inputs(w.spec, b.tensors, seed);
   phases.mark("fill");
-  family_->run_reference(w.spec, b.tensors, b.reference, device_.stream);
+  ctx_.family()->run_reference(w.spec, b.tensors, b.reference, ctx_.stream());
   phases.mark("reference");
-  if (job_.mode != JobMode::sanitize) keep_for_timing(wi, trial, w.spec, b.tensors, b.reference);
-  poison_outputs(w.spec, b.tensors);
-  reset_workspace(b.tensors);
-  const std::uint64_t before = input_checksum(w.spec, b.tensors);
+  if (ctx_.job().mode != JobMode::sanitize) ctx_.keep_for_timing(wi, trial, w.spec, b.tensors, b.reference);
+  ctx_.poison_outputs(w.spec, b.tensors);
+  ctx_.reset_workspace(b.tensors);
+  const std::uint64_t before = ctx_.input_checksum(w.spec, b.tensors);
   phases.mark("checks");
   const auto launch_start = Clock::now();
-  launch_and_wait(stage, w, b.params, "trial " + std::to_string(trial + 1));
+  ctx_.launch_and_wait(stage, w, b.params, "trial " + std::to_string(trial + 1));
   // Sizes the instrumented launch's deadline and budget when the kernel is never timed.
-  correctness_launch_ms_ = std::max(correctness_launch_ms_, 1e3 * seconds_since(launch_start));
+  ctx_.note_correctness_launch(1e3 * seconds_since(launch_start));
   phases.mark("candidate");
   bool trial_ok = true;
   // The first failing trial's pattern of mismatches (the sample and worst elements cost two more passes
@@ -196,7 +198,7 @@ bool Worker::run_trial(const char *stage, const JobWorkload &w, std::size_t wi, 
     if (!t.is_output) continue;
     detail::CompareStats s =
         detail::compare_to_reference(b.tensors.at(t.name).data, t.type, b.reference.at(t.name), t.elements(),
-                                     t.atol, t.rtol, device_.stream, want_pattern);
+                                     t.atol, t.rtol, ctx_.stream(), want_pattern);
     if (want_pattern)
       pattern.tensors.push_back(detail::analyze_mismatches(t.name, detail::named_dims(w.spec, t),
                                                            s.mismatches, s.nan_count, s.unwritten_count,
@@ -217,29 +219,29 @@ bool Worker::run_trial(const char *stage, const JobWorkload &w, std::size_t wi, 
     }
   }
   if (want_pattern && !trial_ok) c.pattern = std::move(pattern);
-  for (const auto &[name, t] : b.tensors) c.damage += guard_damage(t, device_.stream);
-  if (input_checksum(w.spec, b.tensors) != before) c.mutated = true;
+  for (const auto &[name, t] : b.tensors) c.damage += guard_damage(t, ctx_.stream());
+  if (ctx_.input_checksum(w.spec, b.tensors) != before) c.mutated = true;
   if (c.damage || c.mutated) trial_ok = false;
   return trial_ok;
 }
 
-bool Worker::same_bits_on_relaunch(const char *stage, const JobWorkload &w, CorrectnessBuffers &b) {
+bool CorrectnessStage::same_bits_on_relaunch(const char *stage, const JobWorkload &w, CorrectnessBuffers &b) {
   for (const auto &t : w.spec.tensors)
     if (t.is_output)
       PTXB_CUDA(cudaMemcpyAsync(b.snapshots[t.name], b.tensors.at(t.name).data, t.bytes(),
-                                cudaMemcpyDeviceToDevice, device_.stream));
-  poison_outputs(w.spec, b.tensors);
-  reset_workspace(b.tensors);
-  launch_and_wait(stage, w, b.params, "determinism relaunch");
+                                cudaMemcpyDeviceToDevice, ctx_.stream()));
+  ctx_.poison_outputs(w.spec, b.tensors);
+  ctx_.reset_workspace(b.tensors);
+  ctx_.launch_and_wait(stage, w, b.params, "determinism relaunch");
   bool same = true;
   for (const auto &t : w.spec.tensors)
     if (t.is_output && detail::count_bit_differences(b.snapshots[t.name], b.tensors.at(t.name).data, t.type,
-                                                     t.elements(), device_.stream) != 0)
+                                                     t.elements(), ctx_.stream()) != 0)
       same = false;
   return same;
 }
 
-std::string Worker::correctness_failure_text(const JobWorkload &w, const WorkloadCheck &c) const {
+std::string CorrectnessStage::correctness_failure_text(const JobWorkload &w, const WorkloadCheck &c) const {
   const std::uint64_t elements = output_elements(w.spec);
   std::string text = "workload " + w.spec.name + ": " + std::to_string(c.passed) + " of " +
                      std::to_string(c.trials_run) + " trials passed";
@@ -268,42 +270,13 @@ std::string Worker::correctness_failure_text(const JobWorkload &w, const Workloa
   return text;
 }
 
-std::string Worker::margin_text(const WorkloadCheck &c) {
+std::string CorrectnessStage::margin_text(const WorkloadCheck &c) {
   const protocol::WorkloadMargin &m = c.margin;
   std::string text = "borderline: the largest error is " + fmt_num(m.max_error_ratio) + "x the tolerance";
   if (m.extra_trials > 0)
     text += "; " + std::to_string(m.extra_trials) + " extra trials on fresh inputs, " +
             std::to_string(m.trials_failed) + " of " + std::to_string(m.trials_run) + " trials failed";
   return text;
-}
-
-void Worker::keep_for_timing(std::size_t wi, int trial, const WorkloadSpec &spec, const TensorSet &tensors,
-                             const ReferenceSet &reference) {
-  const bool timed = wi >= kHiddenIndexBase ? job_.time_hidden : job_.wants("timing");
-  if (!job_.timing.reuse_correctness_inputs || trial >= job_.timing.input_sets || !timed) return;
-  std::vector<KeptInputs> &sets = kept_[wi];
-  if (static_cast<int>(sets.size()) != trial) return;  // an earlier trial could not be kept
-  std::size_t bytes = 0;
-  for (const auto &t : spec.tensors)
-    bytes += t.is_output ? static_cast<std::size_t>(t.elements()) * sizeof(float) : t.bytes();
-  std::size_t free_bytes = 0, total_bytes = 0;
-  PTXB_CUDA(cudaMemGetInfo(&free_bytes, &total_bytes));
-  if (free_bytes < bytes + (std::size_t{2} << 30)) return;
-  if (!kept_pool_) kept_pool_ = std::make_unique<BufferPool>(256, device_.stream);
-  KeptInputs k;
-  for (const auto &t : spec.tensors) {
-    if (t.is_output) {
-      k.refs[t.name] = kept_pool_->floats(t.elements());
-      PTXB_CUDA(cudaMemcpyAsync(k.refs[t.name], reference.at(t.name),
-                                static_cast<std::size_t>(t.elements()) * sizeof(float),
-                                cudaMemcpyDeviceToDevice, device_.stream));
-    } else {
-      k.inputs[t.name] = kept_pool_->tensor(t);
-      PTXB_CUDA(cudaMemcpyAsync(k.inputs[t.name].data, tensors.at(t.name).data, t.bytes(),
-                                cudaMemcpyDeviceToDevice, device_.stream));
-    }
-  }
-  sets.push_back(std::move(k));
 }
 
 }  // namespace ptxbench::worker::detail

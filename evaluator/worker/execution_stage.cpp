@@ -1,5 +1,5 @@
 // The execution stage: CUPTI SASS counts of one instrumented launch, joined with the listing.
-#include "evaluator/worker/detail/stage_runner.hpp"
+#include "evaluator/worker/detail/execution_stage.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -13,15 +13,15 @@
 
 namespace ptxbench::worker::detail {
 
-std::string Worker::await_sass_listing() {
-  if (!job_.sass.empty() || job_.sass_path.empty()) return "";
+std::string ExecutionStage::await_sass_listing() {
+  if (!ctx_.job().sass.empty() || ctx_.job().sass_path.empty()) return "";
   const auto give_up = Clock::now() + std::chrono::seconds(120);
   std::error_code ec;
-  while (!std::filesystem::exists(job_.sass_path, ec)) {
+  while (!std::filesystem::exists(ctx_.job().sass_path, ec)) {
     if (Clock::now() > give_up) return "the SASS listing did not arrive within 120 s";
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  std::ifstream in(job_.sass_path);
+  std::ifstream in(ctx_.job().sass_path);
   const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return "the SASS listing file is not JSON";
   SassHandover handover;
@@ -31,7 +31,7 @@ std::string Worker::await_sass_listing() {
     return std::string("the SASS listing file is malformed: ") + e.what();
   }
   if (handover.error) return *handover.error;
-  job_.sass = std::move(handover.sass);
+  ctx_.job().sass = std::move(handover.sass);
   return "";
 }
 
@@ -80,41 +80,41 @@ std::string target_line(const protocol::TargetExecution &t, const JobWorkload &w
 
 }  // namespace
 
-void Worker::execution_stage(bool correct) {
+void ExecutionStage::run(bool correct) {
   const auto start = Clock::now();
   if (auto skipped = execution_skipped(correct, start)) {
-    set_stage("execution", std::move(*skipped));
+    ctx_.set_stage("execution", std::move(*skipped));
     return;
   }
-  const double launch_ms = std::max(slowest_launch_ms_, correctness_launch_ms_);
+  const double launch_ms = std::max(ctx_.slowest_launch_ms(), ctx_.correctness_launch_ms());
   // The smallest workload: instrumented code runs much slower.
   std::size_t pick = 0;
-  for (std::size_t i = 1; i < job_.workloads.size(); ++i)
-    if (job_.workloads[i].spec.flops < job_.workloads[pick].spec.flops) pick = i;
-  const JobWorkload &w = job_.workloads[pick];
-  prepare("execution", w);
-  BufferPool pool(256, device_.stream);
-  TensorSet tensors = workload_tensors(pick, pool, 0xE3ull);
-  poison_outputs(w.spec, tensors);
-  add_workspace(w, pool, tensors);  // zero-filled as allocated, before the instrumented launch
+  for (std::size_t i = 1; i < ctx_.job().workloads.size(); ++i)
+    if (ctx_.job().workloads[i].spec.flops < ctx_.job().workloads[pick].spec.flops) pick = i;
+  const JobWorkload &w = ctx_.job().workloads[pick];
+  ctx_.prepare("execution", w);
+  BufferPool pool(256, ctx_.stream());
+  TensorSet tensors = ctx_.workload_tensors(pick, pool, 0xE3ull);
+  ctx_.poison_outputs(w.spec, tensors);
+  ctx_.add_workspace(w, pool, tensors);  // zero-filled as allocated, before the instrumented launch
   detail::PackedParams params;
-  pack("execution", w, tensors, params);
-  PTXB_CUDA(cudaStreamSynchronize(device_.stream));
+  ctx_.pack("execution", w, tensors, params);
+  PTXB_CUDA(cudaStreamSynchronize(ctx_.stream()));
   const detail::SassCountResult counts =
-      detail::count_sass_instructions(device_.ctx, device_.facts.ordinal, [&] {
+      detail::count_sass_instructions(ctx_.device().ctx, ctx_.device().facts.ordinal, [&] {
         // Instrumented code runs many times slower: allow 200x the slowest timed launch, within limits.
-        const double deadline = std::clamp(200.0 * launch_ms, kernel_hang_ms(), 60'000.0);
-        launch_and_wait("execution", w, params, "instrumented launch", deadline, /*instrumented=*/true);
+        const double deadline = std::clamp(200.0 * launch_ms, ctx_.kernel_hang_ms(), 60'000.0);
+        ctx_.launch_and_wait("execution", w, params, "instrumented launch", deadline, /*instrumented=*/true);
       });
   if (!counts.available) {
-    set_stage(
+    ctx_.set_stage(
         "execution",
         stage_json(Status::skipped, "CUPTI cannot count instructions here: " + counts.reason,
                    json::array({diag(counts.reason, "warning")}), json::object(), seconds_since(start)));
     return;
   }
-  protocol::ExecutionFigures figures =
-      detail::execution_figures(job_.sass, job_.targets, counts.counts, w.spec.flops, largest_box_bytes(w));
+  protocol::ExecutionFigures figures = detail::execution_figures(
+      ctx_.job().sass, ctx_.job().targets, counts.counts, w.spec.flops, largest_box_bytes(w));
   figures.workload = w.spec.name;
   figures.instrumented = true;
   figures.dropped_records = counts.dropped_records;
@@ -131,26 +131,28 @@ void Worker::execution_stage(bool correct) {
     summary += (summary.empty() ? "" : "; ") + line;
   }
   if (summary.empty()) summary = "the task names no target instructions";
-  set_stage("execution", stage_json(Status::ok, summary, diagnostics, json(figures), seconds_since(start)));
+  ctx_.set_stage("execution",
+                 stage_json(Status::ok, summary, diagnostics, json(figures), seconds_since(start)));
 }
 
-std::optional<protocol::StageResult> Worker::execution_skipped(bool correct, Clock::time_point start) {
+std::optional<protocol::StageResult> ExecutionStage::execution_skipped(bool correct,
+                                                                       Clock::time_point start) {
   if (const std::string why = await_sass_listing(); !why.empty())
     return stage_json(Status::skipped, "no SASS listing of the cubin to join the counts with: " + why);
-  if (job_.sass.empty())
+  if (ctx_.job().sass.empty())
     return stage_json(Status::skipped,
                       "no SASS listing of the cubin to join the counts with (cuobjdump/nvdisasm "
                       "missing on this machine)");
   // Instrumented code runs up to ~200x slower than plain. Counts that decide the axis are always taken;
   // counts that only feed the repair prompt (an incorrect kernel, or a target already missing from the
   // SASS) only when that is cheap, so a slow kernel does not hold the GPU for them.
-  const double launch_ms = std::max(slowest_launch_ms_, correctness_launch_ms_);
+  const double launch_ms = std::max(ctx_.slowest_launch_ms(), ctx_.correctness_launch_ms());
   const double estimated_ms = 200.0 * launch_ms;
   const detail::FeedbackBudgets budgets{
       incorrect_execution_budget_ms(),
-      static_cast<double>(job_.limits.partial_targets_execution_budget.count())};
+      static_cast<double>(ctx_.job().limits.partial_targets_execution_budget.count())};
   const detail::InstrumentationPlan plan =
-      detail::plan_instrumentation(job_.sass, job_.targets, correct, estimated_ms, budgets);
+      detail::plan_instrumentation(ctx_.job().sass, ctx_.job().targets, correct, estimated_ms, budgets);
   const std::string absent = util::join(plan.absent_targets, ", ");
   switch (plan.decision) {
     case detail::Instrumentation::count:
@@ -162,7 +164,8 @@ std::optional<protocol::StageResult> Worker::execution_skipped(bool correct, Clo
       for (const auto &name : plan.absent_targets)
         diagnostics.push_back(diag("target " + name + " is not in the compiled SASS", "warning"));
       return stage_json(Status::ok, why, diagnostics,
-                        json(detail::uncounted_figures(job_.sass, job_.targets, why)), seconds_since(start));
+                        json(detail::uncounted_figures(ctx_.job().sass, ctx_.job().targets, why)),
+                        seconds_since(start));
     }
     case detail::Instrumentation::over_feedback_budget:
       break;
@@ -177,12 +180,17 @@ std::optional<protocol::StageResult> Worker::execution_skipped(bool correct, Clo
                             "were not counted: " +
                             cost;
     return stage_json(Status::ok, why, json::array({diag(why, "warning")}),
-                      json(detail::uncounted_figures(job_.sass, job_.targets, why)), seconds_since(start));
+                      json(detail::uncounted_figures(ctx_.job().sass, ctx_.job().targets, why)),
+                      seconds_since(start));
   }
   return stage_json(
       Status::skipped, "not counted: the outputs were not correct and " + cost, json::array(),
       json(protocol::ExecutionFigures{.instrumented = false, .estimated_seconds = estimated_ms / 1000.0}),
       seconds_since(start));
+}
+
+double ExecutionStage::incorrect_execution_budget_ms() const {
+  return static_cast<double>(ctx_.job().limits.incorrect_execution_budget.count());
 }
 
 }  // namespace ptxbench::worker::detail

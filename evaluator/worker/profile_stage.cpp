@@ -10,8 +10,8 @@
 
 #include "evaluator/worker/detail/pc_sampling.hpp"
 #include "evaluator/worker/detail/profile_metrics.hpp"
+#include "evaluator/worker/detail/profile_stage.hpp"
 #include "evaluator/worker/detail/range_profiler.hpp"
-#include "evaluator/worker/detail/stage_runner.hpp"
 #include "evaluator/worker/family.hpp"
 #include "evaluator/worker/selection_cache.hpp"
 
@@ -34,20 +34,20 @@ int device_attribute(CUdevice dev, CUdevice_attribute a) {
 
 }  // namespace
 
-protocol::Occupancy Worker::occupancy(const JobWorkload &w) const {
+protocol::Occupancy ProfileStage::occupancy(const JobWorkload &w) const {
   const LaunchPlan &l = w.launch;
   protocol::Occupancy o;
   o.block_threads = static_cast<int>(l.block[0] * l.block[1] * l.block[2]);
   o.cluster_size = static_cast<int>(l.cluster[0] * l.cluster[1] * l.cluster[2]);
   o.grid_blocks = static_cast<int>(l.grid[0] * l.grid[1] * l.grid[2]);
-  o.sm_count = device_.facts.sm_count;
-  const CUfunction f = kernel_.function();
+  o.sm_count = ctx_.device().facts.sm_count;
+  const CUfunction f = ctx_.kernel().function();
   int regs = 0, static_smem = 0;
   PTXB_CU(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
   PTXB_CU(cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f));
   o.registers_per_thread = regs;
   o.shared_bytes = static_smem + l.shared_bytes;
-  const CUdevice dev = device_.dev;
+  const CUdevice dev = ctx_.device().dev;
   const int max_threads = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
   const int max_blocks = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
   const int regs_per_sm = device_attribute(dev, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
@@ -87,7 +87,7 @@ protocol::Occupancy Worker::occupancy(const JobWorkload &w) const {
     cfg.blockDimY = static_cast<unsigned>(l.block[1]);
     cfg.blockDimZ = static_cast<unsigned>(l.block[2]);
     cfg.sharedMemBytes = static_cast<unsigned>(l.shared_bytes);
-    cfg.hStream = device_.stream;
+    cfg.hStream = ctx_.stream();
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
     int clusters = 0;
@@ -102,21 +102,21 @@ protocol::Occupancy Worker::occupancy(const JobWorkload &w) const {
   return o;
 }
 
-void Worker::profile_too_slow(double launch_ms, const std::string &passes, Clock::time_point start) {
-  const double budget_ms = static_cast<double>(job_.profile.budget.count());
-  set_stage("profile",
-            stage_json(Status::skipped,
-                       "not profiled: its " + fmt_num(launch_ms) + " ms launch, replayed once per " +
-                           "profiler pass (" + passes + "), does not fit the " + fmt_num(budget_ms / 1000.0) +
-                           " s profile budget",
-                       json::array(), json::object(), seconds_since(start)));
+void ProfileStage::profile_too_slow(double launch_ms, const std::string &passes, Clock::time_point start) {
+  const double budget_ms = static_cast<double>(ctx_.job().profile.budget.count());
+  ctx_.set_stage("profile",
+                 stage_json(Status::skipped,
+                            "not profiled: its " + fmt_num(launch_ms) + " ms launch, replayed once per " +
+                                "profiler pass (" + passes + "), does not fit the " +
+                                fmt_num(budget_ms / 1000.0) + " s profile budget",
+                            json::array(), json::object(), seconds_since(start)));
 }
 
-std::optional<int> Worker::profile_max_passes(double launch_ms, Clock::time_point start) {
+std::optional<int> ProfileStage::profile_max_passes(double launch_ms, Clock::time_point start) {
   // The stage's GPU time: the range profiler's set-up, then one replay of the launch per pass plus the tens
   // of milliseconds of its own work around each.
   constexpr double kSetupMs = 200, kPassOverheadMs = 45;
-  const double budget_ms = static_cast<double>(job_.profile.budget.count());
+  const double budget_ms = static_cast<double>(ctx_.job().profile.budget.count());
   const int max_passes = static_cast<int>(std::floor((budget_ms - kSetupMs) / (launch_ms + kPassOverheadMs)));
   if (max_passes < 1) {
     profile_too_slow(launch_ms, "at least one", start);
@@ -132,49 +132,49 @@ std::optional<int> Worker::profile_max_passes(double launch_ms, Clock::time_poin
   return max_passes;
 }
 
-int Worker::sampled_launches(double launch_ms) const {
+int ProfileStage::sampled_launches(double launch_ms) const {
   return detail::pc_sampling_launches(
-      launch_ms, static_cast<double>(job_.profile.pc_sampling_min_time.count()), kMaxSampledLaunches);
+      launch_ms, static_cast<double>(ctx_.job().profile.pc_sampling_min_time.count()), kMaxSampledLaunches);
 }
 
-std::string Worker::profile_passes_key() {
+std::string ProfileStage::profile_passes_key() {
   std::string key = "profile-passes";
   for (const auto &m : profile_metric_catalog()) key += std::string("|") + m.name;
   return key;
 }
 
-RangeMetrics Worker::profile_candidate(const JobWorkload &w, TensorSet &tensors, detail::PackedParams &params,
-                                       int max_passes) {
+RangeMetrics ProfileStage::profile_candidate(const JobWorkload &w, TensorSet &tensors,
+                                             detail::PackedParams &params, int max_passes) {
   return profile_range(
-      device_.ctx, device_.facts.ordinal, profile_metric_names(),
+      ctx_.device().ctx, ctx_.device().facts.ordinal, profile_metric_names(),
       [&] {
-        poison_outputs(w.spec, tensors);
-        reset_workspace(tensors);
-        PTXB_CUDA(cudaStreamSynchronize(device_.stream));
+        ctx_.poison_outputs(w.spec, tensors);
+        ctx_.reset_workspace(tensors);
+        PTXB_CUDA(cudaStreamSynchronize(ctx_.stream()));
       },
       [&] {
-        const CUresult r = kernel_.launch(w.launch, params, device_.stream);
+        const CUresult r = ctx_.kernel().launch(w.launch, params, ctx_.stream());
         if (r != CUDA_SUCCESS)
-          fatal("profile", detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
-                "the profiled launch failed: " + detail::describe(r) + " (" +
-                    launch_context(w, "profiled launch") + ")");
+          ctx_.fatal("profile", detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
+                     "the profiled launch failed: " + detail::describe(r) + " (" +
+                         ctx_.launch_context(w, "profiled launch") + ")");
         // A blocking wait, not the hang watch's polling: the kernel ran to completion in every earlier
         // stage, and the worker's wall limit still bounds it.
-        if (const CUresult s = cuStreamSynchronize(device_.stream); s != CUDA_SUCCESS)
-          fatal("profile", Status::runtime_error,
-                "the kernel faulted under the profiler: " + detail::describe(s));
+        if (const CUresult s = cuStreamSynchronize(ctx_.stream()); s != CUDA_SUCCESS)
+          ctx_.fatal("profile", Status::runtime_error,
+                     "the kernel faulted under the profiler: " + detail::describe(s));
       },
       max_passes);
 }
 
-std::optional<std::map<std::string, double>> Worker::library_figures(const JobWorkload &w,
-                                                                     const TensorSet &tensors,
-                                                                     std::string &source) {
+std::optional<std::map<std::string, double>> ProfileStage::library_figures(const JobWorkload &w,
+                                                                           const TensorSet &tensors,
+                                                                           std::string &source) {
   // The workload without the candidate's launch plan: the library's figures depend on the shape.
   json shape = w;
   shape.erase("launch");
   const std::vector<std::string> names = profile_metric_names();
-  std::string key = "library-profile|" + job_.family + "|" + job_.reference + "|" + shape.dump();
+  std::string key = "library-profile|" + ctx_.job().family + "|" + ctx_.job().reference + "|" + shape.dump();
   for (const auto &n : names) key += "|" + n;
   if (auto cached = selection_cache_get(key); cached && cached->is_object()) {
     source = "cached";
@@ -187,27 +187,27 @@ std::optional<std::map<std::string, double>> Worker::library_figures(const JobWo
   return library;
 }
 
-void Worker::profile_stage(bool correct) {
+void ProfileStage::run(bool correct) {
   const auto start = Clock::now();
   if (!correct) {
-    set_stage("profile", stage_json(Status::skipped, "not profiled: the outputs were not correct"));
+    ctx_.set_stage("profile", stage_json(Status::skipped, "not profiled: the outputs were not correct"));
     return;
   }
   // The largest shown workload: the one whose time dominates the speedup.
   std::size_t pick = 0;
-  for (std::size_t i = 1; i < job_.workloads.size(); ++i)
-    if (job_.workloads[i].spec.flops > job_.workloads[pick].spec.flops) pick = i;
-  const JobWorkload &w = job_.workloads[pick];
-  const double launch_ms = std::max({slowest_launch_ms_, correctness_launch_ms_, 0.001});
+  for (std::size_t i = 1; i < ctx_.job().workloads.size(); ++i)
+    if (ctx_.job().workloads[i].spec.flops > ctx_.job().workloads[pick].spec.flops) pick = i;
+  const JobWorkload &w = ctx_.job().workloads[pick];
+  const double launch_ms = std::max({ctx_.slowest_launch_ms(), ctx_.correctness_launch_ms(), 0.001});
   const std::optional<int> max_passes = profile_max_passes(launch_ms, start);
   if (!max_passes) return;
-  PhaseSeconds phases{device_.stream};
-  prepare("profile", w);
-  BufferPool pool(256, device_.stream);
-  TensorSet tensors = workload_tensors(pick, pool, 0x9F0ull);
-  add_workspace(w, pool, tensors);
+  PhaseSeconds phases{ctx_.stream()};
+  ctx_.prepare("profile", w);
+  BufferPool pool(256, ctx_.stream());
+  TensorSet tensors = ctx_.workload_tensors(pick, pool, 0x9F0ull);
+  ctx_.add_workspace(w, pool, tensors);
   detail::PackedParams params;
-  pack("profile", w, tensors, params);
+  ctx_.pack("profile", w, tensors, params);
   phases.mark("inputs");
   const RangeMetrics cand = profile_candidate(w, tensors, params, *max_passes);
   phases.mark("candidate");
@@ -221,9 +221,9 @@ void Worker::profile_stage(bool correct) {
     return;
   }
   if (!cand.available) {
-    set_stage("profile",
-              stage_json(Status::skipped, "not profiled: " + cand.reason,
-                         json::array({diag(cand.reason, "warning")}), json::object(), seconds_since(start)));
+    ctx_.set_stage("profile", stage_json(Status::skipped, "not profiled: " + cand.reason,
+                                         json::array({diag(cand.reason, "warning")}), json::object(),
+                                         seconds_since(start)));
     return;
   }
   protocol::KernelProfile kp;
@@ -233,10 +233,10 @@ void Worker::profile_stage(bool correct) {
   kp.occupancy = occupancy(w);
   phases.mark("occupancy");
   std::optional<std::map<std::string, double>> library;
-  if (job_.profile.library) library = library_figures(w, tensors, kp.library_source);
+  if (ctx_.job().profile.library) library = library_figures(w, tensors, kp.library_source);
   phases.mark("library");
   kp.metrics = profile_metrics(cand.values, library ? &*library : nullptr);
-  if (job_.profile.pc_sampling) {
+  if (ctx_.job().profile.pc_sampling) {
     kp.pc_sampling = pc_sampling_within_budget(w, tensors, params, cand.values, launch_ms, phases.seconds);
     phases.mark("pc_sampling");
   }
@@ -245,18 +245,18 @@ void Worker::profile_stage(bool correct) {
     summary += "; closest to its peak: " + b->label + " at " + fmt_num(b->value) + "%";
     if (b->library) summary += " (library: " + fmt_num(*b->library) + "%)";
   }
-  set_stage(
+  ctx_.set_stage(
       "profile",
       stage_json(Status::ok, summary, json::array(),
                  json(protocol::ProfileFigures{kp, phases.seconds.get<std::map<std::string, double>>()}),
                  seconds_since(start)));
 }
 
-protocol::PcSampling Worker::pc_sampling_within_budget(const JobWorkload &w, const TensorSet &tensors,
-                                                       detail::PackedParams &params,
-                                                       const std::map<std::string, double> &measured,
-                                                       double launch_ms, json &phase_seconds) {
-  const double sampling_budget_ms = static_cast<double>(job_.profile.pc_sampling_budget.count());
+protocol::PcSampling ProfileStage::pc_sampling_within_budget(const JobWorkload &w, const TensorSet &tensors,
+                                                             detail::PackedParams &params,
+                                                             const std::map<std::string, double> &measured,
+                                                             double launch_ms, json &phase_seconds) {
+  const double sampling_budget_ms = static_cast<double>(ctx_.job().profile.pc_sampling_budget.count());
   if (kPcSamplingSetupMs + launch_ms * sampled_launches(launch_ms) <= sampling_budget_ms)
     return sample_launch(w, tensors, params, measured, launch_ms, phase_seconds);
   protocol::PcSampling out;
@@ -266,10 +266,10 @@ protocol::PcSampling Worker::pc_sampling_within_budget(const JobWorkload &w, con
   return out;
 }
 
-protocol::PcSampling Worker::sample_launch(const JobWorkload &w, const TensorSet &tensors,
-                                           detail::PackedParams &params,
-                                           const std::map<std::string, double> &measured, double launch_ms,
-                                           json &phase_seconds) {
+protocol::PcSampling ProfileStage::sample_launch(const JobWorkload &w, const TensorSet &tensors,
+                                                 detail::PackedParams &params,
+                                                 const std::map<std::string, double> &measured,
+                                                 double launch_ms, json &phase_seconds) {
   protocol::PcSampling out;
   // The period from the profiled launch's own duration and clock where measured.
   const auto figure = [&](const char *name, double fallback) {
@@ -279,40 +279,41 @@ protocol::PcSampling Worker::sample_launch(const JobWorkload &w, const TensorSet
   const double ms = figure("gpu__time_duration.sum", launch_ms * 1e6) / 1e6;
   const double mhz = figure("sm__cycles_elapsed.avg.per_second", 1.755e9) / 1e6;
   const int launches = sampled_launches(ms);
-  const int period = detail::pc_sampling_period_log2(ms * launches, device_.facts.sm_count, mhz,
-                                                     static_cast<double>(job_.profile.pc_samples));
+  const int period = detail::pc_sampling_period_log2(ms * launches, ctx_.device().facts.sm_count, mhz,
+                                                     static_cast<double>(ctx_.job().profile.pc_samples));
   // Each try loads its own copy of the module while sampling is on (see sample_pcs).
   std::vector<std::unique_ptr<detail::CandidateKernel>> copies;
   const auto sample = [&](detail::PcSamplingMode mode) {
     detail::CandidateKernel &sampled = *copies.emplace_back(std::make_unique<detail::CandidateKernel>());
     detail::PcSamples got = detail::sample_pcs(
-        device_.ctx, period,
+        ctx_.device().ctx, period,
         [&]() -> std::string {
-          std::string why = sampled.load(read_all(job_.cubin_path), job_.entry);
+          std::string why = sampled.load(read_all(ctx_.job().cubin_path), ctx_.job().entry);
           if (why.empty()) why = sampled.prepare_launch(w.launch);
           if (!why.empty()) return "the module could not be loaded again for sampling: " + why;
-          poison_outputs(w.spec, tensors);
-          reset_workspace(tensors);
-          PTXB_CUDA(cudaStreamSynchronize(device_.stream));
+          ctx_.poison_outputs(w.spec, tensors);
+          ctx_.reset_workspace(tensors);
+          PTXB_CUDA(cudaStreamSynchronize(ctx_.stream()));
           return "";
         },
         [&] {
           for (int i = 0; i < launches; ++i) {
             if (i > 0) {  // every launch starts from the state the others did
-              poison_outputs(w.spec, tensors);
-              reset_workspace(tensors);
+              ctx_.poison_outputs(w.spec, tensors);
+              ctx_.reset_workspace(tensors);
             }
-            const CUresult r = sampled.launch(w.launch, params, device_.stream);
+            const CUresult r = sampled.launch(w.launch, params, ctx_.stream());
             if (r != CUDA_SUCCESS)
-              fatal("profile", detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
-                    "the PC-sampled launch failed: " + detail::describe(r));
-            if (const CUresult s = cuStreamSynchronize(device_.stream); s != CUDA_SUCCESS)
-              fatal("profile", Status::runtime_error,
-                    "the kernel faulted while PC-sampled: " + detail::describe(s));
+              ctx_.fatal("profile", detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
+                         "the PC-sampled launch failed: " + detail::describe(r));
+            if (const CUresult s = cuStreamSynchronize(ctx_.stream()); s != CUDA_SUCCESS)
+              ctx_.fatal("profile", Status::runtime_error,
+                         "the kernel faulted while PC-sampled: " + detail::describe(s));
           }
         },
-        detail::SamplerOptions{mode, static_cast<std::size_t>(job_.profile.pc_sampling_hardware_buffer_mib) << 20,
-                               job_.profile.pc_sampling_worker_sleep_ms});
+        detail::SamplerOptions{
+            mode, static_cast<std::size_t>(ctx_.job().profile.pc_sampling_hardware_buffer_mib) << 20,
+            ctx_.job().profile.pc_sampling_worker_sleep_ms});
     const std::string prefix =
         mode == detail::PcSamplingMode::continuous ? "pc_sampling_continuous_" : "pc_sampling_";
     for (const auto &[step, seconds] : got.steps)
@@ -322,7 +323,7 @@ protocol::PcSampling Worker::sample_launch(const JobWorkload &w, const TensorSet
   detail::PcSamples samples = sample(detail::PcSamplingMode::kernel_serialized);
   // When kernel-serialized sampling returns nothing at all: one more try in continuous mode, the only other
   // mode CUPTI has, when the policy asks for it.
-  if (job_.profile.pc_sampling_continuous_retry && !samples.available && samples.collected &&
+  if (ctx_.job().profile.pc_sampling_continuous_retry && !samples.available && samples.collected &&
       samples.total_samples == 0) {
     detail::PcSamples again = sample(detail::PcSamplingMode::continuous);
     if (again.available)
@@ -337,6 +338,11 @@ protocol::PcSampling Worker::sample_launch(const JobWorkload &w, const TensorSet
     out.unavailable = "not sampled: " + samples.reason;
     return out;
   }
+  tally_samples(samples, out);
+  return out;
+}
+
+void ProfileStage::tally_samples(const detail::PcSamples &samples, protocol::PcSampling &out) {
   std::map<std::string, std::uint64_t> reasons;
   for (const auto &row : samples.rows) {
     out.samples += row.samples;
@@ -354,13 +360,12 @@ protocol::PcSampling Worker::sample_launch(const JobWorkload &w, const TensorSet
     std::sort(pc.reasons.begin(), pc.reasons.end(), by_samples);
     out.pcs.push_back(std::move(pc));
   }
-  return out;
 }
 
-std::string Worker::profile_library(const JobWorkload &w, const TensorSet &inputs,
-                                    const std::vector<std::string> &names,
-                                    std::map<std::string, double> &out) {
-  BufferPool pool(256, device_.stream);
+std::string ProfileStage::profile_library(const JobWorkload &w, const TensorSet &inputs,
+                                          const std::vector<std::string> &names,
+                                          std::map<std::string, double> &out) {
+  BufferPool pool(256, ctx_.stream());
   TensorSet lib_out, lib_in;
   for (const auto &t : w.spec.tensors) {
     if (t.is_output)
@@ -369,18 +374,19 @@ std::string Worker::profile_library(const JobWorkload &w, const TensorSet &input
       lib_in[t.name] = inputs.at(t.name);
   }
   try {
-    family_->prepare_library(w.spec, lib_in, lib_out, device_.stream);
+    ctx_.family()->prepare_library(w.spec, lib_in, lib_out, ctx_.stream());
   } catch (const WorkerError &e) {
     if (e.kind() == "runtime_error") throw;
     return std::string("not measured: the library could not run: ") + e.what();
   }
   const RangeMetrics lib = profile_range(
-      device_.ctx, device_.facts.ordinal, names, [&] { PTXB_CUDA(cudaStreamSynchronize(device_.stream)); },
+      ctx_.device().ctx, ctx_.device().facts.ordinal, names,
+      [&] { PTXB_CUDA(cudaStreamSynchronize(ctx_.stream())); },
       [&] {
-        family_->run_library(lib_in, lib_out, device_.stream);
-        PTXB_CUDA(cudaStreamSynchronize(device_.stream));
+        ctx_.family()->run_library(lib_in, lib_out, ctx_.stream());
+        PTXB_CUDA(cudaStreamSynchronize(ctx_.stream()));
       });
-  family_->release_library();
+  ctx_.family()->release_library();
   if (!lib.available) return "not measured: " + lib.reason;
   out = lib.values;
   return "measured";

@@ -1,6 +1,5 @@
 // The timing stage: candidate and library interleaved on cold L2, sampled until the median is settled.
-#include "evaluator/worker/detail/stage_runner.hpp"
-#include "evaluator/worker/detail/stage_state.hpp"
+#include "evaluator/worker/detail/timing_stage.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +14,7 @@ namespace ptxbench::worker::detail {
 
 /// One workload's input sets (candidate and library share the inputs; each has its own outputs), their
 /// fp32 references and the candidate's packed parameters per set.
-struct Worker::TimingInputs {
+struct TimingStage::TimingInputs {
   TimingInputs(cudaStream_t stream, int sets)
       : pool(256, stream), cand(sets), lib(sets), refs(sets), params(sets) {}
   BufferPool pool;
@@ -26,7 +25,7 @@ struct Worker::TimingInputs {
 };
 
 /// One workload's samples, ms, and the re-checks of timed launches' outputs.
-struct Worker::TimingSamples {
+struct TimingStage::TimingSamples {
   std::vector<double> cand_ms, lib_ms;
   protocol::Reverified reverify;
   int last_set =
@@ -38,37 +37,37 @@ struct Worker::TimingSamples {
   bool inputs_mutated = false;    ///< an input set's checksum changed over the warm-ups and timed launches
 };
 
-int Worker::candidate_warmups(const TimingPolicy &tp) const {
-  if (tp.warmup_budget_ms <= 0 || correctness_launch_ms_ <= 0) return tp.warmup_launches;
-  const double fit = std::floor(tp.warmup_budget_ms / correctness_launch_ms_);
+int TimingStage::candidate_warmups(const TimingPolicy &tp) const {
+  if (tp.warmup_budget_ms <= 0 || ctx_.correctness_launch_ms() <= 0) return tp.warmup_launches;
+  const double fit = std::floor(tp.warmup_budget_ms / ctx_.correctness_launch_ms());
   return static_cast<int>(std::min<double>(tp.warmup_launches, fit));
 }
 
-void Worker::timing_stage() {
+void TimingStage::run() {
   const auto start = Clock::now();
-  TimingRun run(job_.timing, device_.facts, device_.stream, job_.correctness.base_seed);
-  for (std::size_t wi = 0; wi < job_.workloads.size(); ++wi) {
-    if (time_workload(job_.workloads[wi], wi, run)) continue;
+  TimingRun run(ctx_.job().timing, ctx_.device().facts, ctx_.stream(), ctx_.job().correctness.base_seed);
+  for (std::size_t wi = 0; wi < ctx_.job().workloads.size(); ++wi) {
+    if (time_workload(ctx_.job().workloads[wi], wi, run)) continue;
     run.release();
-    set_stage("timing",
-              stage_json(Status::skipped, "the reference library could not run: " + run.library_error,
-                         json::array({diag(run.library_error, "warning")})));
+    ctx_.set_stage("timing",
+                   stage_json(Status::skipped, "the reference library could not run: " + run.library_error,
+                              json::array({diag(run.library_error, "warning")})));
     return;
   }
   run.release();
-  set_stage("timing", timing_result(run, seconds_since(start)));
+  ctx_.set_stage("timing", timing_result(run, seconds_since(start)));
 }
 
-bool Worker::time_workload(const JobWorkload &w, std::size_t wi, TimingRun &run) {
+bool TimingStage::time_workload(const JobWorkload &w, std::size_t wi, TimingRun &run) {
   const TimingPolicy &tp = run.tp;
-  prepare(run.stage, w);
-  TimingInputs in(device_.stream, tp.input_sets);
+  ctx_.prepare(run.stage, w);
+  TimingInputs in(ctx_.stream(), tp.input_sets);
   timing_inputs(run.stage, wi, w, in);
   run.phases.mark("inputs");
   LibraryInfo info;
   try {
     TensorSet lib_inputs = in.lib[0];
-    info = family_->prepare_library(w.spec, lib_inputs, in.lib_out, device_.stream);
+    info = ctx_.family()->prepare_library(w.spec, lib_inputs, in.lib_out, ctx_.stream());
   } catch (const WorkerError &e) {
     if (e.kind() == "runtime_error") throw;
     run.library_error = e.what();
@@ -81,18 +80,19 @@ bool Worker::time_workload(const JobWorkload &w, std::size_t wi, TimingRun &run)
   // Checked again after the timed launches, as after each correctness trial: a kernel that modifies
   // its inputs only when it is timed is caught too.
   std::vector<std::uint64_t> input_sums(static_cast<std::size_t>(sets));
-  for (int s = 0; s < sets; ++s) input_sums[static_cast<std::size_t>(s)] = input_checksum(w.spec, in.cand[s]);
+  for (int s = 0; s < sets; ++s)
+    input_sums[static_cast<std::size_t>(s)] = ctx_.input_checksum(w.spec, in.cand[s]);
   TimingSamples samples;
   samples.warmup_launches = candidate_warmups(tp);
   for (int i = 0; i < std::max(samples.warmup_launches, tp.warmup_launches); ++i) {
     if (i < samples.warmup_launches) {
-      poison_outputs(w.spec, in.cand[i % sets]);  // every candidate launch starts from the same state
-      reset_workspace(in.cand[i % sets]);
-      launch_and_wait(run.stage, w, in.params[i % sets], "warm-up");
+      ctx_.poison_outputs(w.spec, in.cand[i % sets]);  // every candidate launch starts from the same state
+      ctx_.reset_workspace(in.cand[i % sets]);
+      ctx_.launch_and_wait(run.stage, w, in.params[i % sets], "warm-up");
     }
-    if (i < tp.warmup_launches) family_->run_library(in.lib[i % sets], in.lib_out, device_.stream);
+    if (i < tp.warmup_launches) ctx_.family()->run_library(in.lib[i % sets], in.lib_out, ctx_.stream());
   }
-  PTXB_CUDA(cudaStreamSynchronize(device_.stream));
+  PTXB_CUDA(cudaStreamSynchronize(ctx_.stream()));
   sample_workload(w, in, run, samples);
   run.phases.mark("sampling");
   // The poison writes ran inside the sampling loop, outside every timed region: their GPU time is
@@ -117,7 +117,7 @@ bool Worker::time_workload(const JobWorkload &w, std::size_t wi, TimingRun &run)
   bool inputs_mutated = false;
   for (int s = 0; s < sets; ++s)
     inputs_mutated =
-        inputs_mutated || input_checksum(w.spec, in.cand[s]) != input_sums[static_cast<std::size_t>(s)];
+        inputs_mutated || ctx_.input_checksum(w.spec, in.cand[s]) != input_sums[static_cast<std::size_t>(s)];
   samples.inputs_mutated = inputs_mutated;
   if (inputs_mutated) {
     run.suspicious = true;
@@ -127,22 +127,22 @@ bool Worker::time_workload(const JobWorkload &w, std::size_t wi, TimingRun &run)
                                    "correctness trials left them intact"));
   }
   double workload_clock = 0;  // SM clock right after this workload's sampling
-  if (auto mhz = detail::sm_clock_mhz(device_.facts.pci_bus_id)) run.sm_clock = workload_clock = *mhz;
-  family_->release_library();
+  if (auto mhz = detail::sm_clock_mhz(ctx_.device().facts.pci_bus_id)) run.sm_clock = workload_clock = *mhz;
+  ctx_.family()->release_library();
   run.figures.workloads.push_back(workload_timing(w, samples, workload_clock, run));
   return true;
 }
 
-void Worker::timing_inputs(const char *stage, std::size_t wi, const JobWorkload &w, TimingInputs &in) {
-  const int sets = job_.timing.input_sets;
+void TimingStage::timing_inputs(const char *stage, std::size_t wi, const JobWorkload &w, TimingInputs &in) {
+  const int sets = ctx_.job().timing.input_sets;
   for (const auto &t : w.spec.tensors)
     if (t.is_output) {
       in.cand_out[t.name] = in.pool.tensor(t);
       in.lib_out[t.name] = in.pool.tensor(t);
     }
-  const std::vector<KeptInputs> *kept = kept_.contains(wi) ? &kept_.at(wi) : nullptr;
+  const std::vector<KeptInputs> *kept = ctx_.kept_inputs(wi);
   TensorSet workspace;  // one buffer shared by the input sets, zero-filled before each candidate launch
-  add_workspace(w, in.pool, workspace);
+  ctx_.add_workspace(w, in.pool, workspace);
   for (int s = 0; s < sets; ++s) {
     in.cand[s].insert(workspace.begin(), workspace.end());
     const bool reuse = kept && s < static_cast<int>(kept->size());
@@ -156,30 +156,33 @@ void Worker::timing_inputs(const char *stage, std::size_t wi, const JobWorkload 
       }
     }
     if (!reuse) {
-      fill_inputs(w.spec, in.cand[s], mix(job_.correctness.base_seed ^ mix(0xABCDEFull + wi * 977 + s)));
-      family_->run_reference(w.spec, in.cand[s], in.refs[s], device_.stream);
+      ctx_.fill_inputs(w.spec, in.cand[s],
+                       mix(ctx_.job().correctness.base_seed ^ mix(0xABCDEFull + wi * 977 + s)));
+      ctx_.family()->run_reference(w.spec, in.cand[s], in.refs[s], ctx_.stream());
     }
-    pack(stage, w, in.cand[s], in.params[s]);
+    ctx_.pack(stage, w, in.cand[s], in.params[s]);
   }
 }
 
-std::uint64_t Worker::wrong_outputs(const JobWorkload &w, const TimingInputs &in, int set) {
+std::uint64_t TimingStage::wrong_outputs(const JobWorkload &w, const TimingInputs &in, int set) {
   std::uint64_t bad = 0;
   for (const auto &t : w.spec.tensors)
     if (t.is_output)
       bad += detail::compare_to_reference(in.cand_out.at(t.name).data, t.type, in.refs[set].at(t.name),
-                                          t.elements(), t.atol, t.rtol, device_.stream)
+                                          t.elements(), t.atol, t.rtol, ctx_.stream())
                  .mismatches;
   return bad;
 }
 
-void Worker::sample_workload(const JobWorkload &w, TimingInputs &in, TimingRun &run, TimingSamples &out) {
+void TimingStage::sample_workload(const JobWorkload &w, TimingInputs &in, TimingRun &run,
+                                  TimingSamples &out) {
   const TimingPolicy &tp = run.tp;
   const int sets = tp.input_sets;
   const int reverify_at =
       tp.reverify_random_launch
           ? static_cast<int>(run.rng() % static_cast<std::uint64_t>(std::max(1, tp.min_samples)))
           : -1;
+  TimingStopRule stop_rule(tp);
   run.phases.mark("warmup");
   out.loop_start = Clock::now();
   for (int i = 0;; ++i) {
@@ -192,46 +195,45 @@ void Worker::sample_workload(const JobWorkload &w, TimingInputs &in, TimingRun &
         // Every launch starts from the same state: outputs NaN-poisoned as before every correctness
         // launch, so a kernel cannot tell a timed launch by its previous outputs, and a zeroed
         // workspace. Before the flush and the start event: not timed (the poison's GPU time is recorded).
-        PTXB_CUDA(cudaEventRecord(run.ev_poison_start, device_.stream));
-        poison_outputs(w.spec, in.cand[s]);
-        PTXB_CUDA(cudaEventRecord(run.ev_poison_stop, device_.stream));
-        reset_workspace(in.cand[s]);
+        PTXB_CUDA(cudaEventRecord(run.ev_poison_start, ctx_.stream()));
+        ctx_.poison_outputs(w.spec, in.cand[s]);
+        PTXB_CUDA(cudaEventRecord(run.ev_poison_stop, ctx_.stream()));
+        ctx_.reset_workspace(in.cand[s]);
       }
       run.flush_l2();
-      PTXB_CUDA(cudaEventRecord(run.ev_start, device_.stream));
+      PTXB_CUDA(cudaEventRecord(run.ev_start, ctx_.stream()));
       if (candidate_turn) {
         time_candidate_launch(w, in, run, out, i, s, reverify_at);
       } else {
         if (tp.library_preroll) {  // see TimingPolicy::library_preroll
-          family_->run_library(in.lib[s], in.lib_out, device_.stream);
+          ctx_.family()->run_library(in.lib[s], in.lib_out, ctx_.stream());
           run.flush_l2();
-          PTXB_CUDA(cudaEventRecord(run.ev_start, device_.stream));
+          PTXB_CUDA(cudaEventRecord(run.ev_start, ctx_.stream()));
         }
-        family_->run_library(in.lib[s], in.lib_out, device_.stream);
-        PTXB_CUDA(cudaEventRecord(run.ev_stop, device_.stream));
+        ctx_.family()->run_library(in.lib[s], in.lib_out, ctx_.stream());
+        PTXB_CUDA(cudaEventRecord(run.ev_stop, ctx_.stream()));
         PTXB_CUDA(cudaEventSynchronize(run.ev_stop));
         out.lib_ms.push_back(run.elapsed_ms());
         run.cool_down(out.lib_ms.back());
       }
     }
-    const SamplingStop stop = sampling_stop(out.cand_ms, out.lib_ms, seconds_since(out.loop_start), tp);
-    if (stop != SamplingStop::go_on) {
-      // The rule's names are the protocol's `stopped_by` names.
-      out.stopped_by =
-          protocol::timing_stop_from_string(to_string(stop)).value_or(protocol::TimingStop::max_seconds);
+    // One candidate and one library sample per iteration: the rule sees the same pairs as out.
+    stop_rule.add(out.cand_ms.back(), out.lib_ms.back(), seconds_since(out.loop_start));
+    if (stop_rule.should_stop()) {
+      out.stopped_by = stop_rule.stopped_by().value_or(protocol::TimingStop::max_seconds);
       break;
     }
   }
 }
 
-void Worker::time_candidate_launch(const JobWorkload &w, TimingInputs &in, TimingRun &run, TimingSamples &out,
-                                   int i, int s, int reverify_at) {
-  const CUresult r = kernel_.launch(w.launch, in.params[s], device_.stream);
+void TimingStage::time_candidate_launch(const JobWorkload &w, TimingInputs &in, TimingRun &run,
+                                        TimingSamples &out, int i, int s, int reverify_at) {
+  const CUresult r = ctx_.kernel().launch(w.launch, in.params[s], ctx_.stream());
   if (r != CUDA_SUCCESS)
-    fatal(run.stage, detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
-          "timed launch failed: " + detail::describe(r) + " (" + launch_context(w, "timing") + ")");
-  PTXB_CUDA(cudaEventRecord(run.ev_stop, device_.stream));
-  wait_candidate(run.stage, w, "timed launch " + std::to_string(i + 1));
+    ctx_.fatal(run.stage, detail::is_sticky(r) ? Status::runtime_error : Status::launch_error,
+               "timed launch failed: " + detail::describe(r) + " (" + ctx_.launch_context(w, "timing") + ")");
+  PTXB_CUDA(cudaEventRecord(run.ev_stop, ctx_.stream()));
+  ctx_.wait_candidate(run.stage, w, "timed launch " + std::to_string(i + 1));
   out.cand_ms.push_back(run.elapsed_ms());
   out.poison_ms.push_back(TimingRun::elapsed_ms(run.ev_poison_start, run.ev_poison_stop));  // done by now
   run.cool_down(out.cand_ms.back());
@@ -248,17 +250,17 @@ void Worker::time_candidate_launch(const JobWorkload &w, TimingInputs &in, Timin
   }
 }
 
-protocol::TimingWorkload Worker::workload_timing(const JobWorkload &w, const TimingSamples &samples,
-                                                 double workload_clock, TimingRun &run) {
+protocol::TimingWorkload TimingStage::workload_timing(const JobWorkload &w, const TimingSamples &samples,
+                                                      double workload_clock, TimingRun &run) {
   const std::vector<double> &cand_ms = samples.cand_ms, &lib_ms = samples.lib_ms;
   const double cmed = median_of(cand_ms), lmed = median_of(lib_ms);
-  slowest_launch_ms_ = std::max(slowest_launch_ms_, cmed);
+  ctx_.note_timed_launch(cmed);
   const ElemType in_type = [&] {
     for (const auto &t : w.spec.tensors)
       if (!t.is_output) return t.type;
     return ElemType::bf16;
   }();
-  const detail::PeakRates peak = detail::peak_rates(device_rates(device_.facts), in_type);
+  const detail::PeakRates peak = detail::peak_rates(device_rates(ctx_.device().facts), in_type);
   const double floor_ms = detail::sol_floor_ms(w.spec.flops, w.spec.bytes, peak);
   const std::vector<double> ratios = paired_ratios(cand_ms, lib_ms);
   // See TimingPolicy::paired_min_samples.
@@ -316,7 +318,7 @@ protocol::TimingWorkload Worker::workload_timing(const JobWorkload &w, const Tim
   return t;
 }
 
-protocol::StageResult Worker::timing_result(const TimingRun &run, double wall_seconds) const {
+protocol::StageResult TimingStage::timing_result(const TimingRun &run, double wall_seconds) const {
   protocol::TimingFigures figures = run.figures;
   protocol::set_speedup_summary(figures);
   if (run.sm_clock > 0) figures.sm_clock_mhz = run.sm_clock;

@@ -1,215 +1,61 @@
-// The worker's running order over the stages, its result file and the candidate's launches.
+// The worker's running order over the stages.
 #include "evaluator/worker/detail/stage_runner.hpp"
 
-#include <unistd.h>
-
-#include <cstdio>
-#include <cstdlib>
-
+#include "evaluator/worker/detail/correctness_stage.hpp"
+#include "evaluator/worker/detail/execution_stage.hpp"
+#include "evaluator/worker/detail/generalization_stage.hpp"
+#include "evaluator/worker/detail/profile_stage.hpp"
+#include "evaluator/worker/detail/timing_stage.hpp"
 #include "evaluator/worker/family.hpp"
-#include "evaluator/worker/selection_cache.hpp"
 
 namespace ptxbench::worker::detail {
 
 Worker::Worker(Job job, std::string result_path, Device device, json worker_figures)
-    : job_(std::move(job)), result_path_(std::move(result_path)), device_(device) {
-  result_.environment = device_.facts.to_json();
-  result_.worker = std::move(worker_figures);
-  set_selection_cache(job_.cache_dir, device_.facts.uuid + "|driver " +
-                                          std::to_string(device_.facts.driver_version) + "|runtime " +
-                                          std::to_string(device_.facts.runtime_version));
-  family_ = make_family_handler(job_.family, job_.reference);
-  if (job_.correctness.base_seed == 0)
-    job_.correctness.base_seed = mix(static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
-                                     static_cast<std::uint64_t>(getpid()));
-  result_.base_seed = job_.correctness.base_seed;
-  flush();
-}
+    : ctx_(std::move(job), std::move(result_path), device, std::move(worker_figures)) {}
 
 int Worker::run() {
+  const Job &job = ctx_.job();
   const auto fail_all = [&](Status status, const std::string &why) {
     for (const char *s : protocol::kGpuStageNames)
-      if (job_.wants(s))
-        result_.stages[s] = stage_json(s == std::string("correctness") ? status : Status::skipped, why);
-    finish();
+      if (job.wants(s))
+        ctx_.result().stages[s] = stage_json(s == std::string("correctness") ? status : Status::skipped, why);
+    ctx_.finish();
     return exit_code::kFinished;
   };
-  if (!family_)
-    return fail_all(Status::skipped, "no GPU evaluation for family '" + job_.family + "' with reference '" +
-                                         job_.reference + "' in this worker");
-  for (const auto &w : job_.workloads)
-    if (std::string why = family_->check_workload(w.spec); !why.empty())
+  if (!ctx_.family())
+    return fail_all(Status::skipped, "no GPU evaluation for family '" + job.family + "' with reference '" +
+                                         job.reference + "' in this worker");
+  for (const auto &w : job.workloads)
+    if (std::string why = ctx_.family()->check_workload(w.spec); !why.empty())
       return fail_all(Status::skipped, "workload " + w.spec.name + ": " + why);
   std::string cubin;
   try {
-    cubin = read_all(job_.cubin_path);
+    cubin = read_all(job.cubin_path);
   } catch (const WorkerError &e) {
     return fail_all(Status::skipped, e.what());
   }
-  if (std::string why = kernel_.load(cubin, job_.entry); !why.empty())
-    fatal("correctness", Status::launch_error, why);
-  result_.worker["clock"]["stages_start"] = monotonic_seconds();
+  if (std::string why = ctx_.kernel().load(cubin, job.entry); !why.empty())
+    ctx_.fatal("correctness", Status::launch_error, why);
+  ctx_.result().worker["clock"]["stages_start"] = monotonic_seconds();
 
+  // The correctness and timing stages' objects serve the generalization stage too (the hidden
+  // workloads' checks share the borderline extra-trial budget with the shown ones).
+  CorrectnessStage correctness(ctx_);
+  TimingStage timing(ctx_);
   bool correct = true;
-  if (job_.wants("correctness")) correct = correctness_stage();
-  if (job_.wants("timing")) {
+  if (job.wants("correctness")) correct = correctness.run();
+  if (job.wants("timing")) {
     if (correct)
-      timing_stage();
+      timing.run();
     else
-      set_stage("timing", stage_json(Status::skipped, "not timed: the outputs were not correct"));
+      ctx_.set_stage("timing", stage_json(Status::skipped, "not timed: the outputs were not correct"));
   }
-  if (job_.wants("execution")) execution_stage(correct);
-  if (job_.wants("generalization") && !job_.hidden_workloads.empty()) generalization_stage(correct);
-  if (job_.wants("profile")) profile_stage(correct);
-  finish();
+  if (job.wants("execution")) ExecutionStage(ctx_).run(correct);
+  if (job.wants("generalization") && !job.hidden_workloads.empty())
+    GeneralizationStage(ctx_, correctness, timing).run(correct);
+  if (job.wants("profile")) ProfileStage(ctx_).run(correct);
+  ctx_.finish();
   return exit_code::kFinished;
-}
-
-void Worker::flush() {
-  write_atomic(result_path_, json(result_).dump(1));
-}
-
-void Worker::set_stage(const std::string &name, protocol::StageResult stage) {
-  result_.stages[name] = std::move(stage);
-  flush();
-}
-
-void Worker::finish() {
-  result_.finished = true;
-  result_.worker["clock"]["finished"] = monotonic_seconds();
-  flush();
-}
-
-void Worker::fatal(const std::string &stage, Status status, const std::string &summary, json figures) {
-  json diagnostics = json::array({diag(summary)});
-  // A stage that wrote figures as it went (the generalization stage's workloads so far) keeps them.
-  if ((figures.is_null() || figures.empty()) && result_.stages.contains(stage))
-    figures = result_.stages.at(stage).figures;
-  result_.stages[stage] = stage_json(status, summary, diagnostics, std::move(figures), 0);
-  result_.fatal = protocol::FatalStage{stage, status};
-  try {
-    flush();
-  } catch (...) {
-  }
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::_Exit(exit_code::kStopped);
-}
-
-std::string Worker::launch_context(const JobWorkload &w, const std::string &what) const {
-  return "workload " + w.spec.name + ", " + what + ", grid " + dims_text(w.launch.grid) + ", block " +
-         dims_text(w.launch.block) +
-         (w.launch.cluster[0] * w.launch.cluster[1] * w.launch.cluster[2] > 1
-              ? ", cluster " + dims_text(w.launch.cluster)
-              : "");
-}
-
-void Worker::launch_and_wait(const std::string &stage, const JobWorkload &w, detail::PackedParams &params,
-                             const std::string &what, double deadline_ms, bool instrumented) {
-  const CUresult r = kernel_.launch(w.launch, params, device_.stream);
-  if (r != CUDA_SUCCESS) {
-    if (detail::is_sticky(r))
-      fatal(stage, Status::runtime_error,
-            "the kernel faulted: " + detail::describe(r) + " (" + launch_context(w, what) + ")");
-    fatal(stage, Status::launch_error,
-          "the device refused the launch: " + detail::describe(r) + " (" + launch_context(w, what) + ")");
-  }
-  wait_candidate(stage, w, what, deadline_ms, instrumented);
-}
-
-void Worker::wait_candidate(const std::string &stage, const JobWorkload &w, const std::string &what,
-                            double deadline_ms, bool instrumented) {
-  if (deadline_ms < 0) deadline_ms = kernel_hang_ms();
-  const detail::WaitOutcome o = detail::wait_with_deadline(device_.stream, deadline_ms);
-  if (o.kind == detail::WaitOutcome::hang && instrumented) {
-    // The same launch finished uninstrumented; counting every instruction made it this slow.
-    const std::string why = "the instrumented launch ran past " + fmt_num(deadline_ms / 1000.0) +
-                            " s (the kernel is too slow to count instructions within the limit)";
-    result_.stages[stage] = stage_json(Status::skipped, why, json::array({diag(why, "warning")}));
-    try {
-      flush();
-    } catch (...) {
-    }
-    std::fflush(stderr);
-    std::_Exit(exit_code::kStopped);  // the context is busy with the kernel: leave, results are written
-  }
-  if (o.kind == detail::WaitOutcome::hang)
-    fatal(stage, Status::timeout,
-          "the kernel did not finish within " + fmt_num(kernel_hang_ms() / 1000.0) + " s (" +
-              launch_context(w, what) +
-              "): an endless loop or a deadlock, e.g. an mbarrier wait whose phase never completes");
-  if (o.kind == detail::WaitOutcome::fault)
-    fatal(stage, Status::runtime_error,
-          "the kernel faulted: " + detail::describe(o.error) + " (" + launch_context(w, what) + ")");
-}
-
-void Worker::prepare(const std::string &stage, const JobWorkload &w) {
-  if (std::string why = kernel_.prepare_launch(w.launch); !why.empty())
-    fatal(stage, Status::launch_error, "workload " + w.spec.name + ": " + why);
-}
-
-void Worker::pack(const std::string &stage, const JobWorkload &w, const TensorSet &tensors,
-                  detail::PackedParams &out) {
-  if (std::string why = kernel_.pack(w.launch, w.spec, tensors, out); !why.empty())
-    fatal(stage, Status::launch_error, "workload " + w.spec.name + ": " + why);
-}
-
-void Worker::fill_inputs(const WorkloadSpec &spec, const TensorSet &tensors, std::uint64_t seed) {
-  for (const auto &t : spec.tensors)
-    if (!t.is_output && t.distribution != InputDistribution::derived) {
-      const DeviceTensor &d = tensors.at(t.name);
-      detail::fill_random(d.data, t.type, t.elements(), t.distribution, mix(seed ^ name_hash(t.name)),
-                          device_.stream);
-    }
-  family_->derive_inputs(spec, tensors, device_.stream);
-}
-
-void Worker::poison_outputs(const WorkloadSpec &spec, const TensorSet &tensors) {
-  for (const auto &t : spec.tensors)
-    if (t.is_output) detail::fill_poison(tensors.at(t.name).data, t.type, t.elements(), device_.stream);
-}
-
-void Worker::add_workspace(const JobWorkload &w, BufferPool &pool, TensorSet &tensors) {
-  if (w.launch.workspace_bytes <= 0) return;
-  tensors[protocol::kWorkspaceName] = pool.workspace(static_cast<std::size_t>(w.launch.workspace_bytes));
-}
-
-TensorSet Worker::workload_tensors(std::size_t wi, BufferPool &pool, std::uint64_t seed_salt) {
-  const WorkloadSpec &spec = job_.workloads[wi].spec;
-  TensorSet tensors;
-  for (const auto &t : spec.tensors) tensors[t.name] = pool.tensor(t);
-  // A correctness trial's inputs, kept for timing, serve here too: no second fill (nor, for derived
-  // inputs such as attention's O and LSE, a second reference forward).
-  const auto kept = kept_.find(wi);
-  if (kept != kept_.end() && !kept->second.empty()) {
-    for (const auto &t : spec.tensors)
-      if (!t.is_output)
-        PTXB_CUDA(cudaMemcpyAsync(tensors.at(t.name).data, kept->second.front().inputs.at(t.name).data,
-                                  t.bytes(), cudaMemcpyDeviceToDevice, device_.stream));
-  } else {
-    fill_inputs(spec, tensors, mix(job_.correctness.base_seed ^ seed_salt));
-  }
-  return tensors;
-}
-
-void Worker::reset_workspace(const TensorSet &tensors) {
-  const auto it = tensors.find(protocol::kWorkspaceName);
-  if (it != tensors.end()) PTXB_CUDA(cudaMemsetAsync(it->second.data, 0, it->second.bytes, device_.stream));
-}
-
-std::uint64_t Worker::input_checksum(const WorkloadSpec &spec, const TensorSet &tensors) {
-  std::uint64_t sum = 0;
-  for (const auto &t : spec.tensors)
-    if (!t.is_output) sum = mix(sum ^ detail::checksum(tensors.at(t.name).data, t.bytes(), device_.stream));
-  return sum;
-}
-
-double Worker::kernel_hang_ms() const {
-  return static_cast<double>(job_.limits.kernel_hang.count());
-}
-
-double Worker::incorrect_execution_budget_ms() const {
-  return static_cast<double>(job_.limits.incorrect_execution_budget.count());
 }
 
 }  // namespace ptxbench::worker::detail

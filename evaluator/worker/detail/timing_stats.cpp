@@ -119,4 +119,15 @@ SamplingStop sampling_stop(const std::vector<double> &candidate_ms, const std::v
   return seconds >= tp.max_seconds ? SamplingStop::max_seconds : SamplingStop::go_on;
 }
 
+void TimingStopRule::add(double candidate_ms, double library_ms, double seconds) {
+  candidate_ms_.push_back(candidate_ms);
+  library_ms_.push_back(library_ms);
+  decision_ = sampling_stop(candidate_ms_, library_ms_, seconds, policy_);
+}
+
+std::optional<protocol::TimingStop> TimingStopRule::stopped_by() const {
+  // The rule's names are the protocol's `stopped_by` names (go_on is none of them).
+  return protocol::timing_stop_from_string(to_string(decision_));
+}
+
 }  // namespace ptxbench::worker::detail

@@ -1,11 +1,14 @@
 // The timing stage's sample statistics: the median, the interquartile spread and the stopping rule's
-// confidence interval of the median.
+// confidence interval of the median; and the stopping rule itself, as a function of the samples so far
+// and as an object fed one pair at a time (TimingStopRule, like nvbench's stopping criteria).
 #pragma once
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "evaluator/protocol/policies.hpp"
+#include "evaluator/protocol/timing.hpp"
 
 namespace ptxbench::worker::detail {
 
@@ -47,6 +50,26 @@ std::string_view to_string(SamplingStop s);
 /// sampling order) and the seconds since sampling began.
 SamplingStop sampling_stop(const std::vector<double> &candidate_ms, const std::vector<double> &library_ms,
                            double seconds, const protocol::TimingPolicy &tp);
+
+/// The stopping rule of one workload's sampling as an object: fed each pair of timed launches as it comes,
+/// it decides as sampling_stop() does on all the pairs so far.
+class TimingStopRule {
+ public:
+  explicit TimingStopRule(const protocol::TimingPolicy &policy) : policy_(policy) {}
+
+  /// One more pair of timed launches (ms each), and the seconds since sampling began, read after it.
+  void add(double candidate_ms, double library_ms, double seconds);
+  /// The latest pair ended the sampling (false before any pair).
+  bool should_stop() const { return decision_ != SamplingStop::go_on; }
+  /// What ended the sampling, by the protocol's `stopped_by` names; nullopt while it goes on.
+  std::optional<protocol::TimingStop> stopped_by() const;
+
+ private:
+  protocol::TimingPolicy policy_;
+  std::vector<double> candidate_ms_;             ///< ms, in sampling order
+  std::vector<double> library_ms_;               ///< ms, in sampling order
+  SamplingStop decision_ = SamplingStop::go_on;  ///< after the latest pair
+};
 
 /// Two-sided 97.5% quantile of Student's t with `df` degrees of freedom (df >= 1; 1.96 past 120).
 double student_t_975(int df);
