@@ -12,7 +12,7 @@
 namespace ptxbench::worker::detail {
 
 StageContext::StageContext(Job job, std::string result_path, Device device, json worker_figures)
-    : job_(std::move(job)), result_path_(std::move(result_path)), device_(device) {
+    : job_(std::move(job)), result_path_(std::move(result_path)), device_(std::move(device)) {
   result_.environment = device_.facts.to_json();
   result_.worker = std::move(worker_figures);
   set_selection_cache(job_.cache_dir, device_.facts.uuid + "|driver " +

@@ -11,7 +11,7 @@
 namespace ptxbench::worker::detail {
 
 Worker::Worker(Job job, std::string result_path, Device device, json worker_figures)
-    : ctx_(std::move(job), std::move(result_path), device, std::move(worker_figures)) {}
+    : ctx_(std::move(job), std::move(result_path), std::move(device), std::move(worker_figures)) {}
 
 int Worker::run() {
   const Job &job = ctx_.job();

@@ -76,7 +76,7 @@ class BufferPool {
   }
 
   /// The candidate's workspace: `bytes` with guard regions like a tensor's (no TensorSpec: spec stays
-  /// nullptr), zero-filled here and again before every launch (Worker::reset_workspace).
+  /// nullptr), zero-filled here and again before every launch (StageContext::reset_workspace).
   DeviceTensor workspace(std::size_t bytes) {
     DeviceTensor t;
     t.bytes = bytes;
