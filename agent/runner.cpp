@@ -65,7 +65,7 @@ RunServices RunServices::defaults() {
 Runner::Runner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Runner::~Runner() = default;
 const fs::path &Runner::dir() const {
-  return impl_->dir;
+  return impl_->plan.dir;
 }
 void Runner::request_stop(const std::string &why) {
   impl_->request_stop(RunEnd::interrupted, why);
@@ -74,10 +74,10 @@ void Runner::request_stop(const std::string &why) {
 util::Expected<std::unique_ptr<Runner>> Runner::start(RunConfig config, RunServices services,
                                                       RunOptions options) {
   auto impl = std::make_unique<Impl>();
-  impl->config = std::move(config);
-  impl->services = std::move(services);
-  impl->options = options;
-  if (auto ok = impl->setup(false, nullptr); !ok) return util::unexpected(ok.error());
+  impl->plan_storage.config = std::move(config);
+  impl->plan_storage.services = std::move(services);
+  impl->plan_storage.options = options;
+  if (auto ok = impl->setup(nullptr); !ok) return util::unexpected(ok.error());
   return std::unique_ptr<Runner>(new Runner(std::move(impl)));
 }
 
@@ -102,13 +102,12 @@ util::Expected<std::unique_ptr<Runner>> Runner::resume(const fs::path &dir, RunS
   if (!cut) return util::unexpected(cut.error());
 
   auto impl = std::make_unique<Impl>();
-  impl->config = std::move(*config);
-  impl->services = std::move(services);
-  impl->options = options;
-  impl->dir = dir;
-  impl->run_id = recorded.run_id;
-  impl->run_record = recorded;  // its unknown keys (`extra`) are written back
-  if (auto ok = impl->setup(true, &*loaded); !ok) return util::unexpected(ok.error());
+  impl->plan_storage.config = std::move(*config);
+  impl->plan_storage.services = std::move(services);
+  impl->plan_storage.options = options;
+  impl->plan_storage.dir = dir;
+  impl->plan_storage.run_id = recorded.run_id;
+  if (auto ok = impl->setup(&*loaded); !ok) return util::unexpected(ok.error());
   for (const auto &w : loaded->warnings) impl->progress->message("note: " + w);
   if (impl->retried_request_failures > 0)
     impl->progress->message(fmt::format("resume: retrying {} turn(s) that ended in a request failure",
@@ -119,20 +118,21 @@ util::Expected<std::unique_ptr<Runner>> Runner::resume(const fs::path &dir, RunS
 void Runner::Impl::start_threads(std::vector<std::thread> &threads) {
   for (std::size_t e = 0; e < endpoints.size(); ++e) {
     int pending = 0;
-    for (const auto &t : trajectories) pending += (!t.finished && t.endpoint == e) ? 1 : 0;
-    const int n =
-        std::min(effective_max_in_flight(config, config.endpoints[e].max_in_flight), std::max(1, pending));
+    for (const auto &t : trajectories) pending += (!t.finished && t.plan.endpoint == e) ? 1 : 0;
+    const int n = std::min(effective_max_in_flight(plan.config, plan.config.endpoints[e].max_in_flight),
+                           std::max(1, pending));
     for (int i = 0; i < n; ++i) threads.emplace_back([this, e] { request_loop(e); });
   }
   // With evaluator.url the CPU loop's threads only wait on the service: as many as answers may wait there.
-  const int cpu_threads = service ? config.evaluator_service.in_flight : config.concurrency.compile_workers;
+  const int cpu_threads =
+      plan.service ? plan.config.evaluator_service.in_flight : plan.config.concurrency.compile_workers;
   for (int i = 0; i < cpu_threads; ++i) threads.emplace_back([this] { cpu_loop(); });
-  if (gpu_enabled) {
-    for (int g : gpus) threads.emplace_back([this, g] { gpu_loop(g); });
+  if (plan.gpu_enabled) {
+    for (int g : plan.gpus) threads.emplace_back([this, g] { gpu_loop(g); });
   }
-  if (config.repairs && config.repairs->synthesize_reasoning) {
+  if (plan.config.repairs && plan.config.repairs->synthesize_reasoning) {
     int n = 0;
-    for (const auto &e : config.endpoints) n += effective_max_in_flight(config, e.max_in_flight);
+    for (const auto &e : plan.config.endpoints) n += effective_max_in_flight(plan.config, e.max_in_flight);
     for (int i = 0; i < std::max(1, n); ++i) threads.emplace_back([this] { explain_loop(); });
   }
 }
@@ -145,8 +145,8 @@ void Runner::Impl::supervise() {
       std::unique_lock lock(wake_mutex);
       wake.wait_for(lock, std::chrono::milliseconds(100));
     }
-    if (options.interrupts != nullptr) {
-      const int n = options.interrupts->load();
+    if (plan.options.interrupts != nullptr) {
+      const int n = plan.options.interrupts->load();
       if (n > interrupts_seen) {
         interrupts_seen = n;
         progress->message(
@@ -162,7 +162,7 @@ void Runner::Impl::supervise() {
 
 RunResult Runner::Impl::result_of(double wall_seconds) {
   RunResult result;
-  result.dir = dir;
+  result.dir = plan.dir;
   result.end = stopping ? stop_kind : RunEnd::completed;
   if (stopping && unfinished == 0 && stop_kind == RunEnd::interrupted) result.end = RunEnd::completed;
   result.message = stop_message;
@@ -177,21 +177,21 @@ RunResult Runner::Impl::result_of(double wall_seconds) {
   result.verdicts_made = verdicts_made.load();
   result.verdicts_reused = verdicts_reused.load();
   traces::ThroughputRecord throughput;
-  for (int g : gpus) {
+  for (int g : plan.gpus) {
     const double b = result.wall_seconds > 0 ? gpu_busy_s[g] / result.wall_seconds : 0;
     result.gpu_busy_fraction[g] = b;
     throughput.gpu_busy_fraction[std::to_string(g)] = b;
   }
-  const double gpu_hours = result.wall_seconds / 3600.0 * static_cast<double>(gpus.size());
-  if (gpu_enabled && gpu_hours > 0)
+  const double gpu_hours = result.wall_seconds / 3600.0 * static_cast<double>(plan.gpus.size());
+  if (plan.gpu_enabled && gpu_hours > 0)
     result.verdicts_per_gpu_hour = (result.verdicts_made + result.verdicts_reused) / gpu_hours;
   // run.json keeps the latest session's figures (a resume overwrites them).
   throughput.wall_seconds = result.wall_seconds;
   throughput.verdicts_made = result.verdicts_made;
   throughput.verdicts_reused = result.verdicts_reused;
-  if (gpu_enabled) throughput.verdicts_per_gpu_hour = result.verdicts_per_gpu_hour;
+  if (plan.gpu_enabled) throughput.verdicts_per_gpu_hour = result.verdicts_per_gpu_hour;
   run_record.throughput = std::move(throughput);
-  (void)util::write_file_atomic(dir / "run.json", run_record.to_json().dump(2) + "\n");
+  (void)util::write_file_atomic(plan.dir / "run.json", run_record.to_json().dump(2) + "\n");
   return result;
 }
 
@@ -201,7 +201,7 @@ RunResult Runner::run() {
   for (auto &t : m.trajectories) {
     if (t.finished) continue;
     ++m.unfinished;
-    m.endpoints[t.endpoint]->queue.push(&t);
+    m.endpoints[t.plan.endpoint]->queue.push(&t);
   }
   std::vector<std::thread> threads;
   if (m.unfinished > 0) m.start_threads(threads);
@@ -213,7 +213,7 @@ RunResult Runner::run() {
   for (auto &th : threads) th.join();
   m.progress->finish();
   RunResult result = m.result_of(detail::seconds_since(t0));
-  if (auto loaded = traces::load_run(m.dir)) result.summary = summarize(*loaded);
+  if (auto loaded = traces::load_run(m.plan.dir)) result.summary = summarize(*loaded);
   return result;
 }
 

@@ -73,10 +73,11 @@ std::optional<traces::SynthesizedReasoning> synthesized_record(const detail::Tur
 std::string Runner::Impl::stop_reason_for(const TurnJob &job, const evaluator::Verdict *verdict) const {
   const TrajectoryState &t = *job.trajectory;
   if (job.error) return job.forced_stop.empty() ? "request_failed" : job.forced_stop;
-  if (verdict != nullptr && config.stop.reached(verdict->axes)) return "target_reached";
-  if (job.turn + 1 >= config.turns_of(arms[t.arm])) return "turn_limit";
-  if (config.budgets.per_trajectory > 0 && t.tokens >= config.budgets.per_trajectory) return "token_budget";
-  if (config.budgets.per_run > 0 && run_tokens >= config.budgets.per_run) return "run_budget";
+  if (verdict != nullptr && plan.config.stop.reached(verdict->axes)) return "target_reached";
+  if (job.turn + 1 >= plan.config.turns_of(plan.arms[t.plan.arm])) return "turn_limit";
+  if (plan.config.budgets.per_trajectory > 0 && t.tokens >= plan.config.budgets.per_trajectory)
+    return "token_budget";
+  if (plan.config.budgets.per_run > 0 && run_tokens >= plan.config.budgets.per_run) return "run_budget";
   return "";
 }
 
@@ -84,20 +85,20 @@ std::string Runner::Impl::feedback_for(const TurnJob &job, const evaluator::Verd
   const auto &resp = *job.response;
   // A cut-off answer is the model's outcome, but "no kernel" or "bad manifest" would send it looking for
   // a mistake it did not make.
-  const auto max_tokens = config.sampling_of(arms[job.trajectory->arm]).max_tokens;
+  const auto max_tokens = plan.config.sampling_of(plan.arms[job.trajectory->plan.arm]).max_tokens;
   if (resp.finish_reason == "length" &&
       (verdict == nullptr || verdict->parse.status != evaluator::Status::ok)) {
-    return arm_prompts[job.trajectory->arm].feedback_unusable_response(fmt::format(
+    return plan.arm_prompts[job.trajectory->plan.arm].feedback_unusable_response(fmt::format(
         "your answer was cut off at max_tokens ({}) before it was complete; send a shorter one: the kernel "
         "and the manifest, with little prose around them",
         max_tokens ? fmt::format("{} tokens", *max_tokens) : std::string("the server's limit")));
   }
-  const PromptBuilder &prompts = arm_prompts[job.trajectory->arm];
+  const PromptBuilder &prompts = plan.arm_prompts[job.trajectory->plan.arm];
   if (verdict == nullptr) return prompts.feedback_unusable_response("the response could not be evaluated");
   const auto &c = *job.compiled;
   const FeedbackSources sources{c.response.kernel_source, c.ptx,
                                 c.response.language == evaluator::KernelLanguage::cuda};
-  return prompts.feedback(*job.trajectory->task, *verdict, &sources);
+  return prompts.feedback(*job.trajectory->plan.task, *verdict, &sources);
 }
 
 traces::TurnRecord Runner::Impl::turn_record(const TurnJob &job, const std::string &stop,
@@ -106,16 +107,17 @@ traces::TurnRecord Runner::Impl::turn_record(const TurnJob &job, const std::stri
   const evaluator::Verdict *verdict = job.compiled ? &job.compiled->verdict : nullptr;
   traces::TurnRecord record;
   record.format_version = traces::kFormatVersion;
-  record.run_id = run_id;
-  record.model = config.endpoints[t.endpoint].name;
-  record.task_id = t.task->id;
-  record.sample = t.sample;
+  record.run_id = plan.run_id;
+  record.model = plan.config.endpoints[t.plan.endpoint].name;
+  record.task_id = t.plan.task->id;
+  record.sample = t.plan.sample;
   record.turn = job.turn;
-  record.trajectory_id = t.id;
-  const Variant &arm = arms[t.arm];
-  if (!config.variants.empty()) record.variant = arm.name;
+  record.trajectory_id = t.plan.id;
+  const Variant &arm = plan.arms[t.plan.arm];
+  if (!plan.config.variants.empty()) record.variant = arm.name;
   nlohmann::json packs = nlohmann::json::array();
-  for (const auto &name : arm.packs) packs.push_back(arm_prompts[t.arm].packs().at(name).identity());
+  for (const auto &name : arm.packs)
+    packs.push_back(plan.arm_prompts[t.plan.arm].packs().at(name).identity());
   record.reference = {{"target_notes", arm.target_notes}, {"packs", packs}};
   record.messages.emplace();
   for (const auto &m : job.messages) record.messages->push_back({m.role, m.content});
@@ -132,7 +134,7 @@ traces::TurnRecord Runner::Impl::turn_record(const TurnJob &job, const std::stri
   }
   record.feedback = feedback;
   record.stop_reason = stop;
-  if (t.seed) record.repair_of = repair_record(*t.seed, t.repair_sample);
+  if (t.plan.seed) record.repair_of = repair_record(*t.plan.seed, t.plan.repair_sample);
   record.synthesized_reasoning = synthesized_record(job);
   record.gpu = job.gpu;
   record.seed = job.seed;
@@ -144,7 +146,8 @@ traces::TurnRecord Runner::Impl::turn_record(const TurnJob &job, const std::stri
   timings.evaluator_cpu_ms = static_cast<double>(job.evaluator_ns) / 1e6;
   // Time to first token: on a streamed request, the first streamed byte of the successful attempt
   // (servers send the first token in the first event); a plain request's first byte is the whole answer.
-  if (job.response && config.endpoints[t.endpoint].stream) timings.ttft_s = job.response->first_byte_seconds;
+  if (job.response && plan.config.endpoints[t.plan.endpoint].stream)
+    timings.ttft_s = job.response->first_byte_seconds;
   record.timings = timings;
   record.started_at = job.started_at;
   record.finished_at = detail::iso8601_utc_now();
@@ -160,7 +163,7 @@ bool Runner::Impl::append_record(const traces::TurnRecord &record) {
   request_stop(RunEnd::write_failed,
                fmt::format("{}\nThe run stopped; free space (or raise the file size limit) and run `ptxbench "
                            "resume {}`.",
-                           ok.error(), dir.string()));
+                           ok.error(), plan.dir.string()));
   return false;
 }
 
@@ -186,14 +189,14 @@ void Runner::Impl::finalize(JobPtr job) {
   }
   ++turns_recorded;
   if (stop == "request_failed") ++request_failures;
-  const int skipped_turns = stop.empty() ? 0 : config.turns_of(arms[t.arm]) - job->turn - 1;
-  progress->on_turn(t.endpoint, status, skipped_turns,
-                    fmt::format("[{}] {} turn {}: {}{}", detail::iso8601_utc_now().substr(11, 8), t.id,
+  const int skipped_turns = stop.empty() ? 0 : plan.config.turns_of(plan.arms[t.plan.arm]) - job->turn - 1;
+  progress->on_turn(t.plan.endpoint, status, skipped_turns,
+                    fmt::format("[{}] {} turn {}: {}{}", detail::iso8601_utc_now().substr(11, 8), t.plan.id,
                                 job->turn, status, stop.empty() ? "" : " (" + stop + ")"));
   if (stop.empty()) {
     t.history.push_back({job->response->content, feedback});
     t.next_turn = job->turn + 1;
-    endpoints[t.endpoint]->queue.push(&t);  // refused after a stop: the trajectory waits for resume
+    endpoints[t.plan.endpoint]->queue.push(&t);  // refused after a stop: the trajectory waits for resume
   } else {
     t.finished = true;
     --unfinished;

@@ -21,7 +21,7 @@ void Runner::Impl::request_stop(RunEnd kind, const std::string &why) {
     stop_message = why;
   }
   for (auto &e : endpoints) e->queue.close(/*discard=*/true);
-  for (auto &c : clients) c->cancel();
+  for (auto &c : plan.clients) c->cancel();
   notify();
 }
 
@@ -83,18 +83,19 @@ void Runner::Impl::run_turn(std::size_t e, TrajectoryState &t) {
   job->trajectory = &t;
   job->turn = t.next_turn;
   job->started_at = detail::iso8601_utc_now();
-  const auto &[system, task] = task_prompts.at({t.arm, t.task->id});
-  job->messages = t.seed
-                      ? build_seeded_messages(config.history_of(arms[t.arm]), t.seed->conversation, t.history)
-                      : build_messages(config.history_of(arms[t.arm]), system, task, t.history);
+  const auto &[system, task] = plan.task_prompts.at({t.plan.arm, t.plan.task->id});
+  job->messages =
+      t.plan.seed ? build_seeded_messages(plan.config.history_of(plan.arms[t.plan.arm]),
+                                          t.plan.seed->conversation, t.history)
+                  : build_messages(plan.config.history_of(plan.arms[t.plan.arm]), system, task, t.history);
   if (ep.dead) {
     job->error = dead_error_for(e);
     job->forced_stop = "request_failed";
-  } else if (config.budgets.per_run > 0 && run_tokens >= config.budgets.per_run) {
+  } else if (plan.config.budgets.per_run > 0 && run_tokens >= plan.config.budgets.per_run) {
     job->error = llm::ChatError{
         llm::ChatErrorKind::budget,
         0,
-        fmt::format("not sent: the run's token budget ({} tokens) is used up", config.budgets.per_run),
+        fmt::format("not sent: the run's token budget ({} tokens) is used up", plan.config.budgets.per_run),
         0,
         {}};
     job->forced_stop = "run_budget";
@@ -106,18 +107,18 @@ void Runner::Impl::run_turn(std::size_t e, TrajectoryState &t) {
   }
   llm::ChatRequest request;
   request.messages = job->messages;
-  request.sampling = config.sampling_of(arms[t.arm]);
+  request.sampling = plan.config.sampling_of(plan.arms[t.plan.arm]);
   request.sampling.n = 1;
   // Samples of one trajectory set must differ: a fixed seed would make them byte-identical.
-  if (request.sampling.seed) *request.sampling.seed += t.sample;
+  if (request.sampling.seed) *request.sampling.seed += t.plan.sample;
   job->seed = request.sampling.seed;
-  request.task_id = t.task->id;
-  request.sample_index = t.sample;
+  request.task_id = t.plan.task->id;
+  request.sample_index = t.plan.sample;
   request.turn_index = job->turn;
   const std::int64_t c1 = thread_cpu_ns();
   job->orchestrator_ns += c1 - c0;
   const auto t0 = std::chrono::steady_clock::now();
-  auto result = clients[e]->complete(request);
+  auto result = plan.clients[e]->complete(request);
   job->request_s = detail::seconds_since(t0);
   const std::int64_t c2 = thread_cpu_ns();
   job->client_ns = c2 - c1;
@@ -144,11 +145,11 @@ void Runner::Impl::request_failed(std::size_t e, JobPtr job, const llm::ChatErro
     return;
   }
   EndpointState &ep = *endpoints[e];
-  const llm::EndpointConfig &ec = config.endpoints[e];
+  const llm::EndpointConfig &ec = plan.config.endpoints[e];
   job->error = error;
   show_error_once(ec.name, error);
   const int failures = ++ep.consecutive_failures;
-  if (failures >= config.concurrency.endpoint_failures_before_dead && !ep.dead) {
+  if (failures >= plan.config.concurrency.endpoint_failures_before_dead && !ep.dead) {
     std::lock_guard lock(ep.mutex);
     if (!ep.dead) {
       ep.dead_error = error;
@@ -177,29 +178,30 @@ void Runner::Impl::cpu_loop() {
         abandon(std::move(job));  // redone on resume
         return;
       }
-      const tasks::Task &task = *job->trajectory->task;
+      const tasks::Task &task = *job->trajectory->plan.task;
       const auto t0 = std::chrono::steady_clock::now();
       const std::int64_t c0 = thread_cpu_ns();
       // The response is parsed once: the verdict cache's key, the stages and the record all take this.
-      const evaluator::EvaluatorSettings settings = settings_for(*job);
+      const evaluator::EvaluatorSettings settings = plan.settings_for(job->trajectory->plan.arm);
       evaluator::ParsedCandidate parsed = evaluator::parse_candidate(task, job->response->content, settings);
       if (reuse_verdict(job, parsed, settings)) return;
-      if (service) {
+      if (plan.service) {
         evaluate_remotely(std::move(job), std::move(parsed.response));
         return;
       }
-      job->compiled.emplace(services.cpu_stages(task, job->response->content, std::move(parsed), settings));
+      job->compiled.emplace(
+          plan.services.cpu_stages(task, job->response->content, std::move(parsed), settings));
       const std::int64_t c1 = thread_cpu_ns();
       job->evaluator_ns = c1 - c0;
       job->cpu_stages_s = detail::seconds_since(t0);
-      if (gpu_enabled && job->compiled->ready_for_gpu()) {
+      if (plan.gpu_enabled && job->compiled->ready_for_gpu()) {
         job->orchestrator_ns += thread_cpu_ns() - c1;
         if (!gpu_queue.push(std::move(job))) throw std::logic_error("GPU queue closed with a turn in flight");
         return;
       }
-      if (!gpu_enabled && job->compiled->ready_for_gpu()) {
+      if (!plan.gpu_enabled && job->compiled->ready_for_gpu()) {
         auto &v = job->compiled->verdict;
-        v.skip_gpu_stages(gpu_skip_reason, evaluator::Verdict::GpuSkip::shown_workloads);
+        v.skip_gpu_stages(plan.gpu_skip_reason, evaluator::Verdict::GpuSkip::shown_workloads);
         v.finalize_status();
       }
       remember_verdict(*job);
@@ -210,16 +212,17 @@ void Runner::Impl::cpu_loop() {
 }
 
 void Runner::Impl::evaluate_remotely(JobPtr job, evaluator::ParsedResponse parsed) {
-  const tasks::Task &task = *job->trajectory->task;
+  const tasks::Task &task = *job->trajectory->plan.task;
   const auto t0 = std::chrono::steady_clock::now();
   const std::int64_t c0 = thread_cpu_ns();
-  auto verdict = service->evaluate(task.id, job->response->content, settings_for(*job));
+  auto verdict =
+      plan.service->evaluate(task.id, job->response->content, plan.settings_for(job->trajectory->plan.arm));
   job->client_ns += thread_cpu_ns() - c0;
   if (!verdict) {
     if (verdict.error().kind != detail::ServiceFailure::Kind::cancelled && !stopping) {
       request_stop(RunEnd::evaluator_failed,
                    fmt::format("the evaluator service (evaluator.url) failed on {} turn {}: {}",
-                               job->trajectory->id, job->turn, verdict.error().message));
+                               job->trajectory->plan.id, job->turn, verdict.error().message));
     }
     abandon(std::move(job));  // redone on resume
     return;
@@ -236,16 +239,10 @@ void Runner::Impl::evaluate_remotely(JobPtr job, evaluator::ParsedResponse parse
   finish_turn(std::move(job));
 }
 
-evaluator::EvaluatorSettings Runner::Impl::settings_for(const TurnJob &job) const {
-  evaluator::EvaluatorSettings s = settings_with_seed(config.evaluator);
-  if (const auto &arm = arms.at(job.trajectory->arm); arm.profile) s.profile.enabled = *arm.profile;
-  return s;
-}
-
 bool Runner::Impl::reuse_verdict(JobPtr &job, evaluator::ParsedCandidate &parsed,
                                  const evaluator::EvaluatorSettings &settings) {
-  if (!verdict_cache || !config.reuse_verdicts) return false;
-  const tasks::Task &task = *job->trajectory->task;
+  if (!verdict_cache || !plan.config.reuse_verdicts) return false;
+  const tasks::Task &task = *job->trajectory->plan.task;
   job->verdict_key = verdict_cache->key(task, parsed, settings).value_or("");
   if (job->verdict_key.empty()) return false;
   auto hit = verdict_cache->get(job->verdict_key);
@@ -264,11 +261,11 @@ void Runner::Impl::remember_verdict(const TurnJob &job) {
   ++verdicts_made;
   if (!verdict_cache || job.verdict_key.empty() || !job.compiled) return;
   verdict_cache->put(job.verdict_key, job.compiled->verdict,
-                     fmt::format("{} turn {}", job.trajectory->id, job.turn));
+                     fmt::format("{} turn {}", job.trajectory->plan.id, job.turn));
 }
 
 void Runner::Impl::gpu_loop(int ordinal) {
-  evaluator::EvaluatorSettings settings = config.evaluator;
+  evaluator::EvaluatorSettings settings = plan.config.evaluator;
   settings.device = ordinal;
   while (auto next = gpu_queue.pop()) {
     JobPtr job = std::move(*next);
@@ -280,9 +277,9 @@ void Runner::Impl::gpu_loop(int ordinal) {
         return;
       }
       const auto t0 = std::chrono::steady_clock::now();
-      evaluator::EvaluatorSettings job_settings = settings_for(*job);
+      evaluator::EvaluatorSettings job_settings = plan.settings_for(job->trajectory->plan.arm);
       job_settings.device = settings.device;
-      services.gpu_stages(*job->compiled, *job->trajectory->task, job_settings);
+      plan.services.gpu_stages(*job->compiled, *job->trajectory->plan.task, job_settings);
       job->gpu_stage_s = detail::seconds_since(t0);
       job->gpu = ordinal;
       {
@@ -297,9 +294,9 @@ void Runner::Impl::gpu_loop(int ordinal) {
 
 void Runner::Impl::finish_turn(JobPtr job) {
   const evaluator::Verdict *verdict = job->compiled ? &job->compiled->verdict : nullptr;
-  const bool wants_explanation = config.repairs && config.repairs->synthesize_reasoning &&
-                                 job->trajectory->seed && job->response && verdict != nullptr &&
-                                 config.stop.reached(verdict->axes) &&
+  const bool wants_explanation = plan.config.repairs && plan.config.repairs->synthesize_reasoning &&
+                                 job->trajectory->plan.seed && job->response && verdict != nullptr &&
+                                 plan.config.stop.reached(verdict->axes) &&
                                  job->response->reasoning.find_first_not_of(" \t\r\n") == std::string::npos;
   if (!wants_explanation) {
     finalize(std::move(job));
@@ -320,15 +317,16 @@ void Runner::Impl::explain_loop() {
         return;
       }
       llm::ChatRequest request;
-      request.messages = explanation_request(*t.seed, job->response->content, &job->explanation_instruction);
-      request.sampling = config.sampling_of(arms[t.arm]);
+      request.messages =
+          explanation_request(*t.plan.seed, job->response->content, &job->explanation_instruction);
+      request.sampling = plan.config.sampling_of(plan.arms[t.plan.arm]);
       request.sampling.n = 1;
-      if (request.sampling.seed) *request.sampling.seed += t.sample;
-      request.task_id = t.task->id;
-      request.sample_index = t.sample;
+      if (request.sampling.seed) *request.sampling.seed += t.plan.sample;
+      request.task_id = t.plan.task->id;
+      request.sample_index = t.plan.sample;
       request.turn_index = job->turn;
       const std::int64_t c0 = thread_cpu_ns();
-      auto result = clients[t.endpoint]->complete(request);
+      auto result = plan.clients[t.plan.endpoint]->complete(request);
       job->client_ns += thread_cpu_ns() - c0;
       if (!result) {
         if (result.error().kind == llm::ChatErrorKind::cancelled || stopping) {

@@ -1,10 +1,7 @@
-// Runner setup: tasks, prompts, clients, GPUs, the trajectories (rebuilt from their records on resume),
-// the run directory with run.json, and the progress display.
+// Runner setup: the plan (detail/run_plan.cpp), the trajectories (rebuilt from their records on resume),
+// run.json, the verdict cache and the progress display.
 #include <signal.h>
 #include <unistd.h>
-
-#include <algorithm>
-#include <random>
 
 #include <fmt/core.h>
 
@@ -14,7 +11,6 @@
 #include "agent/prompt_builder.hpp"
 #include "agent/repair_selection.hpp"
 #include "agent/runner.hpp"
-#include "agent/shard.hpp"
 #include "evaluator/evaluator.hpp"
 #include "util/files.hpp"
 
@@ -23,282 +19,28 @@ namespace ptxbench::agent {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 using detail::TrajectoryState;
-
-namespace detail {
-
-util::Expected<std::vector<tasks::Task>> select_tasks(const RunConfig &config) {
-  const fs::path task_dir = config.task_dir.empty() ? tasks::default_task_dir() : config.task_dir;
-  auto all = tasks::load_task_dir(task_dir);
-  if (!all)
-    return util::unexpected(fmt::format("cannot load tasks from {}:\n{}", task_dir.string(), all.error()));
-  std::vector<tasks::Task> chosen;
-  std::set<std::string> seen;
-  auto add = [&](const tasks::Task &t) {
-    if (seen.insert(t.id).second) chosen.push_back(t);
-  };
-  for (const auto &want : config.tasks) {
-    if (want == "all") {
-      for (const auto &t : *all) add(t);
-    } else if (want == "core") {
-      for (const auto &t : *all) {
-        auto it = t.tags.find("suite");
-        if (it != t.tags.end() && it->second == "core") add(t);
-      }
-    } else {
-      auto it = std::find_if(all->begin(), all->end(), [&](const tasks::Task &t) { return t.id == want; });
-      if (it == all->end()) {
-        std::string known;
-        for (const auto &t : *all) known += (known.empty() ? "" : ", ") + t.id;
-        return util::unexpected(fmt::format("unknown task '{}' (in {}; known: {}, or \"core\", \"all\")",
-                                            want, task_dir.string(), known));
-      }
-      add(*it);
-    }
-  }
-  if (chosen.empty())
-    return util::unexpected(fmt::format("the task selection matched no task in {}", task_dir.string()));
-  return chosen;
-}
-
-}  // namespace detail
-
-namespace {
-
-/// Keeps the trajectories (cells) that go to config.shard (see assign_shards), in their order.
-void keep_shard_cells(const RunConfig &config, std::deque<TrajectoryState> &trajectories) {
-  std::vector<CellIdentity> cells;
-  for (const auto &t : trajectories)
-    cells.push_back(trajectory_cell(config.endpoints[t.endpoint].name, t.task->id, t.sample,
-                                    config.variants.empty() ? std::string() : config.variants[t.arm].name));
-  const std::vector<int> shard_of = assign_shards(cells, config.shard->count);
-  std::deque<TrajectoryState> mine;
-  for (std::size_t i = 0; i < trajectories.size(); ++i) {
-    if (shard_of[i] == config.shard->index) mine.push_back(std::move(trajectories[i]));
-  }
-  trajectories = std::move(mine);
-}
-
-int count_gpus(const Json &probe) {
-  for (const char *key : {"devices", "gpus"}) {
-    if (probe.contains(key) && probe[key].is_array() && !probe[key].empty())
-      return static_cast<int>(probe[key].size());
-  }
-  if (probe.contains("device_count") && probe["device_count"].is_number_integer()) {
-    return std::max(1, probe["device_count"].get<int>());
-  }
-  return 1;
-}
-
-std::string random_suffix() {
-  std::random_device rd;
-  return fmt::format("{:04x}", rd() & 0xffff);
-}
-
-traces::GpuStagesRecord gpu_stages_record(bool enabled, const std::vector<int> &gpus,
-                                          const std::string &skip_reason) {
-  return enabled ? traces::GpuStagesRecord{.enabled = true, .gpus = gpus}
-                 : traces::GpuStagesRecord{.enabled = false, .reason = skip_reason};
-}
-
-}  // namespace
-
-util::Expected<std::vector<PlannedCell>> plan_cells(const RunConfig &config) {
-  auto selected = detail::select_tasks(config);
-  if (!selected) return util::unexpected(selected.error());
-  std::vector<PlannedCell> cells;
-  std::vector<CellIdentity> identities;
-  if (config.repairs) {
-    // Teacher × seed × sample; a seed's samples are numbered per task, after the task's earlier seeds.
-    auto seeds = load_repair_seeds(config.repairs->seeds_file, config.repairs->seeds_hash);
-    if (!seeds) return util::unexpected(seeds.error());
-    for (const auto &e : config.endpoints) {
-      std::map<std::string, int> next_sample;
-      for (const auto &seed : *seeds) {
-        for (int k = 0; k < config.samples; ++k) {
-          const int s = next_sample[seed.task_id]++;
-          cells.push_back({fmt::format("{}/{}/{}", e.name, seed.task_id, s), 0});
-          identities.push_back(trajectory_cell(e.name, seed.task_id, s));
-        }
-      }
-    }
-    if (config.shard) {
-      const std::vector<int> shard_of = assign_shards(identities, config.shard->count);
-      for (std::size_t i = 0; i < cells.size(); ++i) cells[i].shard = shard_of[i];
-    }
-    return cells;
-  }
-  for (const auto &e : config.endpoints) {
-    for (const auto &v : config.arms()) {
-      for (const auto &t : *selected) {
-        for (int s = 0; s < config.samples; ++s) {
-          cells.push_back({v.name.empty() ? fmt::format("{}/{}/{}", e.name, t.id, s)
-                                          : fmt::format("{}/{}/{}/{}", e.name, v.name, t.id, s),
-                           0});
-          identities.push_back(trajectory_cell(e.name, t.id, s, v.name));
-        }
-      }
-    }
-  }
-  if (config.shard) {
-    const std::vector<int> shard_of = assign_shards(identities, config.shard->count);
-    for (std::size_t i = 0; i < cells.size(); ++i) cells[i].shard = shard_of[i];
-  }
-  return cells;
-}
-
-util::Expected<void> Runner::Impl::setup(bool resuming, const traces::LoadedRun *previous) {
+util::Expected<void> Runner::Impl::setup(const traces::LoadedRun *previous) {
   // Disk-full under a file-size rlimit must be an error value (EFBIG), not a signal.
   ::signal(SIGXFSZ, SIG_IGN);
-  if (auto ok = validate(config); !ok) return util::unexpected(ok.error());
-  auto selected = detail::select_tasks(config);
-  if (!selected) return util::unexpected(selected.error());
-  tasks = std::move(*selected);
-  if (auto ok = load_prompts(); !ok) return ok;
-  if (auto ok = make_clients(); !ok) return ok;
-  if (config.evaluator_service.enabled()) {
-    auto client = detail::ServiceClient::connect(config.evaluator_service, &stopping);
-    if (!client) return util::unexpected(client.error());
-    service = std::move(*client);
-  }
-  const Json environment = probe_gpus();
-  if (config.concurrency.compile_workers <= 0) {
-    config.concurrency.compile_workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }
-
-  // Trajectories in a stable order: model, variant, task, sample.
-  std::uint64_t order = 0;
-  if (config.repairs) {
-    if (auto ok = add_repair_trajectories(order); !ok) return ok;
-  } else {
-    add_arm_trajectories(order);
-  }
-  const std::size_t cells_total = trajectories.size();
-  if (config.shard) keep_shard_cells(config, trajectories);
+  auto environment = plan_storage.build(previous, &stopping);
+  if (!environment) return util::unexpected(environment.error());
+  for (std::size_t e = 0; e < plan.config.endpoints.size(); ++e)
+    endpoints.push_back(std::make_unique<EndpointState>());
+  for (const auto &t : plan.trajectories) trajectories.emplace_back(t);
 
   detail::PreviousCounts counts;
-  counts.statuses.resize(config.endpoints.size());
-  counts.done.assign(config.endpoints.size(), 0);
-  if (resuming) {
+  counts.statuses.resize(plan.config.endpoints.size());
+  counts.done.assign(plan.config.endpoints.size(), 0);
+  if (previous != nullptr) {
     if (auto ok = replay_previous(*previous, counts); !ok) return ok;
-  } else if (auto ok = create_run_dir(); !ok) {
-    return ok;
   }
-  choose_run_seed(resuming);
-  if (auto ok = write_run_json(resuming, environment, cells_total); !ok) return ok;
+  if (auto ok = write_run_json(previous, *environment); !ok) return ok;
   verdict_cache = std::make_unique<evaluator::VerdictCache>(
       Json{{"gpu_stages", run_record.gpu_stages ? Json(*run_record.gpu_stages) : Json()},
-           {"environment", environment}});
-  writer = std::make_unique<traces::TrajectoryWriter>(dir);
+           {"environment", *environment}});
+  writer = std::make_unique<traces::TrajectoryWriter>(plan.dir);
   make_progress(counts);
   return {};
-}
-
-util::Expected<void> Runner::Impl::load_prompts() {
-  arms = config.arms();
-  for (std::size_t a = 0; a < arms.size(); ++a) {
-    const fs::path prompt_dir = config.prompt_dir_of(arms[a]);
-    auto builder = PromptBuilder::load(prompt_dir.empty() ? PromptBuilder::default_dir() : prompt_dir);
-    const std::string which = arms[a].name.empty() ? "" : fmt::format(" (variant '{}')", arms[a].name);
-    if (!builder)
-      return util::unexpected(fmt::format("cannot load prompt templates{}: {}", which, builder.error()));
-    if (auto ok = builder->check_packs(arms[a].packs); !ok)
-      return util::unexpected(fmt::format("variant '{}': {}", arms[a].name, ok.error()));
-    const ReferenceSelection reference{arms[a].target_notes, arms[a].packs};
-    for (const auto &t : tasks)
-      task_prompts[{a, t.id}] = {builder->system_prompt(t, reference), builder->task_prompt(t)};
-    arm_prompts.push_back(std::move(*builder));
-  }
-  return {};
-}
-
-util::Expected<void> Runner::Impl::make_clients() {
-  for (const auto &e : config.endpoints) {
-    auto client = services.make_client(e);
-    if (!client) return util::unexpected(fmt::format("endpoint '{}': {}", e.name, client.error()));
-    clients.push_back(std::move(client.value()));
-    endpoints.push_back(std::make_unique<EndpointState>());
-  }
-  return {};
-}
-
-Json Runner::Impl::probe_gpus() {
-  Json environment = Json::object();
-  if (service) {
-    // No local GPU stage: the service runs them (or says why not in each verdict).
-    gpu_enabled = false;
-    gpu_skip_reason = fmt::format("evaluated by the service at {}", config.evaluator_service.url);
-    environment["evaluator_service"] = Json(service->record());
-  } else if (!config.evaluator.run_gpu) {
-    gpu_skip_reason = "disabled by --no-gpu";
-  } else {
-    gpu_skip_reason = services.gpu_unavailable_reason(config.evaluator);
-    if (!gpu_skip_reason.empty()) gpu_skip_reason = "no GPU: " + gpu_skip_reason;
-  }
-  gpu_enabled = gpu_skip_reason.empty();
-  if (gpu_enabled) {
-    environment = services.probe_environment ? services.probe_environment(config.evaluator) : Json::object();
-    gpus = config.concurrency.gpus;
-    if (gpus.empty()) {
-      for (int i = 0; i < count_gpus(environment); ++i) gpus.push_back(i);
-    }
-  } else {
-    environment["gpu"] = gpu_skip_reason;
-  }
-#ifdef PTXBENCH_CUDA_TOOLKIT_VERSION
-  environment["cuda_toolkit_at_build"] = PTXBENCH_CUDA_TOOLKIT_VERSION;
-#endif
-  return environment;
-}
-
-util::Expected<void> Runner::Impl::add_repair_trajectories(std::uint64_t &order) {
-  auto seeds = load_repair_seeds(config.repairs->seeds_file, config.repairs->seeds_hash);
-  if (!seeds) return util::unexpected(seeds.error());
-  repair_seeds = std::move(*seeds);
-  for (std::size_t e = 0; e < config.endpoints.size(); ++e) {
-    // A repairs run: teacher × seed × sample, each starting from the seed's conversation. Samples are
-    // numbered per task so that readers, which key trajectories by (model, task, sample), see each apart.
-    std::map<std::string, int> next_sample;
-    for (const auto &seed : repair_seeds) {
-      auto task = std::find_if(tasks.begin(), tasks.end(),
-                               [&](const tasks::Task &t) { return t.id == seed.task_id; });
-      if (task == tasks.end())
-        return util::unexpected(
-            fmt::format("repair seed {}: task '{}' is not among the run's tasks", seed.id, seed.task_id));
-      for (int k = 0; k < config.samples; ++k) {
-        TrajectoryState st;
-        st.endpoint = e;
-        st.task = &*task;
-        st.sample = next_sample[seed.task_id]++;
-        st.seed = &seed;
-        st.repair_sample = k;
-        st.id = fmt::format("{}/{}/{}", config.endpoints[e].name, task->id, st.sample);
-        st.order = order++;
-        trajectories.push_back(std::move(st));
-      }
-    }
-  }
-  return {};
-}
-
-void Runner::Impl::add_arm_trajectories(std::uint64_t &order) {
-  for (std::size_t e = 0; e < config.endpoints.size(); ++e) {
-    for (std::size_t a = 0; a < arms.size(); ++a) {
-      for (const auto &t : tasks) {
-        for (int s = 0; s < config.samples; ++s) {
-          TrajectoryState st;
-          st.endpoint = e;
-          st.arm = a;
-          st.task = &t;
-          st.sample = s;
-          st.id = config.variants.empty()
-                      ? fmt::format("{}/{}/{}", config.endpoints[e].name, t.id, s)
-                      : fmt::format("{}/{}/{}/{}", config.endpoints[e].name, arms[a].name, t.id, s);
-          st.order = order++;
-          trajectories.push_back(std::move(st));
-        }
-      }
-    }
-  }
 }
 
 namespace {
@@ -328,7 +70,7 @@ util::Expected<std::map<std::string, std::map<int, const traces::TurnRecord *>>>
 util::Expected<void> Runner::Impl::replay_previous(const traces::LoadedRun &previous,
                                                    detail::PreviousCounts &counts) {
   std::map<std::string, TrajectoryState *> by_id;
-  for (auto &t : trajectories) by_id[t.id] = &t;
+  for (auto &t : trajectories) by_id[t.plan.id] = &t;
   auto records = records_by_trajectory(previous, by_id);
   if (!records) return util::unexpected(records.error());
   for (auto &[id, turns] : *records) {
@@ -349,8 +91,8 @@ util::Expected<void> Runner::Impl::replay_previous(const traces::LoadedRun &prev
       t.history.push_back({r.response ? r.response->content : "", r.feedback});
       if (!r.stop_reason.empty()) t.finished = true;
       const Json *verdict = r.verdict_object();
-      counts.statuses[t.endpoint][verdict ? verdict->value("status", "?") : "request_failed"] += 1;
-      counts.done[t.endpoint] += 1;
+      counts.statuses[t.plan.endpoint][verdict ? verdict->value("status", "?") : "request_failed"] += 1;
+      counts.done[t.plan.endpoint] += 1;
     }
     t.next_turn = expected;
     if (t.finished && !turns.empty() && turns.rbegin()->second->stop_reason == "request_failed") {
@@ -358,76 +100,22 @@ util::Expected<void> Runner::Impl::replay_previous(const traces::LoadedRun &prev
       t.finished = false;
       t.next_turn = expected - 1;
       t.history.pop_back();
-      counts.done[t.endpoint] -= 1;
-      counts.statuses[t.endpoint]["request_failed"] -= 1;
+      counts.done[t.plan.endpoint] -= 1;
+      counts.statuses[t.plan.endpoint]["request_failed"] -= 1;
       ++retried_request_failures;
     }
     if (t.finished)  // turns it will never run
-      counts.done[t.endpoint] += config.turns_of(arms[t.arm]) - expected;
+      counts.done[t.plan.endpoint] += plan.config.turns_of(plan.arms[t.plan.arm]) - expected;
   }
   return {};
 }
 
-util::Expected<void> Runner::Impl::create_run_dir() {
-  run_id = config.run_id.empty() ? fmt::format("{}-{}", detail::compact_utc_now(), random_suffix())
-                                 : config.run_id;
-  dir = config.out_dir.empty() ? fs::path("runs") / run_id : config.out_dir;
-  if (config.shard) dir /= fmt::format("shard-{}", config.shard->index);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec)
-    return util::unexpected(
-        fmt::format("cannot create the run directory {}: {}", dir.string(), ec.message()));
-  if (fs::exists(dir / "trajectories.jsonl", ec)) {
-    return util::unexpected(fmt::format("{} already holds a run; use `ptxbench resume {}` or another --out",
-                                        dir.string(), dir.string()));
-  }
-  return {};
-}
-
-void Runner::Impl::choose_run_seed(bool resuming) {
-  // Kept apart from the config, so a drawn seed changes neither the config's JSON nor its hash.
-  const std::optional<std::uint64_t> recorded = run_record.run_seed;
-  if (config.evaluator.run_seed != 0)
-    run_seed = config.evaluator.run_seed;
-  else if (resuming && recorded.value_or(0) != 0)
-    run_seed = *recorded;
-  else
-    run_seed = config.shard ? shard_run_seed(run_id) : evaluator::draw_run_seed();
-}
-
-util::Expected<void> Runner::Impl::write_run_json(bool resuming, const Json &environment,
-                                                  std::size_t cells_total) {
-  traces::RunRecord &r = run_record;
-  if (!resuming) {
-    r = traces::RunRecord{};
-    r.format_version = traces::kFormatVersion;
-    r.run_id = run_id;
-    r.created_at = detail::iso8601_utc_now();
-    r.program = traces::ProgramInfo{
-        .name = "ptxbench", .version = PTXBENCH_VERSION, .git_revision = detail::build_git_revision()};
-    r.config = config.to_json();
-    r.tasks.emplace();
-    for (const auto &t : tasks) r.tasks->push_back(t.id);
-    r.evaluator_settings = settings_with_seed(config.evaluator).to_json();
-    r.gpu_stages = gpu_stages_record(gpu_enabled, gpus, gpu_skip_reason);
-    r.environment = environment;
-    r.config_hash = config_hash(config);
-    r.run_seed = run_seed;
-    if (config.shard) r.shard = shard_record(*config.shard, *r.config_hash, trajectories.size(), cells_total);
-  } else {
-    // A run made before run seeds were recorded gets the one drawn now for the turns still to come.
-    if (!r.run_seed) r.run_seed = run_seed;
-    r.resumes.push_back({.at = detail::iso8601_utc_now(),
-                         .program_version = PTXBENCH_VERSION,
-                         .git_revision = detail::build_git_revision(),
-                         .gpu_stages = gpu_stages_record(gpu_enabled, gpus, gpu_skip_reason),
-                         .environment = environment});
-  }
-  if (service) r.evaluator_service = service->record();  // on resume, the latest session's service
-  if (auto w = util::write_file_atomic(dir / "run.json", r.to_json().dump(2) + "\n"); !w) {
-    return util::unexpected(fmt::format("cannot write {}: {}", (dir / "run.json").string(), w.error()));
-  }
+util::Expected<void> Runner::Impl::write_run_json(const traces::LoadedRun *previous,
+                                                  const Json &environment) {
+  run_record = plan.run_record(previous != nullptr ? &previous->run : nullptr, environment);
+  const fs::path path = plan.dir / "run.json";
+  if (auto w = util::write_file_atomic(path, run_record.to_json().dump(2) + "\n"); !w)
+    return util::unexpected(fmt::format("cannot write {}: {}", path.string(), w.error()));
   return {};
 }
 
@@ -435,16 +123,16 @@ void Runner::Impl::make_progress(const detail::PreviousCounts &counts) {
   // Progress: totals per model.
   std::vector<std::string> names;
   std::vector<int> totals;
-  for (const auto &e : config.endpoints) {
+  for (const auto &e : plan.config.endpoints) {
     names.push_back(e.name);
     totals.push_back(0);
   }
-  for (const auto &t : trajectories) totals[t.endpoint] += config.turns_of(arms[t.arm]);
+  for (const auto &t : plan.trajectories) totals[t.endpoint] += plan.config.turns_of(plan.arms[t.arm]);
   auto style = detail::ProgressDisplay::Style::lines;
-  switch (options.progress) {
+  switch (plan.options.progress) {
     case ProgressMode::automatic:
-      style = ::isatty(::fileno(options.log)) ? detail::ProgressDisplay::Style::redraw
-                                              : detail::ProgressDisplay::Style::lines;
+      style = ::isatty(::fileno(plan.options.log)) ? detail::ProgressDisplay::Style::redraw
+                                                   : detail::ProgressDisplay::Style::lines;
       break;
     case ProgressMode::redraw:
       style = detail::ProgressDisplay::Style::redraw;
@@ -456,7 +144,7 @@ void Runner::Impl::make_progress(const detail::PreviousCounts &counts) {
       style = detail::ProgressDisplay::Style::quiet;
       break;
   }
-  progress = std::make_unique<detail::ProgressDisplay>(style, options.log, names, totals);
+  progress = std::make_unique<detail::ProgressDisplay>(style, plan.options.log, names, totals);
   for (std::size_t e = 0; e < names.size(); ++e)
     progress->add_previous(e, counts.done[e], counts.statuses[e]);
 }

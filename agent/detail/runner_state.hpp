@@ -22,6 +22,7 @@
 #include "agent/detail/progress.hpp"
 #include "agent/detail/queues.hpp"
 #include "agent/detail/run_config_types.hpp"
+#include "agent/detail/run_plan.hpp"
 #include "agent/detail/runner_types.hpp"
 #include "agent/detail/service_client.hpp"
 #include "evaluator/verdict_cache.hpp"
@@ -41,26 +42,21 @@ struct RunResult;     // runner.hpp
 
 namespace ptxbench::agent::detail {
 
+/// A trajectory's progress: the turn it is at, its history and tokens. Who it is stays in the plan.
 struct TrajectoryState {
-  std::size_t endpoint = 0;
-  std::size_t arm = 0;  ///< index into Impl::arms (the run variant)
-  const tasks::Task *task = nullptr;
-  int sample = 0;
-  std::string id;  ///< "<model>/<task>/<sample>", or "<model>/<variant>/<task>/<sample>" with variants
-  const RepairSeed *seed = nullptr;  ///< a repairs run: the student failure this trajectory starts from
-  int repair_sample = 0;             ///< which of the seed's samples (its sample index counts per task)
+  explicit TrajectoryState(const TrajectoryPlan &p) : plan(p) {}
+  const TrajectoryPlan &plan;
   int next_turn = 0;
   std::vector<Attempt> history;
   std::int64_t tokens = 0;  ///< prompt + completion so far
   bool finished = false;
-  std::uint64_t order = 0;  ///< FIFO tie-break among equal turns
 };
 
 /// Later turns first: trajectories finish sooner, so a stop loses less and fewer histories are held.
 struct ByTurnThenOrder {
   bool operator()(const TrajectoryState *a, const TrajectoryState *b) const {
     if (a->next_turn != b->next_turn) return a->next_turn < b->next_turn;
-    return a->order > b->order;
+    return a->plan.order > b->plan.order;
   }
 };
 
@@ -99,39 +95,18 @@ struct PreviousCounts {
   std::vector<int> done;
 };
 
-/// The tasks config.tasks names ("all", "core" or ids), in order, each once.
-util::Expected<std::vector<tasks::Task>> select_tasks(const RunConfig &config);
-
 /// The runner's state (Runner::Impl).
 struct RunnerState {
-  RunConfig config;
-  RunServices services;
-  RunOptions options;
-  std::filesystem::path dir;
-  std::string run_id;
+  RunPlan plan_storage;                ///< written by setup() only
+  const RunPlan &plan = plan_storage;  ///< what the rest reads
   traces::RunRecord run_record;  ///< run.json as written (on resume: as read, then this session's added)
-  std::vector<tasks::Task> tasks;
-  std::vector<Variant> arms;               ///< config.arms(): the variants, or one unnamed arm
-  std::vector<PromptBuilder> arm_prompts;  ///< per arm: its templates and packs
-  std::map<std::pair<std::size_t, std::string>, std::pair<std::string, std::string>>
-      task_prompts;  ///< (arm, task id) -> (system, task)
-  std::vector<std::unique_ptr<llm::ChatClient>> clients;
   std::vector<std::unique_ptr<EndpointState>> endpoints;
   std::deque<TrajectoryState> trajectories;
   std::unique_ptr<traces::TrajectoryWriter> writer;
   std::mutex write_mutex;
   bool write_failed = false;  ///< guarded by write_mutex
 
-  bool gpu_enabled = false;
-  std::string gpu_skip_reason;  ///< why GPU stages are skipped ("" when enabled)
-  std::vector<int> gpus;
-  /// The run's seed for the GPU stages' inputs (EvaluatorSettings::run_seed; run.json "run_seed"). Every
-  /// evaluation's settings carry it, so the verdict cache's key (which holds the settings) never reuses a
-  /// verdict made with other inputs.
-  std::uint64_t run_seed = 0;
   std::unique_ptr<evaluator::VerdictCache> verdict_cache;  ///< resent identical kernels reuse their verdict
-  /// evaluator.url: verdicts come from this service; the CPU loop's threads wait on it (no local stages).
-  std::unique_ptr<detail::ServiceClient> service;
   std::mutex busy_mutex;
   std::map<int, double> gpu_busy_s;  ///< GPU ordinal -> seconds its GPU stage ran (guarded by busy_mutex)
   std::atomic<int> verdicts_made{0}, verdicts_reused{0};
@@ -139,7 +114,6 @@ struct RunnerState {
   detail::BlockingQueue<JobPtr> cpu_queue;
   detail::BlockingQueue<JobPtr> gpu_queue;
   detail::BlockingQueue<JobPtr> explain_queue;  ///< verified repairs waiting for a synthesized explanation
-  std::vector<RepairSeed> repair_seeds;         ///< a repairs run's seeds (config.repairs)
 
   std::atomic<bool> stopping{false};
   std::mutex stop_mutex;
@@ -160,25 +134,10 @@ struct RunnerState {
   std::mutex wake_mutex;
 
   // ---- setup (runner_setup.cpp)
-  util::Expected<void> setup(bool resuming, const traces::LoadedRun *previous);
-  util::Expected<void> load_prompts();
-  util::Expected<void> make_clients();
-  /// Decides whether GPU stages run and on which GPUs; returns run.json's "environment".
-  nlohmann::json probe_gpus();
-  util::Expected<void> add_repair_trajectories(std::uint64_t &order);
-  void add_arm_trajectories(std::uint64_t &order);
+  util::Expected<void> setup(const traces::LoadedRun *previous);
   /// Resume: rebuilds each trajectory from its records (turns 0..k-1 exactly once).
   util::Expected<void> replay_previous(const traces::LoadedRun &previous, detail::PreviousCounts &counts);
-  util::Expected<void> create_run_dir();
-  /// Sets run_seed: the config's, the one a resumed run recorded, or a fresh one (a shard's from its run id).
-  void choose_run_seed(bool resuming);
-  /// `s` with the run seed (every evaluation of the run uses it).
-  evaluator::EvaluatorSettings settings_with_seed(evaluator::EvaluatorSettings s) const {
-    s.run_seed = run_seed;
-    return s;
-  }
-  util::Expected<void> write_run_json(bool resuming, const nlohmann::json &environment,
-                                      std::size_t cells_total);
+  util::Expected<void> write_run_json(const traces::LoadedRun *previous, const nlohmann::json &environment);
   void make_progress(const detail::PreviousCounts &counts);
 
   // ---- the loops (runner_loops.cpp)
@@ -199,8 +158,6 @@ struct RunnerState {
   /// A cached verdict for the response parsed once as `parsed` (its response moves into the turn on a hit).
   bool reuse_verdict(JobPtr &job, evaluator::ParsedCandidate &parsed,
                      const evaluator::EvaluatorSettings &settings);
-  /// The run's evaluator settings with the trajectory's arm's overrides (the profile stage on or off).
-  evaluator::EvaluatorSettings settings_for(const TurnJob &job) const;
   void remember_verdict(const TurnJob &job);
   /// Finalizes the turn, or first asks for an explanation of a verified repair without reasoning.
   void finish_turn(JobPtr job);
