@@ -68,7 +68,7 @@ const fs::path &Runner::dir() const {
   return impl_->plan.dir;
 }
 void Runner::request_stop(const std::string &why) {
-  impl_->request_stop(RunEnd::interrupted, why);
+  impl_->scheduler.request_stop(RunEnd::interrupted, why);
 }
 
 util::Expected<std::unique_ptr<Runner>> Runner::start(RunConfig config, RunServices services,
@@ -116,9 +116,8 @@ util::Expected<std::unique_ptr<Runner>> Runner::resume(const fs::path &dir, RunS
 }
 
 void Runner::Impl::start_threads(std::vector<std::thread> &threads) {
-  for (std::size_t e = 0; e < endpoints.size(); ++e) {
-    int pending = 0;
-    for (const auto &t : trajectories) pending += (!t.finished && t.plan.endpoint == e) ? 1 : 0;
+  for (std::size_t e = 0; e < plan.config.endpoints.size(); ++e) {
+    const int pending = scheduler.pending_on(e);
     const int n = std::min(effective_max_in_flight(plan.config, plan.config.endpoints[e].max_in_flight),
                            std::max(1, pending));
     for (int i = 0; i < n; ++i) threads.emplace_back([this, e] { request_loop(e); });
@@ -141,10 +140,7 @@ void Runner::Impl::supervise() {
   // Ctrl-C, progress, the end.
   int interrupts_seen = 0;
   while (true) {
-    {
-      std::unique_lock lock(wake_mutex);
-      wake.wait_for(lock, std::chrono::milliseconds(100));
-    }
+    scheduler.wait_for_change(std::chrono::milliseconds(100));
     if (plan.options.interrupts != nullptr) {
       const int n = plan.options.interrupts->load();
       if (n > interrupts_seen) {
@@ -152,22 +148,19 @@ void Runner::Impl::supervise() {
         progress->message(
             "interrupted: finishing the stages in progress; queued turns are redone on resume (Ctrl-C again "
             "to quit at once)");
-        request_stop(RunEnd::interrupted, "interrupted (Ctrl-C or SIGTERM)");
+        scheduler.request_stop(RunEnd::interrupted, "interrupted (Ctrl-C or SIGTERM)");
       }
     }
     progress->tick();
-    if (unfinished == 0 || (stopping && in_flight == 0)) break;
+    if (scheduler.run_over()) break;
   }
 }
 
 RunResult Runner::Impl::result_of(double wall_seconds) {
   RunResult result;
   result.dir = plan.dir;
-  result.end = stopping ? stop_kind : RunEnd::completed;
-  if (stopping && unfinished == 0 && stop_kind == RunEnd::interrupted) result.end = RunEnd::completed;
-  result.message = stop_message;
+  scheduler.report(result);
   result.turns_recorded = turns_recorded;
-  result.turns_abandoned = turns_abandoned;
   result.request_failures = request_failures;
   result.retried_request_failures = retried_request_failures;
   result.orchestrator_cpu_ms = static_cast<double>(orchestrator_ns.load()) / 1e6;
@@ -198,18 +191,10 @@ RunResult Runner::Impl::result_of(double wall_seconds) {
 RunResult Runner::run() {
   Impl &m = *impl_;
   const auto t0 = std::chrono::steady_clock::now();
-  for (auto &t : m.trajectories) {
-    if (t.finished) continue;
-    ++m.unfinished;
-    m.endpoints[t.plan.endpoint]->queue.push(&t);
-  }
   std::vector<std::thread> threads;
-  if (m.unfinished > 0) m.start_threads(threads);
+  if (m.scheduler.queue_unfinished() > 0) m.start_threads(threads);
   m.supervise();
-  for (auto &e : m.endpoints) e->queue.close(true);
-  m.cpu_queue.close();
-  m.gpu_queue.close();
-  m.explain_queue.close();
+  m.scheduler.close_queues();
   for (auto &th : threads) th.join();
   m.progress->finish();
   RunResult result = m.result_of(detail::seconds_since(t0));

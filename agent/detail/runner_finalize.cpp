@@ -70,17 +70,6 @@ std::optional<traces::SynthesizedReasoning> synthesized_record(const detail::Tur
 
 }  // namespace
 
-std::string Runner::Impl::stop_reason_for(const TurnJob &job, const evaluator::Verdict *verdict) const {
-  const TrajectoryState &t = *job.trajectory;
-  if (job.error) return job.forced_stop.empty() ? "request_failed" : job.forced_stop;
-  if (verdict != nullptr && plan.config.stop.reached(verdict->axes)) return "target_reached";
-  if (job.turn + 1 >= plan.config.turns_of(plan.arms[t.plan.arm])) return "turn_limit";
-  if (plan.config.budgets.per_trajectory > 0 && t.tokens >= plan.config.budgets.per_trajectory)
-    return "token_budget";
-  if (plan.config.budgets.per_run > 0 && run_tokens >= plan.config.budgets.per_run) return "run_budget";
-  return "";
-}
-
 std::string Runner::Impl::feedback_for(const TurnJob &job, const evaluator::Verdict *verdict) const {
   const auto &resp = *job.response;
   // A cut-off answer is the model's outcome, but "no kernel" or "bad manifest" would send it looking for
@@ -160,10 +149,11 @@ bool Runner::Impl::append_record(const traces::TurnRecord &record) {
   auto ok = writer->append(record);
   if (ok) return true;
   write_failed = true;
-  request_stop(RunEnd::write_failed,
-               fmt::format("{}\nThe run stopped; free space (or raise the file size limit) and run `ptxbench "
-                           "resume {}`.",
-                           ok.error(), plan.dir.string()));
+  scheduler.request_stop(
+      RunEnd::write_failed,
+      fmt::format("{}\nThe run stopped; free space (or raise the file size limit) and run `ptxbench "
+                  "resume {}`.",
+                  ok.error(), plan.dir.string()));
   return false;
 }
 
@@ -171,7 +161,7 @@ void Runner::Impl::finalize(JobPtr job) {
   const std::int64_t c0 = thread_cpu_ns();
   TrajectoryState &t = *job->trajectory;
   const evaluator::Verdict *verdict = job->compiled ? &job->compiled->verdict : nullptr;
-  const std::string stop = stop_reason_for(*job, verdict);
+  const std::string stop = scheduler.stop_reason_for(*job, verdict);
   const std::string feedback = stop.empty() ? feedback_for(*job, verdict) : std::string();
   std::string status = job->error ? (job->forced_stop.empty() ? "request_failed" : "not_sent") : "?";
   if (verdict != nullptr) status = std::string(evaluator::to_string(verdict->status));
@@ -184,7 +174,7 @@ void Runner::Impl::finalize(JobPtr job) {
   evaluator_ns += job->evaluator_ns;
   if (!written) {
     orchestrator_ns += job->orchestrator_ns + (thread_cpu_ns() - c0);
-    abandon(std::move(job));
+    scheduler.abandon(std::move(job));
     return;
   }
   ++turns_recorded;
@@ -193,18 +183,10 @@ void Runner::Impl::finalize(JobPtr job) {
   progress->on_turn(t.plan.endpoint, status, skipped_turns,
                     fmt::format("[{}] {} turn {}: {}{}", detail::iso8601_utc_now().substr(11, 8), t.plan.id,
                                 job->turn, status, stop.empty() ? "" : " (" + stop + ")"));
-  if (stop.empty()) {
-    t.history.push_back({job->response->content, feedback});
-    t.next_turn = job->turn + 1;
-    endpoints[t.plan.endpoint]->queue.push(&t);  // refused after a stop: the trajectory waits for resume
-  } else {
-    t.finished = true;
-    --unfinished;
-  }
+  scheduler.advance(*job, stop, feedback);
   // The run's total includes the append and this bookkeeping (the record could not: it was already written).
   orchestrator_ns += job->orchestrator_ns + (thread_cpu_ns() - c0);
-  --in_flight;
-  notify();
+  scheduler.release_turn();
 }
 
 }  // namespace ptxbench::agent

@@ -13,28 +13,16 @@ namespace ptxbench::agent {
 using detail::thread_cpu_ns;
 using detail::TrajectoryState;
 
-void Runner::Impl::request_stop(RunEnd kind, const std::string &why) {
-  {
-    std::lock_guard lock(stop_mutex);
-    if (stopping.exchange(true)) return;
-    stop_kind = kind;
-    stop_message = why;
-  }
-  for (auto &e : endpoints) e->queue.close(/*discard=*/true);
-  for (auto &c : plan.clients) c->cancel();
-  notify();
-}
-
 void Runner::Impl::guarded(const char *stage, const std::function<void()> &body) {
   // A bug in a stage must not take the other trajectories down silently: stop
   // the run (resumable) and say what happened.
   try {
     body();
   } catch (const std::exception &e) {
-    request_stop(RunEnd::interrupted,
-                 fmt::format("internal error in the {} stage: {} (please report; the run is "
-                             "resumable)",
-                             stage, e.what()));
+    scheduler.request_stop(RunEnd::interrupted,
+                           fmt::format("internal error in the {} stage: {} (please report; the run is "
+                                       "resumable)",
+                                       stage, e.what()));
   }
 }
 
@@ -51,33 +39,11 @@ void Runner::Impl::show_error_once(const std::string &endpoint, const llm::ChatE
                                 endpoint, error.message));
 }
 
-llm::ChatError Runner::Impl::dead_error_for(std::size_t endpoint) {
-  std::lock_guard lock(endpoints[endpoint]->mutex);
-  return endpoints[endpoint]->dead_error;
-}
-
-void Runner::Impl::abandon(JobPtr job) {
-  (void)job;
-  ++turns_abandoned;
-  --in_flight;
-  notify();
-}
-
 void Runner::Impl::request_loop(std::size_t e) {
-  while (auto next = endpoints[e]->queue.pop()) {
-    TrajectoryState &t = **next;
-    ++in_flight;
-    if (stopping) {
-      --in_flight;
-      notify();
-      continue;
-    }
-    guarded("request", [&] { run_turn(e, t); });
-  }
+  while (TrajectoryState *t = scheduler.next_trajectory(e)) guarded("request", [&] { run_turn(e, *t); });
 }
 
 void Runner::Impl::run_turn(std::size_t e, TrajectoryState &t) {
-  EndpointState &ep = *endpoints[e];
   const std::int64_t c0 = thread_cpu_ns();
   auto job = std::make_unique<TurnJob>();
   job->trajectory = &t;
@@ -88,10 +54,10 @@ void Runner::Impl::run_turn(std::size_t e, TrajectoryState &t) {
       t.plan.seed ? build_seeded_messages(plan.config.history_of(plan.arms[t.plan.arm]),
                                           t.plan.seed->conversation, t.history)
                   : build_messages(plan.config.history_of(plan.arms[t.plan.arm]), system, task, t.history);
-  if (ep.dead) {
-    job->error = dead_error_for(e);
+  if (scheduler.endpoint_dead(e)) {
+    job->error = scheduler.dead_error(e);
     job->forced_stop = "request_failed";
-  } else if (plan.config.budgets.per_run > 0 && run_tokens >= plan.config.budgets.per_run) {
+  } else if (scheduler.run_budget_used()) {
     job->error = llm::ChatError{
         llm::ChatErrorKind::budget,
         0,
@@ -126,56 +92,39 @@ void Runner::Impl::run_turn(std::size_t e, TrajectoryState &t) {
     request_failed(e, std::move(job), result.error());
     return;
   }
-  ep.consecutive_failures = 0;
+  scheduler.request_succeeded(e);
   job->response = std::move(result.value());
   const auto &u = job->response->usage;
-  t.tokens += u.prompt_tokens + u.completion_tokens;
-  run_tokens += u.prompt_tokens + u.completion_tokens;
+  scheduler.add_tokens(t, u.prompt_tokens + u.completion_tokens);
   job->orchestrator_ns += thread_cpu_ns() - c2;
-  if (!cpu_queue.push(std::move(job))) {
-    // Closed only after a stop with nothing in flight: cannot happen while we hold a turn.
-    throw std::logic_error("CPU queue closed with a turn in flight");
-  }
+  scheduler.hand_on(detail::Scheduler::Stage::cpu, std::move(job));
 }
 
 void Runner::Impl::request_failed(std::size_t e, JobPtr job, const llm::ChatError &error) {
   const std::int64_t c0 = thread_cpu_ns();
-  if (error.kind == llm::ChatErrorKind::cancelled || stopping) {
-    abandon(std::move(job));  // redone on resume
+  if (error.kind == llm::ChatErrorKind::cancelled || scheduler.stopping()) {
+    scheduler.abandon(std::move(job));  // redone on resume
     return;
   }
-  EndpointState &ep = *endpoints[e];
   const llm::EndpointConfig &ec = plan.config.endpoints[e];
   job->error = error;
   show_error_once(ec.name, error);
-  const int failures = ++ep.consecutive_failures;
-  if (failures >= plan.config.concurrency.endpoint_failures_before_dead && !ep.dead) {
-    std::lock_guard lock(ep.mutex);
-    if (!ep.dead) {
-      ep.dead_error = error;
-      ep.dead_error.attempts = 0;
-      ep.dead_error.message = fmt::format(
-          "not sent: endpoint '{}' failed {} requests in a row; its remaining turns are not attempted. "
-          "Last "
-          "error: {}",
-          ec.name, failures, error.message);
-      ep.dead = true;
-      progress->message(
-          fmt::format("warning: endpoint '{}' failed {} requests in a row ({}); its remaining "
-                      "trajectories are marked failed",
-                      ec.name, failures, error.message));
-    }
-  }
+  scheduler.request_failed(e, error, [&](int failures) {
+    progress->message(
+        fmt::format("warning: endpoint '{}' failed {} requests in a row ({}); its remaining "
+                    "trajectories are marked failed",
+                    ec.name, failures, error.message));
+  });
   job->orchestrator_ns += thread_cpu_ns() - c0;
   finalize(std::move(job));
 }
 
 void Runner::Impl::cpu_loop() {
-  while (auto next = cpu_queue.pop()) {
+  while (auto next = scheduler.next_job(detail::Scheduler::Stage::cpu)) {
     JobPtr job = std::move(*next);
     guarded("compile", [&] {
-      if (stopping) {
-        abandon(std::move(job));  // redone on resume
+      if (scheduler.stopping()) {
+        scheduler.abandon(std::move(job));  // redone on resume
         return;
       }
       const tasks::Task &task = *job->trajectory->plan.task;
@@ -196,7 +145,7 @@ void Runner::Impl::cpu_loop() {
       job->cpu_stages_s = detail::seconds_since(t0);
       if (plan.gpu_enabled && job->compiled->ready_for_gpu()) {
         job->orchestrator_ns += thread_cpu_ns() - c1;
-        if (!gpu_queue.push(std::move(job))) throw std::logic_error("GPU queue closed with a turn in flight");
+        scheduler.hand_on(detail::Scheduler::Stage::gpu, std::move(job));
         return;
       }
       if (!plan.gpu_enabled && job->compiled->ready_for_gpu()) {
@@ -219,12 +168,12 @@ void Runner::Impl::evaluate_remotely(JobPtr job, evaluator::ParsedResponse parse
       plan.service->evaluate(task.id, job->response->content, plan.settings_for(job->trajectory->plan.arm));
   job->client_ns += thread_cpu_ns() - c0;
   if (!verdict) {
-    if (verdict.error().kind != detail::ServiceFailure::Kind::cancelled && !stopping) {
-      request_stop(RunEnd::evaluator_failed,
-                   fmt::format("the evaluator service (evaluator.url) failed on {} turn {}: {}",
-                               job->trajectory->plan.id, job->turn, verdict.error().message));
+    if (verdict.error().kind != detail::ServiceFailure::Kind::cancelled && !scheduler.stopping()) {
+      scheduler.request_stop(RunEnd::evaluator_failed,
+                             fmt::format("the evaluator service (evaluator.url) failed on {} turn {}: {}",
+                                         job->trajectory->plan.id, job->turn, verdict.error().message));
     }
-    abandon(std::move(job));  // redone on resume
+    scheduler.abandon(std::move(job));  // redone on resume
     return;
   }
   // The candidate as sent (for the record and the feedback's source lines); the verdict as the service made
@@ -267,13 +216,13 @@ void Runner::Impl::remember_verdict(const TurnJob &job) {
 void Runner::Impl::gpu_loop(int ordinal) {
   evaluator::EvaluatorSettings settings = plan.config.evaluator;
   settings.device = ordinal;
-  while (auto next = gpu_queue.pop()) {
+  while (auto next = scheduler.next_job(detail::Scheduler::Stage::gpu)) {
     JobPtr job = std::move(*next);
     guarded("GPU", [&] {
       // A stopped run ends with the GPU stage in progress; the turns queued behind it (seconds each) are
       // redone on resume, so a time limit's stop takes one verdict, not the whole queue.
-      if (stopping) {
-        abandon(std::move(job));
+      if (scheduler.stopping()) {
+        scheduler.abandon(std::move(job));
         return;
       }
       const auto t0 = std::chrono::steady_clock::now();
@@ -303,17 +252,16 @@ void Runner::Impl::finish_turn(JobPtr job) {
     return;
   }
   // The explanation is one more request: it waits on the request side, not on a CPU or GPU thread.
-  if (!explain_queue.push(std::move(job)))
-    throw std::logic_error("explanation queue closed with a turn in flight");
+  scheduler.hand_on(detail::Scheduler::Stage::explanation, std::move(job));
 }
 
 void Runner::Impl::explain_loop() {
-  while (auto next = explain_queue.pop()) {
+  while (auto next = scheduler.next_job(detail::Scheduler::Stage::explanation)) {
     JobPtr job = std::move(*next);
     guarded("explanation", [&] {
       TrajectoryState &t = *job->trajectory;
-      if (stopping) {
-        abandon(std::move(job));  // redone on resume
+      if (scheduler.stopping()) {
+        scheduler.abandon(std::move(job));  // redone on resume
         return;
       }
       llm::ChatRequest request;
@@ -329,15 +277,14 @@ void Runner::Impl::explain_loop() {
       auto result = plan.clients[t.plan.endpoint]->complete(request);
       job->client_ns += thread_cpu_ns() - c0;
       if (!result) {
-        if (result.error().kind == llm::ChatErrorKind::cancelled || stopping) {
-          abandon(std::move(job));
+        if (result.error().kind == llm::ChatErrorKind::cancelled || scheduler.stopping()) {
+          scheduler.abandon(std::move(job));
           return;
         }
         job->explanation_error = result.error();  // the repair stands; it is kept without reasoning
       } else {
         const auto &u = result->usage;
-        t.tokens += u.prompt_tokens + u.completion_tokens;
-        run_tokens += u.prompt_tokens + u.completion_tokens;
+        scheduler.add_tokens(t, u.prompt_tokens + u.completion_tokens);
         job->explanation = std::move(*result);
       }
       finalize(std::move(job));

@@ -24,6 +24,7 @@
 #include "agent/detail/run_config_types.hpp"
 #include "agent/detail/run_plan.hpp"
 #include "agent/detail/runner_types.hpp"
+#include "agent/detail/scheduler.hpp"
 #include "agent/detail/service_client.hpp"
 #include "evaluator/verdict_cache.hpp"
 #include "llm_clients/chat_client.hpp"
@@ -42,66 +43,12 @@ struct RunResult;     // runner.hpp
 
 namespace ptxbench::agent::detail {
 
-/// A trajectory's progress: the turn it is at, its history and tokens. Who it is stays in the plan.
-struct TrajectoryState {
-  explicit TrajectoryState(const TrajectoryPlan &p) : plan(p) {}
-  const TrajectoryPlan &plan;
-  int next_turn = 0;
-  std::vector<Attempt> history;
-  std::int64_t tokens = 0;  ///< prompt + completion so far
-  bool finished = false;
-};
-
-/// Later turns first: trajectories finish sooner, so a stop loses less and fewer histories are held.
-struct ByTurnThenOrder {
-  bool operator()(const TrajectoryState *a, const TrajectoryState *b) const {
-    if (a->next_turn != b->next_turn) return a->next_turn < b->next_turn;
-    return a->plan.order > b->plan.order;
-  }
-};
-
-struct TurnJob {
-  TrajectoryState *trajectory = nullptr;
-  int turn = 0;
-  std::vector<llm::ChatMessage> messages;
-  std::optional<llm::ChatResponse> response;
-  std::optional<llm::ChatError> error;
-  std::string forced_stop;  ///< stop reason for a turn that was never sent
-  std::optional<evaluator::CompiledCandidate> compiled;
-  std::optional<int> gpu;
-  std::optional<std::int64_t> seed;  ///< the sampling seed sent (config seed + sample index)
-  std::string started_at;
-  double request_s = 0, cpu_stages_s = 0, gpu_stage_s = 0;
-  std::int64_t orchestrator_ns = 0, client_ns = 0, evaluator_ns = 0;
-  std::string verdict_key;  ///< verdict cache key ("" = not cacheable)
-  /// A repairs run: the teacher's explanation of its verified repair, asked for when it sent no reasoning.
-  std::optional<llm::ChatResponse> explanation;
-  std::optional<llm::ChatError> explanation_error;
-  std::string explanation_instruction;
-};
-using JobPtr = std::unique_ptr<TurnJob>;
-
-struct EndpointState {
-  BlockingQueue<TrajectoryState *, ByTurnThenOrder> queue;
-  std::atomic<int> consecutive_failures{0};
-  std::atomic<bool> dead{false};
-  std::mutex mutex;
-  llm::ChatError dead_error;  ///< the error that ended it, message rewritten (guarded by mutex)
-};
-
-/// What a resumed run's earlier sessions did, per endpoint: turns done and their outcomes (progress).
-struct PreviousCounts {
-  std::vector<std::map<std::string, int>> statuses;
-  std::vector<int> done;
-};
-
 /// The runner's state (Runner::Impl).
 struct RunnerState {
   RunPlan plan_storage;                ///< written by setup() only
   const RunPlan &plan = plan_storage;  ///< what the rest reads
+  Scheduler scheduler{plan_storage};
   traces::RunRecord run_record;  ///< run.json as written (on resume: as read, then this session's added)
-  std::vector<std::unique_ptr<EndpointState>> endpoints;
-  std::deque<TrajectoryState> trajectories;
   std::unique_ptr<traces::TrajectoryWriter> writer;
   std::mutex write_mutex;
   bool write_failed = false;  ///< guarded by write_mutex
@@ -111,37 +58,20 @@ struct RunnerState {
   std::map<int, double> gpu_busy_s;  ///< GPU ordinal -> seconds its GPU stage ran (guarded by busy_mutex)
   std::atomic<int> verdicts_made{0}, verdicts_reused{0};
 
-  detail::BlockingQueue<JobPtr> cpu_queue;
-  detail::BlockingQueue<JobPtr> gpu_queue;
-  detail::BlockingQueue<JobPtr> explain_queue;  ///< verified repairs waiting for a synthesized explanation
-
-  std::atomic<bool> stopping{false};
-  std::mutex stop_mutex;
-  std::string stop_message;
-  RunEnd stop_kind = RunEnd::completed;
-  std::atomic<int> in_flight{0};
-  std::atomic<int> unfinished{0};
-  std::atomic<std::int64_t> run_tokens{0};
   std::atomic<int> turns_recorded{0};
-  std::atomic<int> turns_abandoned{0};
   std::atomic<std::int64_t> orchestrator_ns{0}, client_ns{0}, evaluator_ns{0};
   std::unique_ptr<detail::ProgressDisplay> progress;
   std::atomic<int> request_failures{0};  ///< turns this session that failed for a non-model reason
   int retried_request_failures = 0;      ///< resume: failed turns sent again
   std::mutex errors_mutex;
   std::set<std::string> errors_shown;  ///< endpoint + error with digits dropped (guarded by errors_mutex)
-  std::condition_variable wake;
-  std::mutex wake_mutex;
 
   // ---- setup (runner_setup.cpp)
   util::Expected<void> setup(const traces::LoadedRun *previous);
-  /// Resume: rebuilds each trajectory from its records (turns 0..k-1 exactly once).
-  util::Expected<void> replay_previous(const traces::LoadedRun &previous, detail::PreviousCounts &counts);
   util::Expected<void> write_run_json(const traces::LoadedRun *previous, const nlohmann::json &environment);
   void make_progress(const detail::PreviousCounts &counts);
 
   // ---- the loops (runner_loops.cpp)
-  void request_stop(RunEnd kind, const std::string &why);
   void request_loop(std::size_t endpoint_index);
   /// The request for one turn, or the turn finalized unsent (endpoint given up, run budget used up).
   void run_turn(std::size_t endpoint_index, TrajectoryState &t);
@@ -162,14 +92,11 @@ struct RunnerState {
   /// Finalizes the turn, or first asks for an explanation of a verified repair without reasoning.
   void finish_turn(JobPtr job);
   void explain_loop();
-  void abandon(JobPtr job);
   void guarded(const char *stage, const std::function<void()> &body);
   void show_error_once(const std::string &endpoint, const llm::ChatError &error);
-  llm::ChatError dead_error_for(std::size_t endpoint);
 
   // ---- the turn record (runner_finalize.cpp)
   void finalize(JobPtr job);
-  std::string stop_reason_for(const TurnJob &job, const evaluator::Verdict *verdict) const;
   std::string feedback_for(const TurnJob &job, const evaluator::Verdict *verdict) const;
   traces::TurnRecord turn_record(const TurnJob &job, const std::string &stop,
                                  const std::string &feedback) const;
@@ -180,11 +107,6 @@ struct RunnerState {
   void start_threads(std::vector<std::thread> &threads);
   void supervise();
   RunResult result_of(double wall_seconds);
-
-  void notify() {
-    std::lock_guard lock(wake_mutex);
-    wake.notify_all();
-  }
 };
 
 }  // namespace ptxbench::agent::detail
