@@ -1,5 +1,6 @@
-// The runner's public face: start, resume and run a session. Setup, the loops and the turn record live
-// in detail/runner_*.cpp; the run summary in run_summary.cpp.
+// The runner's public face: start, resume and run a session. Its parts live in detail/: the plan
+// (run_plan), the scheduler, the turn recorder, setup and the loops (runner_*.cpp); the run summary in
+// run_summary.cpp.
 #include "agent/runner.hpp"
 
 #include <fmt/core.h>
@@ -108,10 +109,11 @@ util::Expected<std::unique_ptr<Runner>> Runner::resume(const fs::path &dir, RunS
   impl->plan_storage.dir = dir;
   impl->plan_storage.run_id = recorded.run_id;
   if (auto ok = impl->setup(&*loaded); !ok) return util::unexpected(ok.error());
-  for (const auto &w : loaded->warnings) impl->progress->message("note: " + w);
-  if (impl->retried_request_failures > 0)
-    impl->progress->message(fmt::format("resume: retrying {} turn(s) that ended in a request failure",
-                                        impl->retried_request_failures));
+  detail::TurnRecorder &recorder = *impl->recorder;
+  for (const auto &w : loaded->warnings) recorder.progress().message("note: " + w);
+  if (recorder.retried_request_failures() > 0)
+    recorder.progress().message(fmt::format("resume: retrying {} turn(s) that ended in a request failure",
+                                            recorder.retried_request_failures()));
   return std::unique_ptr<Runner>(new Runner(std::move(impl)));
 }
 
@@ -145,13 +147,13 @@ void Runner::Impl::supervise() {
       const int n = plan.options.interrupts->load();
       if (n > interrupts_seen) {
         interrupts_seen = n;
-        progress->message(
+        recorder->progress().message(
             "interrupted: finishing the stages in progress; queued turns are redone on resume (Ctrl-C again "
             "to quit at once)");
         scheduler.request_stop(RunEnd::interrupted, "interrupted (Ctrl-C or SIGTERM)");
       }
     }
-    progress->tick();
+    recorder->progress().tick();
     if (scheduler.run_over()) break;
   }
 }
@@ -159,32 +161,9 @@ void Runner::Impl::supervise() {
 RunResult Runner::Impl::result_of(double wall_seconds) {
   RunResult result;
   result.dir = plan.dir;
-  scheduler.report(result);
-  result.turns_recorded = turns_recorded;
-  result.request_failures = request_failures;
-  result.retried_request_failures = retried_request_failures;
-  result.orchestrator_cpu_ms = static_cast<double>(orchestrator_ns.load()) / 1e6;
-  result.client_cpu_ms = static_cast<double>(client_ns.load()) / 1e6;
-  result.evaluator_cpu_ms = static_cast<double>(evaluator_ns.load()) / 1e6;
   result.wall_seconds = wall_seconds;
-  result.verdicts_made = verdicts_made.load();
-  result.verdicts_reused = verdicts_reused.load();
-  traces::ThroughputRecord throughput;
-  for (int g : plan.gpus) {
-    const double b = result.wall_seconds > 0 ? gpu_busy_s[g] / result.wall_seconds : 0;
-    result.gpu_busy_fraction[g] = b;
-    throughput.gpu_busy_fraction[std::to_string(g)] = b;
-  }
-  const double gpu_hours = result.wall_seconds / 3600.0 * static_cast<double>(plan.gpus.size());
-  if (plan.gpu_enabled && gpu_hours > 0)
-    result.verdicts_per_gpu_hour = (result.verdicts_made + result.verdicts_reused) / gpu_hours;
-  // run.json keeps the latest session's figures (a resume overwrites them).
-  throughput.wall_seconds = result.wall_seconds;
-  throughput.verdicts_made = result.verdicts_made;
-  throughput.verdicts_reused = result.verdicts_reused;
-  if (plan.gpu_enabled) throughput.verdicts_per_gpu_hour = result.verdicts_per_gpu_hour;
-  run_record.throughput = std::move(throughput);
-  (void)util::write_file_atomic(plan.dir / "run.json", run_record.to_json().dump(2) + "\n");
+  scheduler.report(result);
+  recorder->report(result);
   return result;
 }
 
@@ -196,7 +175,7 @@ RunResult Runner::run() {
   m.supervise();
   m.scheduler.close_queues();
   for (auto &th : threads) th.join();
-  m.progress->finish();
+  m.recorder->progress().finish();
   RunResult result = m.result_of(detail::seconds_since(t0));
   if (auto loaded = traces::load_run(m.plan.dir)) result.summary = summarize(*loaded);
   return result;

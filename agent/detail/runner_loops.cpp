@@ -1,5 +1,5 @@
 // The runner's loops: requests per endpoint, CPU stages, GPU stages per GPU, and explanations of
-// verified repairs. Each hands a turn on through a queue; finalize (runner_finalize.cpp) records it.
+// verified repairs. Each takes a turn from the scheduler and hands it on through it; finalize ends it.
 #include <fmt/core.h>
 
 #include "agent/conversation.hpp"
@@ -12,6 +12,7 @@ namespace ptxbench::agent {
 
 using detail::thread_cpu_ns;
 using detail::TrajectoryState;
+using Stage = detail::Scheduler::Stage;
 
 void Runner::Impl::guarded(const char *stage, const std::function<void()> &body) {
   // A bug in a stage must not take the other trajectories down silently: stop
@@ -24,19 +25,6 @@ void Runner::Impl::guarded(const char *stage, const std::function<void()> &body)
                                        "resumable)",
                                        stage, e.what()));
   }
-}
-
-void Runner::Impl::show_error_once(const std::string &endpoint, const llm::ChatError &error) {
-  // Byte counts and timings differ between otherwise identical failures: they do not make an error new.
-  std::string key = endpoint + "\n" + llm::to_string(error.kind) + "\n";
-  for (char c : error.message)
-    if (c < '0' || c > '9') key.push_back(c);
-  {
-    std::lock_guard lock(errors_mutex);
-    if (!errors_shown.insert(key).second) return;
-  }
-  progress->message(fmt::format("error: endpoint '{}': {} (shown once; every failed turn is in the trace)",
-                                endpoint, error.message));
 }
 
 void Runner::Impl::request_loop(std::size_t e) {
@@ -97,7 +85,7 @@ void Runner::Impl::run_turn(std::size_t e, TrajectoryState &t) {
   const auto &u = job->response->usage;
   scheduler.add_tokens(t, u.prompt_tokens + u.completion_tokens);
   job->orchestrator_ns += thread_cpu_ns() - c2;
-  scheduler.hand_on(detail::Scheduler::Stage::cpu, std::move(job));
+  scheduler.hand_on(Stage::cpu, std::move(job));
 }
 
 void Runner::Impl::request_failed(std::size_t e, JobPtr job, const llm::ChatError &error) {
@@ -108,9 +96,9 @@ void Runner::Impl::request_failed(std::size_t e, JobPtr job, const llm::ChatErro
   }
   const llm::EndpointConfig &ec = plan.config.endpoints[e];
   job->error = error;
-  show_error_once(ec.name, error);
+  recorder->show_error_once(ec.name, error);
   scheduler.request_failed(e, error, [&](int failures) {
-    progress->message(
+    recorder->progress().message(
         fmt::format("warning: endpoint '{}' failed {} requests in a row ({}); its remaining "
                     "trajectories are marked failed",
                     ec.name, failures, error.message));
@@ -120,7 +108,7 @@ void Runner::Impl::request_failed(std::size_t e, JobPtr job, const llm::ChatErro
 }
 
 void Runner::Impl::cpu_loop() {
-  while (auto next = scheduler.next_job(detail::Scheduler::Stage::cpu)) {
+  while (auto next = scheduler.next_job(Stage::cpu)) {
     JobPtr job = std::move(*next);
     guarded("compile", [&] {
       if (scheduler.stopping()) {
@@ -145,7 +133,7 @@ void Runner::Impl::cpu_loop() {
       job->cpu_stages_s = detail::seconds_since(t0);
       if (plan.gpu_enabled && job->compiled->ready_for_gpu()) {
         job->orchestrator_ns += thread_cpu_ns() - c1;
-        scheduler.hand_on(detail::Scheduler::Stage::gpu, std::move(job));
+        scheduler.hand_on(Stage::gpu, std::move(job));
         return;
       }
       if (!plan.gpu_enabled && job->compiled->ready_for_gpu()) {
@@ -201,13 +189,13 @@ bool Runner::Impl::reuse_verdict(JobPtr &job, evaluator::ParsedCandidate &parsed
   c.response = std::move(parsed.response);
   c.verdict = std::move(*hit);
   job->compiled.emplace(std::move(c));
-  ++verdicts_reused;
+  recorder->verdict_reused();
   finish_turn(std::move(job));
   return true;
 }
 
 void Runner::Impl::remember_verdict(const TurnJob &job) {
-  ++verdicts_made;
+  recorder->verdict_made();
   if (!verdict_cache || job.verdict_key.empty() || !job.compiled) return;
   verdict_cache->put(job.verdict_key, job.compiled->verdict,
                      fmt::format("{} turn {}", job.trajectory->plan.id, job.turn));
@@ -216,7 +204,7 @@ void Runner::Impl::remember_verdict(const TurnJob &job) {
 void Runner::Impl::gpu_loop(int ordinal) {
   evaluator::EvaluatorSettings settings = plan.config.evaluator;
   settings.device = ordinal;
-  while (auto next = scheduler.next_job(detail::Scheduler::Stage::gpu)) {
+  while (auto next = scheduler.next_job(Stage::gpu)) {
     JobPtr job = std::move(*next);
     guarded("GPU", [&] {
       // A stopped run ends with the GPU stage in progress; the turns queued behind it (seconds each) are
@@ -231,10 +219,7 @@ void Runner::Impl::gpu_loop(int ordinal) {
       plan.services.gpu_stages(*job->compiled, *job->trajectory->plan.task, job_settings);
       job->gpu_stage_s = detail::seconds_since(t0);
       job->gpu = ordinal;
-      {
-        std::lock_guard lock(busy_mutex);
-        gpu_busy_s[ordinal] += job->gpu_stage_s;
-      }
+      recorder->add_gpu_busy(ordinal, job->gpu_stage_s);
       remember_verdict(*job);
       finish_turn(std::move(job));
     });
@@ -252,11 +237,11 @@ void Runner::Impl::finish_turn(JobPtr job) {
     return;
   }
   // The explanation is one more request: it waits on the request side, not on a CPU or GPU thread.
-  scheduler.hand_on(detail::Scheduler::Stage::explanation, std::move(job));
+  scheduler.hand_on(Stage::explanation, std::move(job));
 }
 
 void Runner::Impl::explain_loop() {
-  while (auto next = scheduler.next_job(detail::Scheduler::Stage::explanation)) {
+  while (auto next = scheduler.next_job(Stage::explanation)) {
     JobPtr job = std::move(*next);
     guarded("explanation", [&] {
       TrajectoryState &t = *job->trajectory;
@@ -290,6 +275,21 @@ void Runner::Impl::explain_loop() {
       finalize(std::move(job));
     });
   }
+}
+
+void Runner::Impl::finalize(JobPtr job) {
+  const std::int64_t c0 = thread_cpu_ns();
+  const evaluator::Verdict *verdict = job->compiled ? &job->compiled->verdict : nullptr;
+  const std::string stop = scheduler.stop_reason_for(*job, verdict);
+  const std::string feedback = stop.empty() ? recorder->feedback_for(*job, verdict) : std::string();
+  if (!recorder->record(*job, stop, feedback, c0)) {
+    scheduler.abandon(std::move(job));  // not written: the run stops; redone on resume
+    return;
+  }
+  scheduler.advance(*job, stop, feedback);
+  // The run's total includes the append and this bookkeeping (the record could not: it was already written).
+  recorder->add_orchestrator_ns(job->orchestrator_ns + (thread_cpu_ns() - c0));
+  scheduler.release_turn();
 }
 
 }  // namespace ptxbench::agent

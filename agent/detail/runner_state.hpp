@@ -1,75 +1,36 @@
-// The runner's private state, shared by its parts: setup (runner_setup.cpp), the request, CPU, GPU
-// and explanation loops (runner_loops.cpp), and the turn record (runner_finalize.cpp).
+// The runner (Runner::Impl): its plan, scheduler and turn recorder, and the code that joins them: setup
+// (runner_setup.cpp), the request, CPU, GPU and explanation loops with each turn's end (runner_loops.cpp),
+// and the session (runner.cpp).
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
-#include <cstdint>
-#include <deque>
-#include <filesystem>
+#include <cstddef>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <optional>
-#include <set>
-#include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "agent/detail/progress.hpp"
-#include "agent/detail/queues.hpp"
-#include "agent/detail/run_config_types.hpp"
 #include "agent/detail/run_plan.hpp"
-#include "agent/detail/runner_types.hpp"
 #include "agent/detail/scheduler.hpp"
-#include "agent/detail/service_client.hpp"
+#include "agent/detail/turn_recorder.hpp"
 #include "evaluator/verdict_cache.hpp"
-#include "llm_clients/chat_client.hpp"
-#include "tasks/task.hpp"
-#include "traces/record.hpp"
-#include "traces/run_record.hpp"
 
-// Declared ahead: held here by pointer or in a std::vector (which needs them complete only where its
-// members are used) or returned; the runner's source files include their headers.
 namespace ptxbench::agent {
-struct Attempt;       // conversation.hpp
-class PromptBuilder;  // prompt_builder.hpp
-struct RepairSeed;    // repair_selection.hpp
-struct RunResult;     // runner.hpp
+struct RunResult;  // runner.hpp; made by result_of()
 }  // namespace ptxbench::agent
 
 namespace ptxbench::agent::detail {
 
-/// The runner's state (Runner::Impl).
 struct RunnerState {
   RunPlan plan_storage;                ///< written by setup() only
-  const RunPlan &plan = plan_storage;  ///< what the rest reads
+  const RunPlan &plan = plan_storage;  ///< what everything after setup reads
   Scheduler scheduler{plan_storage};
-  traces::RunRecord run_record;  ///< run.json as written (on resume: as read, then this session's added)
-  std::unique_ptr<traces::TrajectoryWriter> writer;
-  std::mutex write_mutex;
-  bool write_failed = false;  ///< guarded by write_mutex
-
+  std::unique_ptr<TurnRecorder> recorder;                  ///< made by setup(), with run.json
   std::unique_ptr<evaluator::VerdictCache> verdict_cache;  ///< resent identical kernels reuse their verdict
-  std::mutex busy_mutex;
-  std::map<int, double> gpu_busy_s;  ///< GPU ordinal -> seconds its GPU stage ran (guarded by busy_mutex)
-  std::atomic<int> verdicts_made{0}, verdicts_reused{0};
-
-  std::atomic<int> turns_recorded{0};
-  std::atomic<std::int64_t> orchestrator_ns{0}, client_ns{0}, evaluator_ns{0};
-  std::unique_ptr<detail::ProgressDisplay> progress;
-  std::atomic<int> request_failures{0};  ///< turns this session that failed for a non-model reason
-  int retried_request_failures = 0;      ///< resume: failed turns sent again
-  std::mutex errors_mutex;
-  std::set<std::string> errors_shown;  ///< endpoint + error with digits dropped (guarded by errors_mutex)
 
   // ---- setup (runner_setup.cpp)
+  /// The plan, the trajectories (`previous`: a resumed run's records, rebuilt into them), run.json, the
+  /// trace and progress display, the verdict cache.
   util::Expected<void> setup(const traces::LoadedRun *previous);
-  util::Expected<void> write_run_json(const traces::LoadedRun *previous, const nlohmann::json &environment);
-  void make_progress(const detail::PreviousCounts &counts);
 
   // ---- the loops (runner_loops.cpp)
   void request_loop(std::size_t endpoint_index);
@@ -93,15 +54,9 @@ struct RunnerState {
   void finish_turn(JobPtr job);
   void explain_loop();
   void guarded(const char *stage, const std::function<void()> &body);
-  void show_error_once(const std::string &endpoint, const llm::ChatError &error);
-
-  // ---- the turn record (runner_finalize.cpp)
+  /// The turn's end: its stop reason (scheduler), feedback and record (recorder), then its trajectory
+  /// goes on or ends (scheduler).
   void finalize(JobPtr job);
-  std::string feedback_for(const TurnJob &job, const evaluator::Verdict *verdict) const;
-  traces::TurnRecord turn_record(const TurnJob &job, const std::string &stop,
-                                 const std::string &feedback) const;
-  /// Appends the record; on failure stops the run (resumable) and returns false.
-  bool append_record(const traces::TurnRecord &record);
 
   // ---- the session (runner.cpp)
   void start_threads(std::vector<std::thread> &threads);
