@@ -146,10 +146,10 @@ class Scheduler {
 
  private:
   struct Endpoint {
-    BlockingQueue<TrajectoryState *, ByTurnThenOrder> queue;
-    std::atomic<int> consecutive_failures{0};
-    std::atomic<bool> dead{false};
-    std::mutex mutex;
+    BlockingQueue<TrajectoryState *, ByTurnThenOrder> queue;  ///< its trajectories waiting for a turn
+    std::atomic<int> consecutive_failures{0};                 ///< failed requests since the last success
+    std::atomic<bool> dead{false};                            ///< given up: its turns are not sent
+    std::mutex mutex;                                         ///< guards dead_error and giving up
     llm::ChatError dead_error;  ///< the error that ended it, message rewritten (guarded by mutex)
   };
   BlockingQueue<JobPtr> &queue_of(Stage stage) { return stage_queues_[static_cast<std::size_t>(stage)]; }
