@@ -1,5 +1,6 @@
-// The runner's public face: start, resume and run a session. Setup, the loops and the turn record live
-// in detail/runner_*.cpp; the run summary in run_summary.cpp.
+// The runner's public face: start, resume and run a session. Its parts live in detail/: the plan
+// (run_plan), the scheduler, the turn recorder, setup and the loops (runner_*.cpp); the run summary in
+// run_summary.cpp.
 #include "agent/runner.hpp"
 
 #include <fmt/core.h>
@@ -65,19 +66,19 @@ RunServices RunServices::defaults() {
 Runner::Runner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Runner::~Runner() = default;
 const fs::path &Runner::dir() const {
-  return impl_->dir;
+  return impl_->plan.dir;
 }
 void Runner::request_stop(const std::string &why) {
-  impl_->request_stop(RunEnd::interrupted, why);
+  impl_->scheduler.request_stop(RunEnd::interrupted, why);
 }
 
 util::Expected<std::unique_ptr<Runner>> Runner::start(RunConfig config, RunServices services,
                                                       RunOptions options) {
   auto impl = std::make_unique<Impl>();
-  impl->config = std::move(config);
-  impl->services = std::move(services);
-  impl->options = options;
-  if (auto ok = impl->setup(false, nullptr); !ok) return util::unexpected(ok.error());
+  impl->plan_storage.config = std::move(config);
+  impl->plan_storage.services = std::move(services);
+  impl->plan_storage.options = options;
+  if (auto ok = impl->setup(nullptr); !ok) return util::unexpected(ok.error());
   return std::unique_ptr<Runner>(new Runner(std::move(impl)));
 }
 
@@ -102,37 +103,37 @@ util::Expected<std::unique_ptr<Runner>> Runner::resume(const fs::path &dir, RunS
   if (!cut) return util::unexpected(cut.error());
 
   auto impl = std::make_unique<Impl>();
-  impl->config = std::move(*config);
-  impl->services = std::move(services);
-  impl->options = options;
-  impl->dir = dir;
-  impl->run_id = recorded.run_id;
-  impl->run_record = recorded;  // its unknown keys (`extra`) are written back
-  if (auto ok = impl->setup(true, &*loaded); !ok) return util::unexpected(ok.error());
-  for (const auto &w : loaded->warnings) impl->progress->message("note: " + w);
-  if (impl->retried_request_failures > 0)
-    impl->progress->message(fmt::format("resume: retrying {} turn(s) that ended in a request failure",
-                                        impl->retried_request_failures));
+  impl->plan_storage.config = std::move(*config);
+  impl->plan_storage.services = std::move(services);
+  impl->plan_storage.options = options;
+  impl->plan_storage.dir = dir;
+  impl->plan_storage.run_id = recorded.run_id;
+  if (auto ok = impl->setup(&*loaded); !ok) return util::unexpected(ok.error());
+  detail::TurnRecorder &recorder = *impl->recorder;
+  for (const auto &w : loaded->warnings) recorder.progress().message("note: " + w);
+  if (recorder.retried_request_failures() > 0)
+    recorder.progress().message(fmt::format("resume: retrying {} turn(s) that ended in a request failure",
+                                            recorder.retried_request_failures()));
   return std::unique_ptr<Runner>(new Runner(std::move(impl)));
 }
 
 void Runner::Impl::start_threads(std::vector<std::thread> &threads) {
-  for (std::size_t e = 0; e < endpoints.size(); ++e) {
-    int pending = 0;
-    for (const auto &t : trajectories) pending += (!t.finished && t.endpoint == e) ? 1 : 0;
-    const int n =
-        std::min(effective_max_in_flight(config, config.endpoints[e].max_in_flight), std::max(1, pending));
+  for (std::size_t e = 0; e < plan.config.endpoints.size(); ++e) {
+    const int pending = scheduler.pending_on(e);
+    const int n = std::min(effective_max_in_flight(plan.config, plan.config.endpoints[e].max_in_flight),
+                           std::max(1, pending));
     for (int i = 0; i < n; ++i) threads.emplace_back([this, e] { request_loop(e); });
   }
   // With evaluator.url the CPU loop's threads only wait on the service: as many as answers may wait there.
-  const int cpu_threads = service ? config.evaluator_service.in_flight : config.concurrency.compile_workers;
+  const int cpu_threads =
+      plan.service ? plan.config.evaluator_service.in_flight : plan.config.concurrency.compile_workers;
   for (int i = 0; i < cpu_threads; ++i) threads.emplace_back([this] { cpu_loop(); });
-  if (gpu_enabled) {
-    for (int g : gpus) threads.emplace_back([this, g] { gpu_loop(g); });
+  if (plan.gpu_enabled) {
+    for (int g : plan.gpus) threads.emplace_back([this, g] { gpu_loop(g); });
   }
-  if (config.repairs && config.repairs->synthesize_reasoning) {
+  if (plan.config.repairs && plan.config.repairs->synthesize_reasoning) {
     int n = 0;
-    for (const auto &e : config.endpoints) n += effective_max_in_flight(config, e.max_in_flight);
+    for (const auto &e : plan.config.endpoints) n += effective_max_in_flight(plan.config, e.max_in_flight);
     for (int i = 0; i < std::max(1, n); ++i) threads.emplace_back([this] { explain_loop(); });
   }
 }
@@ -141,79 +142,42 @@ void Runner::Impl::supervise() {
   // Ctrl-C, progress, the end.
   int interrupts_seen = 0;
   while (true) {
-    {
-      std::unique_lock lock(wake_mutex);
-      wake.wait_for(lock, std::chrono::milliseconds(100));
-    }
-    if (options.interrupts != nullptr) {
-      const int n = options.interrupts->load();
+    scheduler.wait_for_change(std::chrono::milliseconds(100));
+    if (plan.options.interrupts != nullptr) {
+      const int n = plan.options.interrupts->load();
       if (n > interrupts_seen) {
         interrupts_seen = n;
-        progress->message(
+        recorder->progress().message(
             "interrupted: finishing the stages in progress; queued turns are redone on resume (Ctrl-C again "
             "to quit at once)");
-        request_stop(RunEnd::interrupted, "interrupted (Ctrl-C or SIGTERM)");
+        scheduler.request_stop(RunEnd::interrupted, "interrupted (Ctrl-C or SIGTERM)");
       }
     }
-    progress->tick();
-    if (unfinished == 0 || (stopping && in_flight == 0)) break;
+    recorder->progress().tick();
+    if (scheduler.run_over()) break;
   }
 }
 
 RunResult Runner::Impl::result_of(double wall_seconds) {
   RunResult result;
-  result.dir = dir;
-  result.end = stopping ? stop_kind : RunEnd::completed;
-  if (stopping && unfinished == 0 && stop_kind == RunEnd::interrupted) result.end = RunEnd::completed;
-  result.message = stop_message;
-  result.turns_recorded = turns_recorded;
-  result.turns_abandoned = turns_abandoned;
-  result.request_failures = request_failures;
-  result.retried_request_failures = retried_request_failures;
-  result.orchestrator_cpu_ms = static_cast<double>(orchestrator_ns.load()) / 1e6;
-  result.client_cpu_ms = static_cast<double>(client_ns.load()) / 1e6;
-  result.evaluator_cpu_ms = static_cast<double>(evaluator_ns.load()) / 1e6;
+  result.dir = plan.dir;
   result.wall_seconds = wall_seconds;
-  result.verdicts_made = verdicts_made.load();
-  result.verdicts_reused = verdicts_reused.load();
-  traces::ThroughputRecord throughput;
-  for (int g : gpus) {
-    const double b = result.wall_seconds > 0 ? gpu_busy_s[g] / result.wall_seconds : 0;
-    result.gpu_busy_fraction[g] = b;
-    throughput.gpu_busy_fraction[std::to_string(g)] = b;
-  }
-  const double gpu_hours = result.wall_seconds / 3600.0 * static_cast<double>(gpus.size());
-  if (gpu_enabled && gpu_hours > 0)
-    result.verdicts_per_gpu_hour = (result.verdicts_made + result.verdicts_reused) / gpu_hours;
-  // run.json keeps the latest session's figures (a resume overwrites them).
-  throughput.wall_seconds = result.wall_seconds;
-  throughput.verdicts_made = result.verdicts_made;
-  throughput.verdicts_reused = result.verdicts_reused;
-  if (gpu_enabled) throughput.verdicts_per_gpu_hour = result.verdicts_per_gpu_hour;
-  run_record.throughput = std::move(throughput);
-  (void)util::write_file_atomic(dir / "run.json", run_record.to_json().dump(2) + "\n");
+  scheduler.report(result);
+  recorder->report(result);
   return result;
 }
 
 RunResult Runner::run() {
   Impl &m = *impl_;
   const auto t0 = std::chrono::steady_clock::now();
-  for (auto &t : m.trajectories) {
-    if (t.finished) continue;
-    ++m.unfinished;
-    m.endpoints[t.endpoint]->queue.push(&t);
-  }
   std::vector<std::thread> threads;
-  if (m.unfinished > 0) m.start_threads(threads);
+  if (m.scheduler.queue_unfinished() > 0) m.start_threads(threads);
   m.supervise();
-  for (auto &e : m.endpoints) e->queue.close(true);
-  m.cpu_queue.close();
-  m.gpu_queue.close();
-  m.explain_queue.close();
+  m.scheduler.close_queues();
   for (auto &th : threads) th.join();
-  m.progress->finish();
+  m.recorder->progress().finish();
   RunResult result = m.result_of(detail::seconds_since(t0));
-  if (auto loaded = traces::load_run(m.dir)) result.summary = summarize(*loaded);
+  if (auto loaded = traces::load_run(m.plan.dir)) result.summary = summarize(*loaded);
   return result;
 }
 

@@ -1,6 +1,6 @@
 // The run configuration's fields: RunConfig and its parts (endpoints, history policy, stop target, budgets,
 // concurrency, variants, repairs, the remote evaluator). run_config.hpp includes it and declares the
-// loader and the checks; the runner's state (detail/runner_state.hpp) and the remote evaluator's client
+// loader and the checks; the run plan (detail/run_plan.hpp) and the remote evaluator's client
 // (detail/service_client.hpp) hold these fields.
 #pragma once
 

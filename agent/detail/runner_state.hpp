@@ -1,188 +1,38 @@
-// The runner's private state, shared by its parts: setup (runner_setup.cpp), the request, CPU, GPU
-// and explanation loops (runner_loops.cpp), and the turn record (runner_finalize.cpp).
+// The runner (Runner::Impl): its plan, scheduler and turn recorder, and the code that joins them: setup
+// (runner_setup.cpp), the request, CPU, GPU and explanation loops with each turn's end (runner_loops.cpp),
+// and the session (runner.cpp).
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
-#include <cstdint>
-#include <deque>
-#include <filesystem>
+#include <cstddef>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <optional>
-#include <set>
-#include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "agent/detail/progress.hpp"
-#include "agent/detail/queues.hpp"
-#include "agent/detail/run_config_types.hpp"
-#include "agent/detail/runner_types.hpp"
-#include "agent/detail/service_client.hpp"
+#include "agent/detail/run_plan.hpp"
+#include "agent/detail/scheduler.hpp"
+#include "agent/detail/turn_recorder.hpp"
 #include "evaluator/verdict_cache.hpp"
-#include "llm_clients/chat_client.hpp"
-#include "tasks/task.hpp"
-#include "traces/record.hpp"
-#include "traces/run_record.hpp"
 
-// Declared ahead: held here by pointer or in a std::vector (which needs them complete only where its
-// members are used) or returned; the runner's source files include their headers.
 namespace ptxbench::agent {
-struct Attempt;       // conversation.hpp
-class PromptBuilder;  // prompt_builder.hpp
-struct RepairSeed;    // repair_selection.hpp
-struct RunResult;     // runner.hpp
+struct RunResult;  // runner.hpp; made by result_of()
 }  // namespace ptxbench::agent
 
 namespace ptxbench::agent::detail {
 
-struct TrajectoryState {
-  std::size_t endpoint = 0;
-  std::size_t arm = 0;  ///< index into Impl::arms (the run variant)
-  const tasks::Task *task = nullptr;
-  int sample = 0;
-  std::string id;  ///< "<model>/<task>/<sample>", or "<model>/<variant>/<task>/<sample>" with variants
-  const RepairSeed *seed = nullptr;  ///< a repairs run: the student failure this trajectory starts from
-  int repair_sample = 0;             ///< which of the seed's samples (its sample index counts per task)
-  int next_turn = 0;
-  std::vector<Attempt> history;
-  std::int64_t tokens = 0;  ///< prompt + completion so far
-  bool finished = false;
-  std::uint64_t order = 0;  ///< FIFO tie-break among equal turns
-};
-
-/// Later turns first: trajectories finish sooner, so a stop loses less and fewer histories are held.
-struct ByTurnThenOrder {
-  bool operator()(const TrajectoryState *a, const TrajectoryState *b) const {
-    if (a->next_turn != b->next_turn) return a->next_turn < b->next_turn;
-    return a->order > b->order;
-  }
-};
-
-struct TurnJob {
-  TrajectoryState *trajectory = nullptr;
-  int turn = 0;
-  std::vector<llm::ChatMessage> messages;
-  std::optional<llm::ChatResponse> response;
-  std::optional<llm::ChatError> error;
-  std::string forced_stop;  ///< stop reason for a turn that was never sent
-  std::optional<evaluator::CompiledCandidate> compiled;
-  std::optional<int> gpu;
-  std::optional<std::int64_t> seed;  ///< the sampling seed sent (config seed + sample index)
-  std::string started_at;
-  double request_s = 0, cpu_stages_s = 0, gpu_stage_s = 0;
-  std::int64_t orchestrator_ns = 0, client_ns = 0, evaluator_ns = 0;
-  std::string verdict_key;  ///< verdict cache key ("" = not cacheable)
-  /// A repairs run: the teacher's explanation of its verified repair, asked for when it sent no reasoning.
-  std::optional<llm::ChatResponse> explanation;
-  std::optional<llm::ChatError> explanation_error;
-  std::string explanation_instruction;
-};
-using JobPtr = std::unique_ptr<TurnJob>;
-
-struct EndpointState {
-  BlockingQueue<TrajectoryState *, ByTurnThenOrder> queue;
-  std::atomic<int> consecutive_failures{0};
-  std::atomic<bool> dead{false};
-  std::mutex mutex;
-  llm::ChatError dead_error;  ///< the error that ended it, message rewritten (guarded by mutex)
-};
-
-/// What a resumed run's earlier sessions did, per endpoint: turns done and their outcomes (progress).
-struct PreviousCounts {
-  std::vector<std::map<std::string, int>> statuses;
-  std::vector<int> done;
-};
-
-/// The tasks config.tasks names ("all", "core" or ids), in order, each once.
-util::Expected<std::vector<tasks::Task>> select_tasks(const RunConfig &config);
-
-/// The runner's state (Runner::Impl).
 struct RunnerState {
-  RunConfig config;
-  RunServices services;
-  RunOptions options;
-  std::filesystem::path dir;
-  std::string run_id;
-  traces::RunRecord run_record;  ///< run.json as written (on resume: as read, then this session's added)
-  std::vector<tasks::Task> tasks;
-  std::vector<Variant> arms;               ///< config.arms(): the variants, or one unnamed arm
-  std::vector<PromptBuilder> arm_prompts;  ///< per arm: its templates and packs
-  std::map<std::pair<std::size_t, std::string>, std::pair<std::string, std::string>>
-      task_prompts;  ///< (arm, task id) -> (system, task)
-  std::vector<std::unique_ptr<llm::ChatClient>> clients;
-  std::vector<std::unique_ptr<EndpointState>> endpoints;
-  std::deque<TrajectoryState> trajectories;
-  std::unique_ptr<traces::TrajectoryWriter> writer;
-  std::mutex write_mutex;
-  bool write_failed = false;  ///< guarded by write_mutex
-
-  bool gpu_enabled = false;
-  std::string gpu_skip_reason;  ///< why GPU stages are skipped ("" when enabled)
-  std::vector<int> gpus;
-  /// The run's seed for the GPU stages' inputs (EvaluatorSettings::run_seed; run.json "run_seed"). Every
-  /// evaluation's settings carry it, so the verdict cache's key (which holds the settings) never reuses a
-  /// verdict made with other inputs.
-  std::uint64_t run_seed = 0;
+  RunPlan plan_storage;                ///< written by setup() only
+  const RunPlan &plan = plan_storage;  ///< what everything after setup reads
+  Scheduler scheduler{plan_storage};
+  std::unique_ptr<TurnRecorder> recorder;                  ///< made by setup(), with run.json
   std::unique_ptr<evaluator::VerdictCache> verdict_cache;  ///< resent identical kernels reuse their verdict
-  /// evaluator.url: verdicts come from this service; the CPU loop's threads wait on it (no local stages).
-  std::unique_ptr<detail::ServiceClient> service;
-  std::mutex busy_mutex;
-  std::map<int, double> gpu_busy_s;  ///< GPU ordinal -> seconds its GPU stage ran (guarded by busy_mutex)
-  std::atomic<int> verdicts_made{0}, verdicts_reused{0};
-
-  detail::BlockingQueue<JobPtr> cpu_queue;
-  detail::BlockingQueue<JobPtr> gpu_queue;
-  detail::BlockingQueue<JobPtr> explain_queue;  ///< verified repairs waiting for a synthesized explanation
-  std::vector<RepairSeed> repair_seeds;         ///< a repairs run's seeds (config.repairs)
-
-  std::atomic<bool> stopping{false};
-  std::mutex stop_mutex;
-  std::string stop_message;
-  RunEnd stop_kind = RunEnd::completed;
-  std::atomic<int> in_flight{0};
-  std::atomic<int> unfinished{0};
-  std::atomic<std::int64_t> run_tokens{0};
-  std::atomic<int> turns_recorded{0};
-  std::atomic<int> turns_abandoned{0};
-  std::atomic<std::int64_t> orchestrator_ns{0}, client_ns{0}, evaluator_ns{0};
-  std::unique_ptr<detail::ProgressDisplay> progress;
-  std::atomic<int> request_failures{0};  ///< turns this session that failed for a non-model reason
-  int retried_request_failures = 0;      ///< resume: failed turns sent again
-  std::mutex errors_mutex;
-  std::set<std::string> errors_shown;  ///< endpoint + error with digits dropped (guarded by errors_mutex)
-  std::condition_variable wake;
-  std::mutex wake_mutex;
 
   // ---- setup (runner_setup.cpp)
-  util::Expected<void> setup(bool resuming, const traces::LoadedRun *previous);
-  util::Expected<void> load_prompts();
-  util::Expected<void> make_clients();
-  /// Decides whether GPU stages run and on which GPUs; returns run.json's "environment".
-  nlohmann::json probe_gpus();
-  util::Expected<void> add_repair_trajectories(std::uint64_t &order);
-  void add_arm_trajectories(std::uint64_t &order);
-  /// Resume: rebuilds each trajectory from its records (turns 0..k-1 exactly once).
-  util::Expected<void> replay_previous(const traces::LoadedRun &previous, detail::PreviousCounts &counts);
-  util::Expected<void> create_run_dir();
-  /// Sets run_seed: the config's, the one a resumed run recorded, or a fresh one (a shard's from its run id).
-  void choose_run_seed(bool resuming);
-  /// `s` with the run seed (every evaluation of the run uses it).
-  evaluator::EvaluatorSettings settings_with_seed(evaluator::EvaluatorSettings s) const {
-    s.run_seed = run_seed;
-    return s;
-  }
-  util::Expected<void> write_run_json(bool resuming, const nlohmann::json &environment,
-                                      std::size_t cells_total);
-  void make_progress(const detail::PreviousCounts &counts);
+  /// The plan, the trajectories (`previous`: a resumed run's records, rebuilt into them), run.json, the
+  /// trace and progress display, the verdict cache.
+  util::Expected<void> setup(const traces::LoadedRun *previous);
 
   // ---- the loops (runner_loops.cpp)
-  void request_stop(RunEnd kind, const std::string &why);
   void request_loop(std::size_t endpoint_index);
   /// The request for one turn, or the turn finalized unsent (endpoint given up, run budget used up).
   void run_turn(std::size_t endpoint_index, TrajectoryState &t);
@@ -199,35 +49,19 @@ struct RunnerState {
   /// A cached verdict for the response parsed once as `parsed` (its response moves into the turn on a hit).
   bool reuse_verdict(JobPtr &job, evaluator::ParsedCandidate &parsed,
                      const evaluator::EvaluatorSettings &settings);
-  /// The run's evaluator settings with the trajectory's arm's overrides (the profile stage on or off).
-  evaluator::EvaluatorSettings settings_for(const TurnJob &job) const;
   void remember_verdict(const TurnJob &job);
   /// Finalizes the turn, or first asks for an explanation of a verified repair without reasoning.
   void finish_turn(JobPtr job);
   void explain_loop();
-  void abandon(JobPtr job);
   void guarded(const char *stage, const std::function<void()> &body);
-  void show_error_once(const std::string &endpoint, const llm::ChatError &error);
-  llm::ChatError dead_error_for(std::size_t endpoint);
-
-  // ---- the turn record (runner_finalize.cpp)
+  /// The turn's end: its stop reason (scheduler), feedback and record (recorder), then its trajectory
+  /// goes on or ends (scheduler).
   void finalize(JobPtr job);
-  std::string stop_reason_for(const TurnJob &job, const evaluator::Verdict *verdict) const;
-  std::string feedback_for(const TurnJob &job, const evaluator::Verdict *verdict) const;
-  traces::TurnRecord turn_record(const TurnJob &job, const std::string &stop,
-                                 const std::string &feedback) const;
-  /// Appends the record; on failure stops the run (resumable) and returns false.
-  bool append_record(const traces::TurnRecord &record);
 
   // ---- the session (runner.cpp)
   void start_threads(std::vector<std::thread> &threads);
   void supervise();
   RunResult result_of(double wall_seconds);
-
-  void notify() {
-    std::lock_guard lock(wake_mutex);
-    wake.notify_all();
-  }
 };
 
 }  // namespace ptxbench::agent::detail

@@ -1,6 +1,6 @@
 // What a run is given besides its config, and how it ends: the services the loop calls into
 // (RunServices), how it reports progress (RunOptions) and why it stopped (RunEnd). runner.hpp includes
-// this header; the runner's state (detail/runner_state.hpp) holds them.
+// this header; the run plan (detail/run_plan.hpp) holds them.
 #pragma once
 
 #include <atomic>
