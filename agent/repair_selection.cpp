@@ -123,8 +123,8 @@ FeedbackRegenerator default_feedback_regenerator() {
   auto cache = std::make_shared<Cache>();
   return [cache](const traces::TurnRecord &record,
                  const traces::RunRecord &run) -> std::optional<std::string> {
-    const Json *verdict_json = record.verdict_object();
-    if (!verdict_json) return std::nullopt;
+    std::optional<evaluator::Verdict> decoded = record.decoded_verdict();
+    if (!decoded) return std::nullopt;
     std::string prompt_dir = string_at(run.config, "prompt_dir");  // the config stays JSON (RunConfig's)
     std::string task_dir = string_at(run.config, "task_dir");
     if (prompt_dir.empty()) prompt_dir = PromptBuilder::default_dir().string();
@@ -144,12 +144,7 @@ FeedbackRegenerator default_feedback_regenerator() {
     auto task =
         std::find_if(all.begin(), all.end(), [&](const tasks::Task &t) { return t.id == record.task_id; });
     if (task == all.end()) return std::nullopt;
-    evaluator::Verdict verdict;
-    try {
-      verdict = evaluator::Verdict::from_json(*verdict_json);
-    } catch (const Json::exception &) {
-      return std::nullopt;
-    }
+    const evaluator::Verdict &verdict = *decoded;
     if (record.response && record.response->finish_reason == "length" &&
         verdict.parse.status != evaluator::Status::ok)
       return builder->feedback_unusable_response(
@@ -254,7 +249,7 @@ std::size_t read_candidates(const std::vector<traces::LoadedRun> &students,
       seed->student_trajectory_id = key.first;
       seed->student_turn = key.second;
       seed->id = fmt::format("{}/{}/{}", run_id, key.first, key.second);
-      if (const Json *v = record.verdict_object()) seed->kernel_hash = string_at(*v, "kernel_hash");
+      if (const auto v = record.decoded_verdict()) seed->kernel_hash = v->kernel_hash;
       if (seed->kernel_hash.empty() && record.candidate) seed->kernel_hash = record.candidate->kernel_hash;
       const std::size_t order = candidates.size();
       candidates.push_back({std::move(*seed), order});

@@ -25,19 +25,18 @@ void add_record(Acc &acc, const traces::TurnRecord &r) {
   acc.samples.insert(r.sample);
   acc.row.turns += 1;
   if (r.response) acc.row.tokens += r.response->usage.total();
-  const Json *v = r.verdict_object();
-  if (v == nullptr) return;
+  if (r.verdict_object() == nullptr) return;
   // The outcome as the report and exports count it (traces/outcome.hpp).
-  if (traces::compiled_of(r)) acc.compiled.insert(r.sample);
-  const Json stages = v->value("stages", Json::object());
-  if (stages.contains("correctness") && stages["correctness"].value("status", "") == "skipped")
+  const traces::TurnOutcome outcome = traces::outcome_of(r);
+  if (outcome.compiled) acc.compiled.insert(r.sample);
+  if (const auto v = r.decoded_verdict(); v && v->correctness.status == protocol::Status::skipped)
     acc.row.gpu_skipped_turns += 1;
-  if (traces::correct_of(r) == true) {
+  if (outcome.correct == true) {
     acc.correct.insert(r.sample);
-    if (const auto s = traces::speedup_of(r); s && (!acc.row.best_speedup || *s > *acc.row.best_speedup))
+    if (const auto s = outcome.speedup; s && (!acc.row.best_speedup || *s > *acc.row.best_speedup))
       acc.row.best_speedup = s;
   }
-  if (traces::targets_executed_of(r) == true) acc.executed.insert(r.sample);
+  if (outcome.targets_executed == true) acc.executed.insert(r.sample);
 }
 
 }  // namespace

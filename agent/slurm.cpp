@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 
 #include "agent/detail/clocks.hpp"
+#include "traces/outcome.hpp"
 #include "traces/record.hpp"
 #include "util/files.hpp"
 
@@ -482,9 +483,7 @@ void read_progress(const fs::path &dir, ShardStatus &s) {
   std::map<std::string, std::pair<int, bool>> last;  // trajectory -> (last turn, stopped)
   for (const auto &r : run->turns) {
     ++s.turns;
-    std::string status = "request_failed";
-    if (const auto *v = r.verdict_object()) status = v->value("status", "?");
-    s.verdicts[status] += 1;
+    s.verdicts[traces::status_of(r)] += 1;
     const int turn = r.turn;
     const bool stopped = !r.stop_reason.empty();
     auto [it, inserted] = last.try_emplace(r.trajectory_id, turn, stopped);

@@ -117,14 +117,14 @@ int main(int argc, char **argv) {
     return 77;
   }
   std::vector<double> walls, speedups;
-  std::vector<nlohmann::json> verdicts;
+  std::vector<ev::Verdict> verdicts;
   std::string status;
   for (int r = 0; r < runs; ++r) {
     const auto start = std::chrono::steady_clock::now();
     const ev::Verdict v = ev::evaluate(*task, *response, settings);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     walls.push_back(wall);
-    verdicts.push_back(v.to_json());
+    verdicts.push_back(v);
     status = std::string(ev::to_string(v.status));
     const double speedup = v.axes.speedup.value_or(0);
     speedups.push_back(speedup);
@@ -143,7 +143,7 @@ int main(int argc, char **argv) {
   }
   if (!verdicts_path.empty()) {
     std::string lines;
-    for (const auto &v : verdicts) lines += v.dump() + "\n";
+    for (const auto &v : verdicts) lines += v.to_json().dump() + "\n";
     if (auto w = ptxbench::util::write_file_atomic(verdicts_path, lines); !w) {
       std::fprintf(stderr, "%s\n", w.error().c_str());
       return 3;
@@ -157,14 +157,13 @@ int main(int argc, char **argv) {
     std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return walls[a] < walls[b]; });
     median_run = order[order.size() / 2];
   }
-  const nlohmann::json &mv = verdicts[median_run];
-  const ev::Verdict median = ev::Verdict::from_json(mv);
+  const ev::Verdict &median = verdicts[median_run];
   nlohmann::json profile = {{"wall_s", walls[median_run]}};
   for (const auto &row : ptxbench::protocol::kStageTable) {
     const std::string stage(row.name);
-    if (!mv["stages"].contains(stage)) continue;  // generalization: only tasks with hidden workloads
-    const nlohmann::json &st = mv["stages"][stage];
-    profile["stages"][stage] = {{"status", st.value("status", "")}, {"s", st.value("wall_seconds", 0.0)}};
+    if (!median.written(row.stage)) continue;  // generalization: only tasks with hidden workloads
+    const ev::StageResult &st = median.stage(row.stage);
+    profile["stages"][stage] = {{"status", ev::to_string(st.status)}, {"s", st.wall_seconds}};
     // The stages that time their phases, and the compile stage's wait for the SASS listing, through their
     // figures' codecs (figures that do not decode show no phases).
     using ptxbench::protocol::Stage;
@@ -188,15 +187,15 @@ int main(int argc, char **argv) {
     if (phases) profile["stages"][stage]["phases"] = *phases;
     if (sass_wait) profile["stages"][stage]["sass_wait_s (overlapped)"] = *sass_wait;
   }
-  profile["gpu_stage"] = mv.value("profile", nlohmann::json::object());
+  profile["gpu_stage"] = median.profile;
   std::printf("profile of run %zu (median wall):\n%s\n", median_run + 1, profile.dump(1).c_str());
 
   // A resent identical kernel: answered from the verdict cache (parse + hash, no compile, no GPU).
-  ev::VerdictCache cache(verdicts.front().value("environment", nlohmann::json::object()));
+  ev::VerdictCache cache(verdicts.front().environment);
   double resend_s = -1;
   bool reused = false;
   if (auto key = cache.key(*task, *response, settings)) {
-    cache.put(*key, ev::Verdict::from_json(verdicts.front()), "run 1");
+    cache.put(*key, verdicts.front(), "run 1");
     const auto start = std::chrono::steady_clock::now();
     const auto again = cache.key(*task, *response, settings);
     const auto hit = again ? cache.get(*again) : std::nullopt;

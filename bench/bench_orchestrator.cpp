@@ -37,6 +37,7 @@
 #include "agent/run_config.hpp"
 #include "agent/runner.hpp"
 #include "evaluator/protocol/stages.hpp"
+#include "traces/outcome.hpp"
 #include "traces/record.hpp"
 
 using namespace ptxbench;
@@ -63,12 +64,10 @@ double percentile(std::vector<double> v, double p) {
 }
 
 // The verdict's class for the GPU-time table: its status, and for ok verdicts the speedup band.
-std::string verdict_class(const nlohmann::json &v) {
-  std::string status = v.value("status", "?");
-  if (status != "ok") return status;
-  const auto &speedup = v.contains("axes") ? v["axes"].value("speedup", nlohmann::json()) : nlohmann::json();
-  if (!speedup.is_number()) return "ok (not timed)";
-  const double s = speedup.get<double>();
+std::string verdict_class(const protocol::Verdict &v) {
+  if (v.status != protocol::Status::ok) return std::string(protocol::to_string(v.status));
+  if (!v.axes.speedup) return "ok (not timed)";
+  const double s = *v.axes.speedup;
   return s < 0.25 ? "ok, < 0.25x" : s < 0.75 ? "ok, 0.25-0.75x" : "ok, >= 0.75x";
 }
 
@@ -83,21 +82,19 @@ void print_gpu_classes(const traces::LoadedRun &run) {
   std::map<std::string, double> stage_s;
   double gpu_total = 0;
   for (const auto &r : run.turns) {
-    if (!r.verdict_object() || (r.verdict.contains("reused_from") && !r.verdict["reused_from"].is_null()))
-      continue;
+    const auto v = r.decoded_verdict();
+    if (!v || !v->reused_from.is_null()) continue;
     const double g = r.timings ? r.timings->gpu_stage_s.value_or(0.0) : 0.0;
-    Class &c = classes[verdict_class(r.verdict)];
+    Class &c = classes[verdict_class(*v)];
     ++c.verdicts;
     c.gpu_s += g;
     gpu_total += g;
-    if (g <= 0 || !r.verdict.contains("stages")) continue;
+    if (g <= 0) continue;
     double staged = 0;
     for (const auto &row : protocol::kStageTable) {  // the GPU stages, the sanitizer rerun included
       if (row.side == protocol::StageSide::cpu || row.stage == protocol::Stage::profile) continue;
-      const std::string stage(row.name);
-      const auto &st = r.verdict["stages"].value(stage, nlohmann::json::object());
-      const double s = st.is_object() ? st.value("wall_seconds", 0.0) : 0.0;
-      stage_s[stage] += s;
+      const double s = v->stage(row.stage).wall_seconds;
+      stage_s[std::string(row.name)] += s;
       staged += s;
     }
     stage_s["other"] += std::max(0.0, g - staged);
@@ -230,7 +227,7 @@ int main(int argc, char **argv) {
   std::map<std::string, int> statuses;
   for (const auto &r : run->turns) {
     per_record.push_back(r.timings ? r.timings->orchestrator_cpu_ms.value_or(0.0) : 0.0);
-    statuses[r.verdict_object() ? r.verdict.value("status", "?") : "request_failed"] += 1;
+    statuses[traces::status_of(r)] += 1;
   }
   const int n = std::max(1, result.turns_recorded);
   const double self_ms = cpu_ms(self1.ru_utime, self1.ru_stime) - cpu_ms(self0.ru_utime, self0.ru_stime);

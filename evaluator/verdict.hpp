@@ -1,25 +1,10 @@
-// The result of evaluating one candidate: a closed-enum status per stage,
-// each stage's figures and messages, and the three separate axes.
+// The evaluator's result type is the protocol's verdict (evaluator/protocol/verdict.hpp): one type and one
+// codec for the evaluator, the runner, traces, the service and bench.
 #pragma once
-
-#include <optional>
-#include <string>
-#include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "evaluator/detail/axes.hpp"
 #include "evaluator/machine_fault.hpp"
-#include "evaluator/protocol/correctness.hpp"
-#include "evaluator/protocol/cpu_stages.hpp"
-#include "evaluator/protocol/execution.hpp"
-#include "evaluator/protocol/generalization.hpp"
-#include "evaluator/protocol/profile.hpp"
-#include "evaluator/protocol/result.hpp"
-#include "evaluator/protocol/sanitizer.hpp"
-#include "evaluator/protocol/stages.hpp"
-#include "evaluator/protocol/timing.hpp"
-#include "evaluator/protocol/worker_output.hpp"
+#include "evaluator/protocol/verdict.hpp"
 #include "evaluator/status.hpp"
 
 namespace ptxbench::evaluator {
@@ -27,109 +12,7 @@ namespace ptxbench::evaluator {
 /// A stage's outcome: the same type (and JSON) the worker writes back (evaluator/protocol/result.hpp).
 using protocol::Diagnostic;
 using protocol::StageResult;
-
-/// The hidden workloads' outcome (tasks::Task::hidden_workloads), kept beside the three axes so that the
-/// axes keep their meaning on the shown workloads: a kernel right only for the shapes it was shown is
-/// correct there and does not generalize.
-struct Generalization {
-  std::optional<bool> value;  ///< every checked hidden workload correct; nullopt = not checked (`reason`)
-  int passed = 0;             ///< hidden workloads correct
-  int total = 0;              ///< hidden workloads checked
-  /// One per hidden workload the kernel got wrong: its name, the kind of failure (incorrect,
-  /// nondeterministic, bad_manifest, launch_error, runtime_error, timeout) and the harness's text.
-  struct Failure {
-    std::string workload, kind, summary;
-    /// incorrect: the share (0..1) of output elements wrong, so feedback can say how much without
-    /// giving the shape's size away
-    std::optional<double> wrong_share;
-  };
-  std::vector<Failure> failed;
-  nlohmann::json first_mismatch = nullptr;  ///< of the first incorrect hidden workload, as in correctness
-  std::string reason;                       ///< why not checked (value nullopt)
-  nlohmann::json to_json() const;
-  static Generalization from_json(const nlohmann::json &j);
-};
-
-struct Verdict {
-  Status status =
-      Status::skipped;  ///< overall: the first stage that is not ok (skipped GPU stages leave it ok)
-  std::string task_id;
-  std::string kernel_hash;  ///< normalized kernel hash (comments/whitespace removed)
-  StageResult parse;
-  StageResult static_checks;
-  StageResult compile;
-  StageResult correctness;
-  StageResult execution;
-  StageResult timing;
-  StageResult sanitizer;  ///< compute-sanitizer rerun on runtime_error/timeout/nondeterministic
-  /// The worker's check of the hidden workloads; outside the pipeline: it never changes `status`.
-  StageResult generalization;
-  /// The profile stage (JSON key "profile" under stages): hardware metrics of a correct kernel's launch
-  /// beside the library's; outside the pipeline: it never changes `status` or the axes.
-  StageResult profiling;
-  Axes axes;
-  /// Whether the kernel is also right on the task's hidden workloads; nullopt when the task has none.
-  std::optional<Generalization> generalizes;
-  nlohmann::json settings = nlohmann::json::object();     ///< every policy/limit used (recorded in traces)
-  nlohmann::json environment = nlohmann::json::object();  ///< GPU, driver, library versions, which GPU ran it
-  double wall_seconds = 0;
-  /// Where the GPU stage's wall time went outside the stages (lock wait, worker start or pre-started
-  /// worker's readiness, its context/handles/CUPTI set-up, result handover), seconds.
-  nlohmann::json profile = nlohmann::json::object();
-  /// The kernel's device printf over every launch of its GPU stage (the worker's stdout, which carries
-  /// nothing else), bounded: JSON key "kernel_output", absent when no worker ran the kernel.
-  std::optional<protocol::KernelOutput> kernel_output;
-  /// null: evaluated. Otherwise the verdict was copied from an identical earlier evaluation (verdict
-  /// cache): {origin (e.g. "sample 2 turn 1"), key}; nothing ran for it.
-  nlohmann::json reused_from = nullptr;
-  /// Set when a GPU stage could not run for the machine's reasons (the worker client says so where it
-  /// happens): the verdict says nothing about the kernel and the verdict cache does not keep it. JSON key
-  /// "machine_fault" (its name), absent when none, so every other verdict reads as before.
-  std::optional<MachineFault> machine_fault;
-
-  nlohmann::json to_json() const;
-  /// Throws nlohmann::json::exception or protocol::ProtocolError on malformed input. A stage status
-  /// outside the enum reads as runtime_error naming it (protocol::StageResult), and an unknown overall
-  /// status is recomputed from the stages.
-  static Verdict from_json(const nlohmann::json &j);
-  /// Recomputes `status` from the stages (first non-ok, non-skipped stage in pipeline order).
-  void finalize_status();
-  /// The slot of a stage of the stage table (evaluator/protocol/stages.hpp).
-  StageResult &stage(protocol::Stage s);
-  const StageResult &stage(protocol::Stage s) const;
-  /// Whether to_json writes the stage (generalization only for a task with hidden workloads, profile only
-  /// when it ran or says why not).
-  bool written(protocol::Stage s) const;
-  /// Marks every stage after `failed` that the table skips after a failure as skipped, saying which
-  /// status ended the pipeline.
-  void skip_from(protocol::Stage failed);
-  /// Which stages skip_gpu_stages marks: all of the table's GPU stages (the hidden-workload result becomes
-  /// "not checked"), or those of the shown workloads only (generalization and its result left as they
-  /// are: the runner's GPU-less path).
-  enum class GpuSkip { all, shown_workloads };
-  /// Marks the table's GPU stages (correctness, execution, timing, sanitizer, generalization) skipped
-  /// with `reason`; a hidden-workload result becomes "not checked" with it.
-  void skip_gpu_stages(const std::string &reason, GpuSkip which = GpuSkip::all);
-  /// The typed profile record of the profile stage; nullopt when nothing was measured.
-  std::optional<protocol::KernelProfile> kernel_profile() const;
-  /// The profile stage's figures (the profile and the stage's phase seconds); nullopt when it has none.
-  std::optional<protocol::ProfileFigures> profile_figures() const;
-  /// The typed figures of the timing stage, whatever its status (a suspicious stage has them too);
-  /// nullopt when it timed nothing. Throws protocol::ProtocolError naming the field when malformed.
-  std::optional<protocol::TimingFigures> timing_figures() const;
-  /// The typed figures of the execution stage (counted, not instrumented, or skipped with its estimate);
-  /// nullopt when it wrote none. Throws protocol::ProtocolError naming the field when malformed.
-  std::optional<protocol::ExecutionFigures> execution_figures() const;
-  /// The typed figures of the correctness stage; nullopt when it wrote none. Throws
-  /// protocol::ProtocolError naming the field when malformed.
-  std::optional<protocol::CorrectnessFigures> correctness_figures() const;
-  /// The typed figures of the parse, static, compile, sanitizer and generalization stages; nullopt when
-  /// the stage wrote none. Each throws protocol::ProtocolError naming the field when malformed.
-  std::optional<protocol::ParseFigures> parse_figures() const;
-  std::optional<protocol::StaticFigures> static_figures() const;
-  std::optional<protocol::CompileFigures> compile_figures() const;
-  std::optional<protocol::SanitizerFigures> sanitizer_figures() const;
-  std::optional<protocol::GeneralizationFigures> generalization_figures() const;
-};
+using protocol::Generalization;
+using protocol::Verdict;
 
 }  // namespace ptxbench::evaluator

@@ -19,13 +19,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr util::EnumName<MachineFault> kMachineFaultNames[] = {
-    {MachineFault::worker_not_started, "worker_not_started"},
-    {MachineFault::no_device, "no_device"},
-    {MachineFault::gpu_lock, "gpu_lock"},
-    {MachineFault::worker_killed, "worker_killed"},
-};
-
 fs::path self_executable_dir() {
   const fs::path exe = util::own_executable();
   return exe.empty() ? fs::current_path() : exe.parent_path();
@@ -60,16 +53,8 @@ void read_result(const fs::path &result_path, WorkerRun &run) {
 
 }  // namespace
 
-std::string_view to_string(MachineFault fault) {
-  return util::enum_to_string(kMachineFaultNames, fault);
-}
-
 bool killed_from_outside(int signal) {
   return signal == SIGKILL || signal == SIGTERM || signal == SIGINT || signal == SIGHUP || signal == SIGQUIT;
-}
-
-std::optional<MachineFault> machine_fault_from_string(std::string_view name) {
-  return util::enum_from_string(kMachineFaultNames, name);
 }
 
 WorkerCommand WorkerCommand::one_job(fs::path job, fs::path result) {

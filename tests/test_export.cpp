@@ -11,6 +11,7 @@
 
 #include "traces/detail/run_view.hpp"
 #include "traces/export.hpp"
+#include "traces/outcome.hpp"
 #include "traces/record.hpp"
 
 using namespace ptxbench::traces;
@@ -572,4 +573,46 @@ TEST_CASE("export metadata: the bound unit, its % of peak and the tensor pipe be
   REQUIRE(it != first.end());
   CHECK(it->at("metadata").at("bound_unit").is_null());
   CHECK(it->at("metadata").at("tensor_pipe_pct").is_null());
+}
+
+TEST_CASE("one outcome per record: read from the typed verdict, malformed verdicts named unknown") {
+  namespace protocol = ptxbench::protocol;
+  protocol::Verdict v;
+  v.task_id = "gemm";
+  v.kernel_hash = "abc";
+  v.parse.status = v.static_checks.status = v.compile.status = protocol::Status::ok;
+  v.correctness.status = v.execution.status = v.timing.status = protocol::Status::ok;
+  v.axes = {true, false, 0.8};
+  v.finalize_status();
+  TurnRecord r;
+  r.verdict = v.to_json();
+  const TurnOutcome o = outcome_of(r);
+  CHECK(o.status == "ok");
+  CHECK(o.compiled);
+  CHECK(o.correct == true);
+  CHECK(o.targets_executed == false);
+  REQUIRE(o.speedup.has_value());
+  CHECK(*o.speedup == doctest::Approx(0.8));
+  CHECK(o.failure_category == "targets_not_executed");
+  CHECK(detail::kernel_hash_of(r) == "abc");
+
+  // A compile failure: not compiled, its status is the category, the later stages skipped.
+  v.compile.status = protocol::Status::compile_error;
+  v.skip_from(protocol::Stage::compile);
+  v.axes = {};
+  v.finalize_status();
+  r.verdict = v.to_json();
+  const TurnOutcome failed = outcome_of(r);
+  CHECK(failed.status == "compile_error");
+  CHECK_FALSE(failed.compiled);
+  CHECK(failed.failure_category == "compile_error");
+  CHECK_FALSE(failed.speedup.has_value());
+
+  // Data from disk that the codec refuses: a verdict, but not one this build can read.
+  r.verdict = json{{"status", "ok"}, {"axes", {{"correct", true}}}};  // no stages
+  CHECK_FALSE(r.decoded_verdict().has_value());
+  CHECK(outcome_of(r).status == "unknown");
+  CHECK_FALSE(outcome_of(r).compiled);
+  r.verdict = nullptr;
+  CHECK(outcome_of(r).status == "request_failed");
 }

@@ -1,92 +1,67 @@
-// One turn's outcome, read from its record's verdict (traces/outcome.hpp).
+// One turn's outcome, read from its record's typed verdict (traces/outcome.hpp).
 #include "traces/outcome.hpp"
 
 #include <algorithm>
-#include <iterator>
+#include <array>
 
-#include "evaluator/protocol/correctness.hpp"
 #include "evaluator/protocol/error.hpp"
-#include "traces/detail/run_view.hpp"
 
 namespace ptxbench::traces {
-
-using detail::bool_field;
-using detail::Json;
-using detail::number_field;
-using detail::object_field;
-using detail::string_field;
-using detail::verdict_of;
-
-std::string status_of(const TurnRecord &record) {
-  const Json *v = verdict_of(record);
-  if (!v) return "request_failed";
-  return string_field(*v, "status").value_or("unknown");
-}
-
 namespace {
-const Json *axes_of(const TurnRecord &record) {
-  const Json *v = verdict_of(record);
-  return v ? object_field(*v, "axes") : nullptr;
-}
-}  // namespace
 
-std::optional<bool> correct_of(const TurnRecord &record) {
-  const Json *a = axes_of(record);
-  return a ? bool_field(*a, "correct") : std::nullopt;
-}
+using protocol::Status;
 
-std::optional<bool> targets_executed_of(const TurnRecord &record) {
-  const Json *a = axes_of(record);
-  return a ? bool_field(*a, "targets_executed") : std::nullopt;
-}
+// Statuses that end the pipeline before ptxas made a cubin.
+constexpr std::array kBeforeCubin{Status::no_kernel, Status::bad_manifest, Status::static_error,
+                                  Status::compile_error, Status::skipped};
 
-std::optional<bool> generalizes_of(const TurnRecord &record) {
-  const Json *v = verdict_of(record);
-  const Json *g = v ? object_field(*v, "generalizes") : nullptr;
-  return g ? bool_field(*g, "value") : std::nullopt;
+bool compiled(const protocol::Verdict &v) {
+  if (v.compile.status == Status::ok) return true;
+  // A compile stage that says something (failed, or skipped after an earlier failure) decides; a verdict
+  // that never wrote one is judged by how far its status got.
+  if (v.compile.status != Status::skipped || !v.compile.summary.empty()) return false;
+  return std::find(kBeforeCubin.begin(), kBeforeCubin.end(), v.status) == kBeforeCubin.end();
 }
 
-std::optional<bool> borderline_of(const TurnRecord &record) {
-  const Json *v = verdict_of(record);
-  const Json *stages = v ? object_field(*v, "stages") : nullptr;
-  const Json *c = stages ? object_field(*stages, "correctness") : nullptr;
-  const Json *f = c ? object_field(*c, "figures") : nullptr;
-  if (!f) return std::nullopt;
+std::optional<bool> borderline(const protocol::Verdict &v) {
   try {
-    const auto figures = protocol::correctness_figures_from_figures(*f);
+    const auto figures = v.correctness_figures();
     return figures ? std::optional<bool>(figures->borderline) : std::nullopt;
   } catch (const protocol::ProtocolError &) {
     return std::nullopt;  // figures this build cannot read: not known
   }
 }
 
-std::optional<double> speedup_of(const TurnRecord &record) {
-  const Json *a = axes_of(record);
-  auto s = a ? number_field(*a, "speedup") : std::nullopt;
-  if (s && !(*s > 0)) return std::nullopt;  // a non-positive speedup is not a measurement
-  return s;
-}
+}  // namespace
 
-bool compiled_of(const TurnRecord &record) {
-  const Json *v = verdict_of(record);
-  if (!v) return false;
-  if (const Json *stages = object_field(*v, "stages")) {
-    if (const Json *compile = object_field(*stages, "compile")) {
-      return string_field(*compile, "status").value_or("") == "ok";
-    }
+TurnOutcome outcome_of(const TurnRecord &record) {
+  TurnOutcome o;
+  if (!record.verdict_object()) return o;
+  const auto v = record.decoded_verdict();
+  if (!v) {
+    o.status = o.failure_category = "unknown";
+    return o;
   }
-  static const char *kBeforeCubin[] = {"no_kernel",     "bad_manifest", "static_error",
-                                       "compile_error", "skipped",      "unknown"};
-  const std::string status = status_of(record);
-  return std::none_of(std::begin(kBeforeCubin), std::end(kBeforeCubin),
-                      [&](const char *s) { return status == s; });
+  o.status = std::string(protocol::to_string(v->status));
+  o.compiled = compiled(*v);
+  o.correct = v->axes.correct;
+  o.targets_executed = v->axes.targets_executed;
+  if (v->axes.speedup && *v->axes.speedup > 0) o.speedup = v->axes.speedup;  // else not a measurement
+  if (v->generalizes) o.generalizes = v->generalizes->value;
+  o.borderline = borderline(*v);
+  o.failure_category = o.status != "ok"                ? o.status
+                       : o.targets_executed == false ? "targets_not_executed"
+                                                     : "ok";
+  return o;
 }
 
-std::string failure_category_of(const TurnRecord &record) {
-  std::string status = status_of(record);
-  if (status != "ok") return status;
-  if (targets_executed_of(record) == false) return "targets_not_executed";
-  return "ok";
-}
+std::string status_of(const TurnRecord &record) { return outcome_of(record).status; }
+std::optional<bool> correct_of(const TurnRecord &record) { return outcome_of(record).correct; }
+std::optional<bool> targets_executed_of(const TurnRecord &record) { return outcome_of(record).targets_executed; }
+std::optional<double> speedup_of(const TurnRecord &record) { return outcome_of(record).speedup; }
+std::optional<bool> generalizes_of(const TurnRecord &record) { return outcome_of(record).generalizes; }
+std::optional<bool> borderline_of(const TurnRecord &record) { return outcome_of(record).borderline; }
+bool compiled_of(const TurnRecord &record) { return outcome_of(record).compiled; }
+std::string failure_category_of(const TurnRecord &record) { return outcome_of(record).failure_category; }
 
 }  // namespace ptxbench::traces

@@ -11,6 +11,20 @@
 
 namespace ptxbench::traces {
 
+/// Every outcome fact of one turn, taken from its verdict decoded once (TurnRecord::decoded_verdict).
+struct TurnOutcome {
+  /// the verdict's status; "request_failed" without a verdict, "unknown" for one that cannot be read
+  std::string status = "request_failed";
+  bool compiled = false;  ///< ptxas produced a cubin
+  std::optional<bool> correct, targets_executed;
+  std::optional<double> speedup;  ///< positive, or nullopt (not measured)
+  std::optional<bool> generalizes, borderline;
+  std::string failure_category = "request_failed";
+};
+
+/// One decode, every fact; the functions below are its fields one at a time.
+TurnOutcome outcome_of(const TurnRecord &record);
+
 /// Verdict status string; "request_failed" when there is no verdict.
 std::string status_of(const TurnRecord &record);
 std::optional<bool> correct_of(const TurnRecord &record);

@@ -4,21 +4,16 @@
 #include <exception>
 
 #include "evaluator/protocol/profile.hpp"
-#include "traces/detail/run_view.hpp"
 
 namespace ptxbench::traces {
 
 AttemptProfile attempt_profile_of(const TurnRecord &record) {
-  using detail::object_field;
   AttemptProfile p;
-  const detail::Json *v = detail::verdict_of(record);
-  const detail::Json *stages = v ? object_field(*v, "stages") : nullptr;
-  const detail::Json *stage = stages ? object_field(*stages, "profile") : nullptr;
-  const detail::Json *figures = stage ? object_field(*stage, "figures") : nullptr;
-  if (!figures) return p;
+  const auto v = record.decoded_verdict();
+  if (!v) return p;
   std::optional<protocol::KernelProfile> profile;
   try {
-    profile = protocol::kernel_profile_from_figures(*figures);
+    profile = v->kernel_profile();
   } catch (const std::exception &e) {  // ProtocolError naming the field: a record is data from disk
     p.error = e.what();
     return p;

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "evaluator/protocol/verdict.hpp"
+
 #include "traces/run_record.hpp"
 #include "util/expected.hpp"
 
@@ -125,8 +127,9 @@ struct SynthesizedReasoning {
 
 /// One turn record, typed. Records are data from disk: from_json never throws, a field of the
 /// wrong type reads as absent, and top-level fields it does not know are kept in `extra` and
-/// written back, so a record read and written again keeps everything it held. The verdict stays
-/// JSON: its shape is the evaluator's (Verdict::to_json), and traces does not depend on evaluator.
+/// written back, so a record read and written again keeps everything it held. The verdict is kept as
+/// written (protocol::Verdict::to_json) so that it round-trips byte for byte; readers take it typed from
+/// decoded_verdict(), the protocol's one codec, and never read its keys.
 struct TurnRecord {
   int format_version = kFormatVersion;
   std::string run_id;
@@ -160,6 +163,9 @@ struct TurnRecord {
 
   /// The verdict object, or nullptr when there is none (request failed).
   const nlohmann::json *verdict_object() const { return verdict.is_object() ? &verdict : nullptr; }
+  /// The verdict decoded by protocol::Verdict::from_json; nullopt when there is none (request failed) or
+  /// it cannot be read (a record is data from disk: never throws).
+  std::optional<protocol::Verdict> decoded_verdict() const;
 };
 
 /// Appends records to <dir>/trajectories.jsonl with fsync after each. Not thread-safe: callers

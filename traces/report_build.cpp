@@ -55,7 +55,7 @@ double wall_seconds_of(const TurnRecord &record) {
   }
   double s = 0;
   if (record.response) s += record.response->latency_seconds;
-  if (const Json *v = detail::verdict_of(record)) s += detail::number_field(*v, "wall_seconds").value_or(0);
+  if (const auto v = record.decoded_verdict()) s += v->wall_seconds;
   return s;
 }
 
@@ -191,7 +191,7 @@ int count_fast1(const std::vector<TrajectoryFacts> &v) {
 /// Every turn of the trajectory was a failed request: the endpoint's failure, not the model's.
 bool only_request_failures(const detail::TrajectoryView &t) {
   return std::all_of(t.turns.begin(), t.turns.end(), [](const TurnRecord *r) {
-    return detail::verdict_of(*r) == nullptr && !r->response &&
+    return r->verdict_object() == nullptr && !r->response &&
            (r->request_error || r->stop_reason == "request_failed");
   });
 }
@@ -208,18 +208,16 @@ struct AttemptCosts {
 
 AttemptCosts costs_of(const TurnRecord &record) {
   AttemptCosts c;
-  c.status = status_of(record);
+  const TurnOutcome outcome = outcome_of(record);
+  c.status = outcome.status;
   if (const auto &resp = record.response) {
     c.prompt = resp->usage.prompt_tokens.value_or(0);
     c.completion = resp->usage.completion_tokens.value_or(0);
     c.reasoning = resp->usage.reasoning_tokens.value_or(0);
   }
   c.wall = wall_seconds_of(record);
-  if (const Json *v = detail::verdict_of(record))
-    if (const Json *stages = detail::object_field(*v, "stages"))
-      if (const Json *s = detail::object_field(*stages, "correctness"))
-        c.gpu_measured = detail::string_field(*s, "status").value_or("skipped") != "skipped";
-  c.borderline = borderline_of(record) == true;
+  if (const auto v = record.decoded_verdict()) c.gpu_measured = v->correctness.status != protocol::Status::skipped;
+  c.borderline = outcome.borderline == true;
   if (const auto &tm = record.timings) {
     c.request_s = tm->request_s;
     c.ttft_s = tm->ttft_s;

@@ -66,15 +66,6 @@ std::vector<std::string_view> split_lines(std::string_view s) {
   return lines;
 }
 
-const Json *stage_of(const Json *verdict, std::string_view name) {
-  const Json *stages = verdict ? detail::object_field(*verdict, "stages") : nullptr;
-  return stages ? detail::object_field(*stages, name) : nullptr;
-}
-
-const Json *figures_of(const Json *stage) {
-  return stage ? detail::object_field(*stage, "figures") : nullptr;
-}
-
 std::string index_text(const std::vector<std::int64_t> &index) {
   std::string s = "[";
   for (std::size_t i = 0; i < index.size(); ++i) s += (i ? ", " : "") + std::to_string(index[i]);
@@ -91,10 +82,10 @@ std::string value_text(double v) {
 // A stage's typed figures through its codec; none when it wrote none, and a line saying why when they do not
 // decode.
 template <class T>
-std::optional<T> decoded(const Json &figures, std::optional<T> (*decode)(const Json &),
+std::optional<T> decoded(const protocol::Verdict &verdict, std::optional<T> (protocol::Verdict::*figures)() const,
                          const char *unreadable, std::vector<std::string> &out) {
   try {
-    return decode(figures);
+    return (verdict.*figures)();
   } catch (const protocol::ProtocolError &e) {
     out.push_back(unreadable + std::string(e.what()));
     return std::nullopt;
@@ -103,9 +94,9 @@ std::optional<T> decoded(const Json &figures, std::optional<T> (*decode)(const J
 
 // The workloads that failed (trials or the determinism relaunch) with their errors and first mismatch;
 // then every workload's margin: each output's largest |error| / tolerance, and the borderline extra trials.
-void correctness_lines(const Json &figures, std::vector<std::string> &out) {
+void correctness_lines(const protocol::Verdict &verdict, std::vector<std::string> &out) {
   const auto correctness =
-      decoded(figures, protocol::correctness_figures_from_figures, "correctness figures unreadable: ", out);
+      decoded(verdict, &protocol::Verdict::correctness_figures, "correctness figures unreadable: ", out);
   if (!correctness) return;
   for (const protocol::CorrectnessWorkload &w : correctness->workloads) {
     if (w.passed >= w.trials && w.deterministic) continue;
@@ -141,9 +132,9 @@ void correctness_lines(const Json &figures, std::vector<std::string> &out) {
 
 // Per target its executions, FLOP share and presence in the SASS; then the multiply-add work outside the
 // targets (the execution figures' matrix_work), per SASS family.
-void execution_lines(const Json &figures, std::vector<std::string> &out) {
+void execution_lines(const protocol::Verdict &verdict, std::vector<std::string> &out) {
   const auto execution =
-      decoded(figures, protocol::execution_figures_from_figures, "execution figures unreadable: ", out);
+      decoded(verdict, &protocol::Verdict::execution_figures, "execution figures unreadable: ", out);
   if (!execution) return;
   for (const protocol::TargetExecution &t : execution->targets) {
     std::string line = fmt::format("target {}: ", t.name.empty() ? "?" : t.name);
@@ -168,9 +159,9 @@ void execution_lines(const Json &figures, std::vector<std::string> &out) {
   }
 }
 
-void timing_lines(const Json &figures, std::vector<std::string> &out) {
+void timing_lines(const protocol::Verdict &verdict, std::vector<std::string> &out) {
   const auto timing =
-      decoded(figures, protocol::timing_figures_from_figures, "timing figures unreadable: ", out);
+      decoded(verdict, &protocol::Verdict::timing_figures, "timing figures unreadable: ", out);
   if (!timing) return;
   for (const protocol::TimingWorkload &w : timing->workloads)
     out.push_back(fmt::format("timing {}: candidate {} ms, library {} ms, speedup {:.3f}x",
@@ -180,9 +171,9 @@ void timing_lines(const Json &figures, std::vector<std::string> &out) {
 }
 
 // ptxas's resources of the entry, once it compiled.
-void compile_lines(const Json &figures, std::vector<std::string> &out) {
+void compile_lines(const protocol::Verdict &verdict, std::vector<std::string> &out) {
   const auto compile =
-      decoded(figures, protocol::compile_figures_from_figures, "compile figures unreadable: ", out);
+      decoded(verdict, &protocol::Verdict::compile_figures, "compile figures unreadable: ", out);
   if (!compile || !compile->registers) return;
   const auto bytes = [](const std::optional<std::int64_t> &b) {
     return num(static_cast<double>(b.value_or(0)));
@@ -193,25 +184,22 @@ void compile_lines(const Json &figures, std::vector<std::string> &out) {
 }
 
 /// The figures a reader looks for first.
-std::vector<std::string> key_figures(const Json *verdict) {
+std::vector<std::string> key_figures(const protocol::Verdict &verdict) {
   std::vector<std::string> out;
-  if (const Json *compile = figures_of(stage_of(verdict, "compile"))) compile_lines(*compile, out);
-  if (const Json *correctness = figures_of(stage_of(verdict, "correctness")))
-    correctness_lines(*correctness, out);
-  if (const Json *execution = figures_of(stage_of(verdict, "execution"))) execution_lines(*execution, out);
-  if (const Json *timing = figures_of(stage_of(verdict, "timing"))) timing_lines(*timing, out);
+  compile_lines(verdict, out);
+  correctness_lines(verdict, out);
+  execution_lines(verdict, out);
+  timing_lines(verdict, out);
   return out;
 }
 
-std::vector<std::string> stage_lines(const Json *verdict) {
+std::vector<std::string> stage_lines(const protocol::Verdict &verdict) {
   std::vector<std::string> out;
   for (const auto &row : protocol::kStageTable) {
-    const std::string name(row.name);
-    const Json *s = stage_of(verdict, name);
-    if (!s) continue;
-    std::string line = fmt::format("{}: {}", name, detail::string_field(*s, "status").value_or("?"));
-    if (auto summary = detail::string_field(*s, "summary"); summary && !summary->empty())
-      line += " — " + clip(*summary, kMaxSummaryChars);
+    if (!verdict.written(row.stage)) continue;
+    const protocol::StageResult &s = verdict.stage(row.stage);
+    std::string line = fmt::format("{}: {}", row.name, protocol::to_string(s.status));
+    if (!s.summary.empty()) line += " — " + clip(s.summary, kMaxSummaryChars);
     out.push_back(line);
   }
   return out;
@@ -318,9 +306,12 @@ TurnView turn_view(const TurnRecord &r, const Price *price) {
     v.language = c->language;
     v.kernel = c->kernel_source;
   }
-  const Json *verdict = detail::verdict_of(r);
-  v.stages = stage_lines(verdict);
-  v.figures = key_figures(verdict);
+  if (const auto verdict = r.decoded_verdict()) {
+    v.stages = stage_lines(*verdict);
+    v.figures = key_figures(*verdict);
+  } else if (r.verdict_object()) {
+    v.stages = {"verdict unreadable by this build"};
+  }
   if (const auto &tm = r.timings) {
     v.request_seconds = tm->request_s;
     v.ttft_seconds = tm->ttft_s;

@@ -8,6 +8,7 @@
 
 #include "agent/conversation.hpp"
 #include "agent/runner.hpp"
+#include "traces/outcome.hpp"
 
 namespace ptxbench::agent::detail {
 
@@ -63,8 +64,7 @@ util::Expected<PreviousCounts> Scheduler::replay(const traces::LoadedRun &previo
       if (r.response) add_tokens(t, r.response->usage.total());
       t.history.push_back({r.response ? r.response->content : "", r.feedback});
       if (!r.stop_reason.empty()) t.finished = true;
-      const Json *verdict = r.verdict_object();
-      counts.statuses[e][verdict ? verdict->value("status", "?") : "request_failed"] += 1;
+      counts.statuses[e][traces::status_of(r)] += 1;
       counts.done[e] += 1;
     }
     t.next_turn = expected;

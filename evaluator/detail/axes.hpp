@@ -1,16 +1,11 @@
-// The verdict's three axes (Verdict::axes), apart from the verdict so that the code deciding them
-// (detail/execution_axis.hpp) does not need the whole verdict. evaluator/verdict.hpp includes it.
+// The verdict's three axes (protocol::Axes), named in the evaluator for the code deciding them
+// (detail/execution_axis.hpp), which does not need the whole verdict.
 #pragma once
 
-#include <optional>
+#include "evaluator/protocol/verdict.hpp"
 
 namespace ptxbench::evaluator {
 
-/// The three axes. nullopt = not measured.
-struct Axes {
-  std::optional<bool> correct;
-  std::optional<bool> targets_executed;
-  std::optional<double> speedup;  ///< geomean over workloads of library_time / candidate_time
-};
+using protocol::Axes;
 
 }  // namespace ptxbench::evaluator

@@ -1,6 +1,7 @@
 // TurnRecord <-> JSON. One place spells the record's field names; the writer, the reader and every
 // export and report go through it. Reading is defensive (a wrong type reads as absent) because
 // records are data from disk, possibly written by another version or cut by hand.
+#include <exception>
 #include <string_view>
 
 #include "traces/detail/run_view.hpp"
@@ -223,6 +224,15 @@ Json TurnRecord::to_json() const {
   j["started_at"] = started_at;
   j["finished_at"] = finished_at;
   return j;
+}
+
+std::optional<protocol::Verdict> TurnRecord::decoded_verdict() const {
+  if (!verdict.is_object()) return std::nullopt;
+  try {
+    return protocol::Verdict::from_json(verdict);
+  } catch (const std::exception &) {  // json::exception or protocol::ProtocolError: unreadable, not absent
+    return std::nullopt;
+  }
 }
 
 TurnRecord TurnRecord::from_json(const Json &j) {

@@ -125,10 +125,6 @@ RunIndex index_runs(const std::vector<LoadedRun> &runs) {
   return index;
 }
 
-const Json *verdict_of(const TurnRecord &record) {
-  return record.verdict_object();
-}
-
 std::string normalize_kernel_source(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -164,10 +160,7 @@ std::string normalized_kernel_hash(std::string_view source) {
 }
 
 std::string kernel_hash_of(const TurnRecord &record) {
-  if (const Json *v = verdict_of(record)) {
-    auto h = string_field(*v, "kernel_hash");
-    if (h && !h->empty()) return *h;
-  }
+  if (const auto v = record.decoded_verdict(); v && !v->kernel_hash.empty()) return v->kernel_hash;
   if (const auto &c = record.candidate) {
     if (!c->kernel_hash.empty()) return c->kernel_hash;
     if (!c->kernel_source.empty()) return normalized_kernel_hash(c->kernel_source);

@@ -55,8 +55,6 @@ RunIndex index_runs(const std::vector<LoadedRun> &runs);
 
 // ---- Facts about one turn record ----
 
-/// The verdict object, or nullptr when the request failed (verdict null/missing).
-const Json *verdict_of(const TurnRecord &record);
 /// verdict.kernel_hash, else candidate.kernel_hash, else the normalized hash of
 /// candidate.kernel_source; "" when there is no kernel.
 std::string kernel_hash_of(const TurnRecord &record);

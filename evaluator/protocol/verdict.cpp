@@ -1,11 +1,20 @@
-#include "evaluator/verdict.hpp"
+#include "evaluator/protocol/verdict.hpp"
+
+#include "util/enum_names.hpp"
 
 #include <stdexcept>
 
-namespace ptxbench::evaluator {
+namespace ptxbench::protocol {
 namespace {
 
 using nlohmann::json;
+
+constexpr util::EnumName<MachineFault> kMachineFaultNames[] = {
+    {MachineFault::worker_not_started, "worker_not_started"},
+    {MachineFault::no_device, "no_device"},
+    {MachineFault::gpu_lock, "gpu_lock"},
+    {MachineFault::worker_killed, "worker_killed"},
+};
 
 template <class T>
 json optional_to_json(const std::optional<T> &v) {
@@ -18,10 +27,16 @@ std::optional<T> optional_from_json(const json &j, const char *key) {
   return j[key].get<T>();
 }
 
-using protocol::kStageTable;
-using protocol::Stage;
 
 }  // namespace
+
+std::string_view to_string(MachineFault fault) {
+  return util::enum_to_string(kMachineFaultNames, fault);
+}
+
+std::optional<MachineFault> machine_fault_from_string(std::string_view name) {
+  return util::enum_from_string(kMachineFaultNames, name);
+}
 
 json Generalization::to_json() const {
   json failures = json::array();
@@ -52,7 +67,7 @@ json Verdict::to_json() const {
   json stages = json::object();
   for (const auto &row : kStageTable)
     if (written(row.stage)) stages[std::string(row.name)] = stage(row.stage);
-  json out{{"status", evaluator::to_string(status)},
+  json out{{"status", to_string(status)},
            {"task_id", task_id},
            {"kernel_hash", kernel_hash},
            {"stages", stages},
@@ -67,7 +82,7 @@ json Verdict::to_json() const {
            {"reused_from", reused_from},
            {"generalizes", generalizes ? generalizes->to_json() : json(nullptr)}};
   if (kernel_output) out["kernel_output"] = *kernel_output;
-  if (machine_fault) out["machine_fault"] = std::string(evaluator::to_string(*machine_fault));
+  if (machine_fault) out["machine_fault"] = std::string(to_string(*machine_fault));
   return out;
 }
 
@@ -95,7 +110,7 @@ Verdict Verdict::from_json(const json &j) {
   v.profile = j.value("profile", json::object());
   if (j.contains("reused_from")) v.reused_from = j["reused_from"];
   if (j.contains("kernel_output") && !j["kernel_output"].is_null())
-    v.kernel_output = j["kernel_output"].get<protocol::KernelOutput>();
+    v.kernel_output = j["kernel_output"].get<KernelOutput>();
   if (j.contains("machine_fault") && j["machine_fault"].is_string())
     v.machine_fault = machine_fault_from_string(j["machine_fault"].get<std::string>());
   if (overall)
@@ -165,45 +180,45 @@ void Verdict::skip_gpu_stages(const std::string &reason, GpuSkip which) {
     *generalizes = Generalization{std::nullopt, 0, 0, {}, nullptr, "not checked: " + reason};
 }
 
-std::optional<protocol::KernelProfile> Verdict::kernel_profile() const {
+std::optional<KernelProfile> Verdict::kernel_profile() const {
   if (profiling.status != Status::ok) return std::nullopt;
-  return protocol::kernel_profile_from_figures(profiling.figures);
+  return kernel_profile_from_figures(profiling.figures);
 }
 
-std::optional<protocol::ProfileFigures> Verdict::profile_figures() const {
-  return protocol::profile_figures_from_figures(profiling.figures);
+std::optional<ProfileFigures> Verdict::profile_figures() const {
+  return profile_figures_from_figures(profiling.figures);
 }
 
-std::optional<protocol::TimingFigures> Verdict::timing_figures() const {
-  return protocol::timing_figures_from_figures(timing.figures);
+std::optional<TimingFigures> Verdict::timing_figures() const {
+  return timing_figures_from_figures(timing.figures);
 }
 
-std::optional<protocol::ExecutionFigures> Verdict::execution_figures() const {
-  return protocol::execution_figures_from_figures(execution.figures);
+std::optional<ExecutionFigures> Verdict::execution_figures() const {
+  return execution_figures_from_figures(execution.figures);
 }
 
-std::optional<protocol::CorrectnessFigures> Verdict::correctness_figures() const {
-  return protocol::correctness_figures_from_figures(correctness.figures);
+std::optional<CorrectnessFigures> Verdict::correctness_figures() const {
+  return correctness_figures_from_figures(correctness.figures);
 }
 
-std::optional<protocol::ParseFigures> Verdict::parse_figures() const {
-  return protocol::parse_figures_from_figures(parse.figures);
+std::optional<ParseFigures> Verdict::parse_figures() const {
+  return parse_figures_from_figures(parse.figures);
 }
 
-std::optional<protocol::StaticFigures> Verdict::static_figures() const {
-  return protocol::static_figures_from_figures(static_checks.figures);
+std::optional<StaticFigures> Verdict::static_figures() const {
+  return static_figures_from_figures(static_checks.figures);
 }
 
-std::optional<protocol::CompileFigures> Verdict::compile_figures() const {
-  return protocol::compile_figures_from_figures(compile.figures);
+std::optional<CompileFigures> Verdict::compile_figures() const {
+  return compile_figures_from_figures(compile.figures);
 }
 
-std::optional<protocol::SanitizerFigures> Verdict::sanitizer_figures() const {
-  return protocol::sanitizer_figures_from_figures(sanitizer.figures);
+std::optional<SanitizerFigures> Verdict::sanitizer_figures() const {
+  return sanitizer_figures_from_figures(sanitizer.figures);
 }
 
-std::optional<protocol::GeneralizationFigures> Verdict::generalization_figures() const {
-  return protocol::generalization_figures_from_figures(generalization.figures);
+std::optional<GeneralizationFigures> Verdict::generalization_figures() const {
+  return generalization_figures_from_figures(generalization.figures);
 }
 
 void Verdict::finalize_status() {
@@ -220,4 +235,4 @@ void Verdict::finalize_status() {
   if (parse.status == Status::skipped) status = Status::skipped;
 }
 
-}  // namespace ptxbench::evaluator
+}  // namespace ptxbench::protocol
