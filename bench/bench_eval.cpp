@@ -12,7 +12,8 @@
 //              [--no-hidden] [--time-hidden]  (the task's hidden workloads: not checked / also timed)
 //              [--no-profile] [--no-pc-sampling]  (the profile stage off / without its PC-sampled launch)
 //              [--pc-sampling-buffer-mib N]  (CUPTI's hardware sample buffer; 0 = its 512 MiB default)
-//              [--pc-sampling-sleep-ms N]  (CUPTI's PC-sampling worker threads' sleep; 0 = its 100 ms default)
+//              [--pc-sampling-sleep-ms N]  (CUPTI's PC-sampling worker threads' sleep; 0 = its 100 ms
+//              default)
 // Prints one line per run, the profile of the median run, the cost of a resent
 // identical kernel (verdict cache), and a JSON summary last.
 #include <algorithm>
@@ -85,7 +86,8 @@ int main(int argc, char **argv) {
     else if (a == "--verdicts")
       verdicts_path = argv[i];
     else if (a == "--pc-sampling-sleep-ms")
-      settings.profile.pc_sampling_worker_sleep_ms = static_cast<std::uint32_t>(std::max(0, std::atoi(argv[i])));
+      settings.profile.pc_sampling_worker_sleep_ms =
+          static_cast<std::uint32_t>(std::max(0, std::atoi(argv[i])));
     else if (a == "--pc-sampling-buffer-mib")
       settings.profile.pc_sampling_hardware_buffer_mib =
           static_cast<std::uint32_t>(std::max(0, std::atoi(argv[i])));

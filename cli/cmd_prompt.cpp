@@ -12,9 +12,12 @@
 #include "agent/prompt_builder.hpp"
 #include "agent/run_config.hpp"
 #include "cli/cli.hpp"
+#include "evaluator/candidate.hpp"
 #include "evaluator/protocol/stages.hpp"
 #include "evaluator/status.hpp"
+#include "evaluator/verdict.hpp"
 #include "tasks/task.hpp"
+#include "util/files.hpp"
 
 namespace ptxbench::cli {
 namespace {
@@ -26,6 +29,8 @@ struct PromptOptions {
   std::string task_id;
   std::string variant;        ///< empty = the config's first arm
   std::string turn_feedback;  ///< a status name: also print the feedback a verdict of that status gets
+  std::string verdict_file;   ///< a verdict JSON (`ptxbench eval --json`): print the feedback it gets instead
+  std::string response_file;  ///< the answer that verdict judged: its kernel's lines quoted in the feedback
   std::string prompt_dir;     ///< packs: templates folder (default: the installed/source prompts/)
   bool messages_only =
       false;  ///< print the messages' text only, no sizes or settings (what a reader model sees)
@@ -103,18 +108,67 @@ const agent::Variant *chosen_arm(const std::vector<agent::Variant> &arms, const 
   return nullptr;
 }
 
+/// The feedback message to print after the task message: the one a real verdict (--verdict, with its
+/// answer's lines when --response is given) gets, or an illustrative one for --turn-feedback's status.
+struct FeedbackChoice {
+  std::optional<evaluator::Status> status;    ///< --turn-feedback
+  std::optional<evaluator::Verdict> verdict;  ///< --verdict
+  std::string kernel_source;                  ///< --response's kernel block
+  bool cuda = false;
+  std::string label;  ///< what the heading says the feedback follows
+
+  bool any() const { return status || verdict; }
+  std::string text(const agent::PromptBuilder &builder, const tasks::Task &task) const {
+    if (verdict) {
+      const agent::FeedbackSources sources{kernel_source, cuda ? std::string_view() : kernel_source, cuda};
+      return builder.feedback(task, *verdict, kernel_source.empty() ? nullptr : &sources);
+    }
+    return builder.feedback(task, illustrative_verdict(task, *status));
+  }
+};
+
+/// Reads --verdict (and --response) into `choice`. false (error printed) when a file cannot be used.
+bool load_verdict(const PromptOptions &o, FeedbackChoice &choice) {
+  const auto text = util::read_file(o.verdict_file);
+  if (!text) {
+    fmt::print(stderr, "error: --verdict {}: {}\n", o.verdict_file, text.error());
+    return false;
+  }
+  try {
+    choice.verdict = evaluator::Verdict::from_json(nlohmann::json::parse(*text));
+  } catch (const std::exception &e) {
+    fmt::print(stderr, "error: --verdict {}: not a verdict (as `ptxbench eval --json` writes): {}\n",
+               o.verdict_file, e.what());
+    return false;
+  }
+  choice.label = "the verdict in " + o.verdict_file;
+  if (o.response_file.empty()) return true;
+  const auto response = evaluator::read_response(o.response_file, {});
+  if (!response) {
+    fmt::print(stderr, "error: --response {}: {}\n", o.response_file, response.error());
+    return false;
+  }
+  const auto parsed = evaluator::parse_response(response->text);
+  if (!parsed) {
+    fmt::print(stderr, "error: --response {}: {}\n", o.response_file, parsed.error().message);
+    return false;
+  }
+  choice.kernel_source = parsed->kernel_source;
+  choice.cuda = parsed->language == evaluator::KernelLanguage::cuda;
+  return true;
+}
+
 /// What a model is sent for `task` under `arm`: the messages, their sizes and the variant's settings.
 void print_prompt(const PromptOptions &o, const agent::RunConfig &config, const agent::Variant &arm,
                   const tasks::Task &task, const agent::PromptBuilder &builder,
-                  const std::optional<evaluator::Status> &feedback_status) {
+                  const FeedbackChoice &feedback_choice) {
   const std::string system = builder.system_prompt(task, {arm.target_notes, arm.packs});
   const std::string user = builder.task_prompt(task);
   if (o.messages_only) {
     // Exactly the texts, separated by one marker line a reader cannot mistake for prompt content.
     fmt::print("{}\n\n---- next message ----\n\n{}\n", system, user);
-    if (feedback_status)
-      fmt::print("\n---- next message ----\n\n{}\n",
-                 builder.feedback(task, illustrative_verdict(task, *feedback_status)));
+    if (feedback_choice.any())
+      fmt::print("\n---- next message ----\n\n{}\n", feedback_choice.text(builder, task));
     return;
   }
   std::string packs;
@@ -126,16 +180,21 @@ void print_prompt(const PromptOptions &o, const agent::RunConfig &config, const 
              packs.empty() ? "none" : packs, system);
   fmt::print("== user message (task): {}\n{}\n", size_line(user), user);
   std::size_t total = system.size() + user.size();
-  if (feedback_status) {
-    const std::string feedback = builder.feedback(task, illustrative_verdict(task, *feedback_status));
-    fmt::print(
-        "== user message (feedback after a {} verdict; <...> stands for the verdict's figures): {}\n{}\n",
-        o.turn_feedback, size_line(feedback), feedback);
+  if (feedback_choice.any()) {
+    const std::string feedback = feedback_choice.text(builder, task);
+    if (feedback_choice.verdict)
+      fmt::print("== user message (feedback after {}): {}\n{}\n", feedback_choice.label, size_line(feedback),
+                 feedback);
+    else
+      fmt::print(
+          "== user message (feedback after a {} verdict; <...> stands for the verdict's figures): {}\n{}\n",
+          o.turn_feedback, size_line(feedback), feedback);
     total += feedback.size();
   }
   fmt::print("== first request: {} chars, ~{} tokens ({})\n", system.size() + user.size(),
              (system.size() + user.size() + 3) / 4, agent::kTokenEstimateName);
-  if (feedback_status) fmt::print("== with the feedback: {} chars, ~{} tokens\n", total, (total + 3) / 4);
+  if (feedback_choice.any())
+    fmt::print("== with the feedback: {} chars, ~{} tokens\n", total, (total + 3) / 4);
 }
 
 int show(const PromptOptions &o) {
@@ -149,10 +208,19 @@ int show(const PromptOptions &o) {
   const auto arms = config->arms();
   const agent::Variant *arm = chosen_arm(arms, *config, o, config_file);
   if (arm == nullptr) return kExitUsage;
-  std::optional<evaluator::Status> feedback_status;
+  FeedbackChoice feedback;
+  if (!o.turn_feedback.empty() && !o.verdict_file.empty()) {
+    fmt::print(stderr, "error: --turn-feedback and --verdict: give one\n");
+    return kExitUsage;
+  }
+  if (!o.response_file.empty() && o.verdict_file.empty()) {
+    fmt::print(stderr, "error: --response needs --verdict (the verdict of that answer)\n");
+    return kExitUsage;
+  }
+  if (!o.verdict_file.empty() && !load_verdict(o, feedback)) return kExitUsage;
   if (!o.turn_feedback.empty()) {
-    feedback_status = evaluator::status_from_string(o.turn_feedback);
-    if (!feedback_status || *feedback_status == evaluator::Status::skipped) {
+    feedback.status = evaluator::status_from_string(o.turn_feedback);
+    if (!feedback.status || *feedback.status == evaluator::Status::skipped) {
       fmt::print(stderr,
                  "error: --turn-feedback {}: expected a verdict status such as incorrect or compile_error\n",
                  o.turn_feedback);
@@ -182,7 +250,7 @@ int show(const PromptOptions &o) {
     fmt::print(stderr, "error: variant '{}': {}\n", arm->name, ok.error());
     return kExitUsage;
   }
-  print_prompt(o, *config, *arm, *task, *builder, feedback_status);
+  print_prompt(o, *config, *arm, *task, *builder, feedback);
   return kExitOk;
 }
 
@@ -219,6 +287,11 @@ void register_prompt_commands(CLI::App &app, Action &action) {
   show_cmd->add_option(
       "--turn-feedback", o->turn_feedback,
       "also print the feedback after a verdict of this status (e.g. incorrect, compile_error)");
+  show_cmd->add_option("--verdict", o->verdict_file,
+                       "also print the feedback the model gets after this verdict (a `ptxbench eval --json` "
+                       "file) instead of an illustrative one");
+  show_cmd->add_option("--response", o->response_file,
+                       "with --verdict: the answer it judged, so the feedback quotes the kernel's own lines");
   show_cmd->add_flag("--messages-only", o->messages_only,
                      "print only the messages' text, without sizes or settings (e.g. to hand a reader "
                      "model exactly what a model is sent)");

@@ -259,6 +259,32 @@ TEST_CASE("prompt show and packs; slurm status on a folder that is not a Slurm r
        at = bare.out.find("---- next message ----", at + 1))
     ++separators;
   CHECK(separators == 2);
+  // --verdict: the feedback a real verdict gets (here a correct one with the profile stage an H200 wrote).
+  {
+    util::TempDir dir("ptxbench-test-cli");
+    std::ifstream in(fs::path(PTXBENCH_TEST_DATA) / "profile" / "gemm_wgmma_tma_stage.json");
+    nlohmann::json verdict = {{"status", "ok"},
+                              {"task_id", "gemm_n7168_k5120"},
+                              {"stages", nlohmann::json::object()},
+                              {"axes", {{"correct", true}, {"targets_executed", true}, {"speedup", 0.88}}}};
+    for (const char *stage : {"parse", "static", "compile", "correctness", "execution", "timing"})
+      verdict["stages"][stage] = {{"status", "ok"}, {"summary", ""}};
+    verdict["stages"]["profile"] = nlohmann::json::parse(in);
+    const fs::path file = dir.path() / "verdict.json";
+    REQUIRE(util::write_file_atomic(file, verdict.dump()));
+    const Outcome real = run_cli(
+        {"prompt", "show", "--task", "gemm_n7168_k5120", "--messages-only", "--verdict", file.string()});
+    CHECK(real.code == cli::kExitOk);
+    CHECK(has(real.out, "Hardware profile of one launch of workload M=8192"));
+    CHECK(has(real.out, "tensor pipe at 87.2% (library 99.3%)"));  // the verdict's figures, not placeholders
+    const Outcome both = run_cli({"prompt", "show", "--task", "gemm_n7168_k5120", "--verdict", file.string(),
+                                  "--turn-feedback", "incorrect"});
+    CHECK(both.code == cli::kExitUsage);
+    const Outcome not_verdict = run_cli(
+        {"prompt", "show", "--task", "gemm_n7168_k5120", "--verdict", (dir.path() / "none").string()});
+    CHECK(not_verdict.code == cli::kExitUsage);
+    CHECK(has(not_verdict.err, "--verdict"));
+  }
   const Outcome unknown = run_cli({"prompt", "show", "--task", "no_such_task"});
   CHECK(unknown.code == cli::kExitEnvironment);
   CHECK(has(unknown.err, "unknown task 'no_such_task'"));

@@ -609,7 +609,7 @@ TEST_CASE("one outcome per record: read from the typed verdict, malformed verdic
   CHECK_FALSE(failed.speedup.has_value());
 
   // Data from disk that the codec refuses: a verdict, but not one this build can read.
-  r.verdict = json{{"status", "ok"}, {"axes", {{"correct", true}}}};  // no stages
+  r.verdict = json{{"status", "ok"}, {"stages", "not an object"}};
   CHECK_FALSE(r.decoded_verdict().has_value());
   CHECK(outcome_of(r).status == "unknown");
   CHECK_FALSE(outcome_of(r).compiled);

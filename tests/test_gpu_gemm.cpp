@@ -59,6 +59,15 @@ tasks::Task small_gemm_task() {
   return t;
 }
 
+/// The same task with one workload large enough that the naive FFMA kernel runs for about a millisecond,
+/// as the shown workloads of real tasks do: profiling and PC sampling see a launch of realistic length.
+tasks::Task profiled_gemm_task() {
+  tasks::Task t = small_gemm_task();
+  t.id = "test_gemm_profiled";
+  t.workloads = {{"M=2048", {{"M", 2048}, {"N", 1024}, {"K", 512}}}};
+  return t;
+}
+
 ev::EvaluatorSettings fast_settings() {
   ev::EvaluatorSettings s;
   s.worker_path = kWorker;
@@ -144,12 +153,12 @@ TEST_CASE("a correct naive kernel is correct, timed against cuBLASLt, and its FF
 TEST_CASE(
     "profile: an FFMA kernel keeps the FMA pipe busy and the tensor pipe idle; cuBLASLt's uses tensor "
     "cores") {
-  const auto v = ev::evaluate(small_gemm_task(), fixture("naive_ok"), fast_settings());
+  const auto v = ev::evaluate(profiled_gemm_task(), fixture("naive_ok"), fast_settings());
   INFO(v.profiling.summary);
   REQUIRE(v.profiling.status == ev::Status::ok);
   const auto p = v.kernel_profile();
   REQUIRE(p.has_value());
-  CHECK(p->workload == "M=256");  // the largest shown workload
+  CHECK(p->workload == "M=2048");
   CHECK(p->passes > 0);
   const auto *tensor = p->find("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active");
   const auto *fma = p->find("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active");
@@ -166,7 +175,17 @@ TEST_CASE(
   CHECK(p->occupancy.blocks_per_sm > 0);
   // PC sampling: the warps' states, and the kernel's own PTX lines with their text; the FMA loop is hot.
   const auto &s = p->pc_sampling;
-  INFO(s.unavailable, " ", s.line_error);
+  INFO(s.unavailable, " ", s.line_error, " (period 2^", s.period_log2, ", ", s.launches, " launches, ",
+       s.dropped_samples, " dropped; profile phases ",
+       v.profiling.figures.value("phase_seconds", json()).dump(), ")");
+  if (s.samples == 0) {  // why not: the same kernel once more with the continuous-mode retry
+    auto settings = fast_settings();
+    settings.profile.pc_sampling_continuous_retry = true;
+    const auto again = ev::evaluate(profiled_gemm_task(), fixture("naive_ok"), settings).kernel_profile();
+    if (again)
+      MESSAGE("with the continuous retry: ", again->pc_sampling.samples, " samples; ",
+              again->pc_sampling.unavailable);
+  }
   REQUIRE(s.samples > 0);
   CHECK(!s.reasons.empty());
   CHECK(s.line_source == "kernel.ptx");

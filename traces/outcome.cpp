@@ -49,19 +49,35 @@ TurnOutcome outcome_of(const TurnRecord &record) {
   if (v->axes.speedup && *v->axes.speedup > 0) o.speedup = v->axes.speedup;  // else not a measurement
   if (v->generalizes) o.generalizes = v->generalizes->value;
   o.borderline = borderline(*v);
-  o.failure_category = o.status != "ok"                ? o.status
+  o.failure_category = o.status != "ok"              ? o.status
                        : o.targets_executed == false ? "targets_not_executed"
                                                      : "ok";
   return o;
 }
 
-std::string status_of(const TurnRecord &record) { return outcome_of(record).status; }
-std::optional<bool> correct_of(const TurnRecord &record) { return outcome_of(record).correct; }
-std::optional<bool> targets_executed_of(const TurnRecord &record) { return outcome_of(record).targets_executed; }
-std::optional<double> speedup_of(const TurnRecord &record) { return outcome_of(record).speedup; }
-std::optional<bool> generalizes_of(const TurnRecord &record) { return outcome_of(record).generalizes; }
-std::optional<bool> borderline_of(const TurnRecord &record) { return outcome_of(record).borderline; }
-bool compiled_of(const TurnRecord &record) { return outcome_of(record).compiled; }
-std::string failure_category_of(const TurnRecord &record) { return outcome_of(record).failure_category; }
+std::string status_of(const TurnRecord &record) {
+  return outcome_of(record).status;
+}
+std::optional<bool> correct_of(const TurnRecord &record) {
+  return outcome_of(record).correct;
+}
+std::optional<bool> targets_executed_of(const TurnRecord &record) {
+  return outcome_of(record).targets_executed;
+}
+std::optional<double> speedup_of(const TurnRecord &record) {
+  return outcome_of(record).speedup;
+}
+std::optional<bool> generalizes_of(const TurnRecord &record) {
+  return outcome_of(record).generalizes;
+}
+std::optional<bool> borderline_of(const TurnRecord &record) {
+  return outcome_of(record).borderline;
+}
+bool compiled_of(const TurnRecord &record) {
+  return outcome_of(record).compiled;
+}
+std::string failure_category_of(const TurnRecord &record) {
+  return outcome_of(record).failure_category;
+}
 
 }  // namespace ptxbench::traces

@@ -13,9 +13,11 @@
 #include "evaluator/protocol/matrix_work.hpp"
 #include "evaluator/protocol/result.hpp"
 
+#include "evaluator/protocol/verdict.hpp"
+
 namespace ptxbench::evaluator {
-struct Generalization;
-struct Verdict;
+using protocol::Generalization;
+using protocol::Verdict;
 }  // namespace ptxbench::evaluator
 
 namespace ptxbench::evaluator::detail {

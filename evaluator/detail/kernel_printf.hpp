@@ -7,8 +7,10 @@
 
 #include "evaluator/protocol/worker_output.hpp"
 
+#include "evaluator/protocol/verdict.hpp"
+
 namespace ptxbench::evaluator {
-struct Verdict;
+using protocol::Verdict;
 }  // namespace ptxbench::evaluator
 
 namespace ptxbench::evaluator::detail {

@@ -1,5 +1,6 @@
 #include "evaluator/protocol/verdict.hpp"
 
+#include "evaluator/protocol/error.hpp"
 #include "util/enum_names.hpp"
 
 #include <stdexcept>
@@ -26,7 +27,6 @@ std::optional<T> optional_from_json(const json &j, const char *key) {
   if (!j.contains(key) || j[key].is_null()) return std::nullopt;
   return j[key].get<T>();
 }
-
 
 }  // namespace
 
@@ -88,14 +88,21 @@ json Verdict::to_json() const {
 
 Verdict Verdict::from_json(const json &j) {
   Verdict v;
-  const auto overall =
-      j.at("status").is_string() ? status_from_string(j["status"].get<std::string>()) : std::nullopt;
+  if (!j.is_object()) throw ProtocolError("", "a verdict is a JSON object");
+  // A verdict written by hand or by an older build may lack the status or the stages: the stages read as
+  // not run and the status is recomputed from them.
+  const auto overall = j.contains("status") && j["status"].is_string()
+                           ? status_from_string(j["status"].get<std::string>())
+                           : std::nullopt;
   v.task_id = j.value("task_id", "");
   v.kernel_hash = j.value("kernel_hash", "");
-  const json &stages = j.at("stages");
-  for (const auto &row : kStageTable)
-    if (const std::string name(row.name); stages.contains(name))
-      v.stage(row.stage) = stages[name].get<StageResult>();
+  if (j.contains("stages")) {
+    const json &stages = j["stages"];
+    if (!stages.is_object()) throw ProtocolError("stages", "expected an object");
+    for (const auto &row : kStageTable)
+      if (const std::string name(row.name); stages.contains(name))
+        v.stage(row.stage) = stages[name].get<StageResult>();
+  }
   if (j.contains("generalizes") && j["generalizes"].is_object())
     v.generalizes = Generalization::from_json(j["generalizes"]);
   if (j.contains("axes")) {

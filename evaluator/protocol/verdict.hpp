@@ -46,8 +46,6 @@ enum class MachineFault {
 std::string_view to_string(MachineFault fault);
 std::optional<MachineFault> machine_fault_from_string(std::string_view name);
 
-
-
 /// The hidden workloads' outcome (tasks::Task::hidden_workloads), kept beside the three axes so that the
 /// axes keep their meaning on the shown workloads: a kernel right only for the shapes it was shown is
 /// correct there and does not generalize.
@@ -108,7 +106,8 @@ struct Verdict {
   std::optional<MachineFault> machine_fault;
 
   nlohmann::json to_json() const;
-  /// Throws nlohmann::json::exception or ProtocolError on malformed input. A stage status
+  /// Throws nlohmann::json::exception or ProtocolError on malformed input (not an object, stages not an
+  /// object, a stage of the wrong shape); absent stages read as not run. A stage status
   /// outside the enum reads as runtime_error naming it (StageResult), and an unknown overall
   /// status is recomputed from the stages.
   static Verdict from_json(const nlohmann::json &j);

@@ -20,7 +20,7 @@ namespace {
 
 /// ms: CUPTI's PC-sampling set-up and collection around the sampled launches (about this on Hopper, whatever
 /// the launch).
-constexpr double kPcSamplingSetupMs = 350;
+constexpr double kPcSamplingSetupMs = 150;
 /// Launches sampled together at most (a kernel of microseconds).
 constexpr int kMaxSampledLaunches = 32;
 /// Sampled PCs the worker hands over (the orchestrator maps them to lines and keeps fewer).
