@@ -82,8 +82,9 @@ std::string value_text(double v) {
 // A stage's typed figures through its codec; none when it wrote none, and a line saying why when they do not
 // decode.
 template <class T>
-std::optional<T> decoded(const protocol::Verdict &verdict, std::optional<T> (protocol::Verdict::*figures)() const,
-                         const char *unreadable, std::vector<std::string> &out) {
+std::optional<T> decoded(const protocol::Verdict &verdict,
+                         std::optional<T> (protocol::Verdict::*figures)() const, const char *unreadable,
+                         std::vector<std::string> &out) {
   try {
     return (verdict.*figures)();
   } catch (const protocol::ProtocolError &e) {

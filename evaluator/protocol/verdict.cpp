@@ -3,6 +3,7 @@
 #include "evaluator/protocol/error.hpp"
 #include "util/enum_names.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace ptxbench::protocol {
@@ -100,8 +101,10 @@ Verdict Verdict::from_json(const json &j) {
     const json &stages = j["stages"];
     if (!stages.is_object()) throw ProtocolError("stages", "expected an object");
     for (const auto &row : kStageTable)
-      if (const std::string name(row.name); stages.contains(name))
+      if (const std::string name(row.name); stages.contains(name)) {
         v.stage(row.stage) = stages[name].get<StageResult>();
+        v.stages_read.push_back(row.stage);
+      }
   }
   if (j.contains("generalizes") && j["generalizes"].is_object())
     v.generalizes = Generalization::from_json(j["generalizes"]);
@@ -156,6 +159,7 @@ const StageResult &Verdict::stage(Stage s) const {
 }
 
 bool Verdict::written(Stage s) const {
+  if (!stages_read.empty()) return std::find(stages_read.begin(), stages_read.end(), s) != stages_read.end();
   // Only tasks with hidden workloads have the stage and the result, so other verdicts read as before.
   if (s == Stage::generalization) return generalizes.has_value();
   // Verdicts made without the profile stage (GPU stages off, older runs) read as before.

@@ -104,6 +104,10 @@ struct Verdict {
   /// happens): the verdict says nothing about the kernel and the verdict cache does not keep it. JSON key
   /// "machine_fault" (its name), absent when none, so every other verdict reads as before.
   std::optional<MachineFault> machine_fault;
+  /// The stages the JSON it was read from held (from_json), in table order; empty for a verdict made here.
+  /// written() follows it, so a verdict read and written again keeps the stages it had (older verdicts
+  /// lack some) and readers list only those.
+  std::vector<Stage> stages_read;
 
   nlohmann::json to_json() const;
   /// Throws nlohmann::json::exception or ProtocolError on malformed input (not an object, stages not an
@@ -116,8 +120,9 @@ struct Verdict {
   /// The slot of a stage of the stage table (evaluator/protocol/stages.hpp).
   StageResult &stage(Stage s);
   const StageResult &stage(Stage s) const;
-  /// Whether to_json writes the stage (generalization only for a task with hidden workloads, profile only
-  /// when it ran or says why not).
+  /// Whether to_json writes the stage: for a verdict read from JSON, whether that JSON held it; otherwise
+  /// every stage but generalization (only for a task with hidden workloads) and profile (only when it ran
+  /// or says why not).
   bool written(Stage s) const;
   /// Marks every stage after `failed` that the table skips after a failure as skipped, saying which
   /// status ended the pipeline.
