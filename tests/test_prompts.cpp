@@ -478,6 +478,9 @@ TEST_CASE("feedback: timing read through the protocol's codec: a recorded record
   CHECK_HAS(f, "cuBLASLt 0.7318 ms (751.2 TFLOP/s), speedup 0.948x; physical floor 0.5135 ms");
   CHECK_HAS(f, "Geomean speedup 0.948x, min 0.948x.");
   CHECK(f.find("timed only until") == std::string::npos);  // stopped by the settled ratio
+  CHECK_HAS(f, "Timing (median, cold L2):\n");             // no card named: none recorded
+  v.environment["gpu_name"] = "NVIDIA H200";
+  CHECK_HAS(builder().feedback(task, v), "Timing on NVIDIA H200 (median, cold L2):\n");
 
   // Far below the library: the interval is stated; an unbounded one (fewer than 2 pairs) is not.
   v.timing.figures["workloads"][0]["stopped_by"] = "far_from_library";
@@ -531,7 +534,20 @@ TEST_CASE("feedback: the hardware profile replaces fixed tips; absent, skipped a
       "occupancy: 1 block of 384 threads per SM = 12 warps, 18.8% of the SM's 64 warp slots, limited by "
       "registers (168 per thread); achieved 13.9% (library 14.8%); clusters of 2: at most 66 resident at "
       "once on 132 SMs; grid of 1792 blocks = 13.58 waves");
-  CHECK_FALSE(has(f, "deeper TMA pipelines"));  // the fixed tips are gone
+  CHECK_FALSE(has(f, "deeper TMA pipelines"));   // the fixed tips are gone
+  CHECK_FALSE(has(f, "the library's busiest"));  // both are bound by the tensor pipe
+  CHECK_HAS(f, "the FMA pipe also runs integer multiply-adds (address arithmetic)");
+  {  // a library bound elsewhere is named beside the kernel's busiest unit
+    evaluator::Verdict other = v;
+    auto &metrics = other.profiling.figures["kernel_profile"]["metrics"];
+    for (auto &m : metrics)
+      if (m["name"] == "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active") m["library"] = 10.0;
+    for (auto &m : metrics)
+      if (m["name"] == "dram__throughput.avg.pct_of_peak_sustained_elapsed") m["library"] = 91.0;
+    CHECK_HAS(builder().feedback(task, other),
+              "[sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active]; the library's busiest: DRAM "
+              "throughput at 91.0%\n");
+  }
   // A malformed record reads as not measured rather than failing the feedback.
   v.profiling.figures["kernel_profile"]["passes"] = "nine";
   CHECK_HAS(builder().feedback(task, v), "Hardware profile: profiled workload M=8192 (9 passes)");

@@ -20,6 +20,7 @@
 #include "evaluator/protocol/policies.hpp"
 #include "evaluator/protocol/profile.hpp"
 #include "evaluator/protocol/result.hpp"
+#include "evaluator/protocol/verdict.hpp"
 #include "evaluator/protocol/worker_output.hpp"
 
 namespace p = ptxbench::protocol;
@@ -711,4 +712,46 @@ TEST_CASE(
   CHECK_FALSE(policy.exceeded(unknown));
   CHECK_THROWS_AS((void)json::parse(R"({"max_non_target_share": -1})").get<p::RedundantWorkPolicy>(),
                   p::ProtocolError);
+}
+
+TEST_CASE("the verdict's codec: a verdict read and written again keeps its stages, its axes and its fault") {
+  namespace p = ptxbench::protocol;
+  p::Verdict v;
+  v.task_id = "t";
+  v.kernel_hash = "h";
+  v.parse.status = v.static_checks.status = v.compile.status = p::Status::ok;
+  v.correctness.status = p::Status::incorrect;
+  v.correctness.summary = "1 of 2 workloads failed";
+  v.skip_from(p::Stage::correctness);
+  v.axes = {false, std::nullopt, std::nullopt};
+  v.machine_fault = p::MachineFault::worker_killed;
+  v.finalize_status();
+  const nlohmann::json written = v.to_json();
+  CHECK(written.at("status") == "incorrect");
+  CHECK(written.at("machine_fault") == "worker_killed");
+  const p::Verdict again = p::Verdict::from_json(written);
+  CHECK(again.to_json() == written);
+  CHECK(again.status == p::Status::incorrect);
+  CHECK(again.timing.status == p::Status::skipped);
+  CHECK(again.timing.summary == "not run: an earlier stage ended with incorrect");
+  CHECK(again.axes.correct == false);
+  CHECK(again.machine_fault == p::MachineFault::worker_killed);
+
+  // An older verdict without the sanitizer stage (and without a status) keeps to the stages it had.
+  nlohmann::json older = written;
+  older["stages"].erase("sanitizer");
+  older.erase("status");
+  older.erase("machine_fault");
+  const p::Verdict old = p::Verdict::from_json(older);
+  CHECK(old.status == p::Status::incorrect);  // recomputed from the stages
+  CHECK_FALSE(old.written(p::Stage::sanitizer));
+  CHECK_FALSE(old.to_json().at("stages").contains("sanitizer"));
+  CHECK(old.to_json().at("stages").size() == older.at("stages").size());
+
+  CHECK_THROWS_AS(p::Verdict::from_json(nlohmann::json::array()), p::ProtocolError);
+  CHECK_THROWS_AS(p::Verdict::from_json({{"stages", 3}}), p::ProtocolError);
+  for (auto f : {p::MachineFault::worker_not_started, p::MachineFault::no_device, p::MachineFault::gpu_lock,
+                 p::MachineFault::worker_killed})
+    CHECK(p::machine_fault_from_string(p::to_string(f)) == f);
+  CHECK_FALSE(p::machine_fault_from_string("cosmic_ray").has_value());
 }

@@ -1,6 +1,7 @@
 #include "agent/detail/feedback_profile.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <vector>
 
@@ -172,7 +173,15 @@ std::string profile_section(const evaluator::Verdict &v, const std::string &libr
     out += "- busiest unit (the highest share of its own peak): " + b->label + " at " +
            quantity(b->value, b->unit);
     if (b->library) out += " (library " + quantity(*b->library, b->unit) + ")";
-    out += " [" + b->name + "]\n";
+    out += " [" + b->name + "]";
+    // When the library is bound elsewhere, say where: the two kernels are limited by different units.
+    const ProfileMetric *lib = nullptr;
+    for (const auto &m : p->metrics)
+      if (m.throughput && m.library && std::isfinite(*m.library) && (!lib || *m.library > *lib->library))
+        lib = &m;
+    if (lib && lib != b)
+      out += "; the library's busiest: " + lib->label + " at " + quantity(*lib->library, lib->unit);
+    out += "\n";
   }
   // The profiler replays the launch at whatever clock the GPU then runs: its duration is not the timed one.
   if (std::string d =
@@ -192,10 +201,12 @@ std::string profile_section(const evaluator::Verdict &v, const std::string &libr
   out += "- " + occupancy_line(*p) + "\n";
   out += sampling_lines(p->pc_sampling);
   out +=
-      "The busiest unit bounds the kernel: compare it with the library's figure for that unit. Occupancy and "
-      "its limiter matter when too few warps hide latency; a design with one block per SM (warp "
-      "specialization, setmaxnreg) is register-limited by choice, so read its tensor-pipe and issue-slot "
-      "figures instead.\n";
+      "The busiest unit bounds the kernel: compare it with the library's figure for that unit. Memory "
+      "throughput is the busiest of the memory units (DRAM, L2, L1/shared); the FMA pipe also runs integer "
+      "multiply-adds (address arithmetic). Occupancy and its limiter matter when too few warps hide latency; "
+      "a "
+      "design with one block per SM (warp specialization, setmaxnreg) is register-limited by choice, so read "
+      "its tensor-pipe and issue-slot figures instead.\n";
   return out;
 }
 

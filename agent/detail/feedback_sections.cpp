@@ -289,7 +289,13 @@ std::string timing_section(const Verdict &v, const std::string &library) {
           library, w.speedup_ci95.lo, w.speedup_ci95.hi, number(static_cast<double>(w.samples)));
     rows.push_back(row);
   }
-  std::string out = "Timing (median, cold L2):\n" + bullet_list(rows, kMaxListedWorkloads, 400);
+  // The card the times and the peak belong to (the environment's gpu_name), so a model knows the machine.
+  const std::string gpu =
+      v.environment.is_object() && v.environment.contains("gpu_name") && v.environment["gpu_name"].is_string()
+          ? v.environment["gpu_name"].get<std::string>()
+          : "";
+  std::string out = "Timing" + (gpu.empty() ? std::string() : " on " + gpu) + " (median, cold L2):\n" +
+                    bullet_list(rows, kMaxListedWorkloads, 400);
   out +=
       fmt::format("Geomean speedup {:.3f}x, min {:.3f}x.\n", figures->geomean_speedup, figures->min_speedup);
   if (figures->sm_clock_mhz && *figures->sm_clock_mhz > 0)
