@@ -11,6 +11,7 @@
 //              [--verdicts FILE]  (every run's verdict, one JSON line each, with every timing sample)
 //              [--no-hidden] [--time-hidden]  (the task's hidden workloads: not checked / also timed)
 //              [--no-profile] [--no-pc-sampling]  (the profile stage off / without its PC-sampled launch)
+//              [--profile-metrics standard|full]  (the profile stage's metric set)
 //              [--pc-sampling-buffer-mib N]  (CUPTI's hardware sample buffer; 0 = its 512 MiB default)
 //              [--pc-sampling-sleep-ms N]  (CUPTI's PC-sampling worker threads' sleep; 0 = its 100 ms
 //              default)
@@ -88,7 +89,14 @@ int main(int argc, char **argv) {
     else if (a == "--pc-sampling-sleep-ms")
       settings.profile.pc_sampling_worker_sleep_ms =
           static_cast<std::uint32_t>(std::max(0, std::atoi(argv[i])));
-    else if (a == "--pc-sampling-buffer-mib")
+    else if (a == "--profile-metrics") {
+      try {
+        settings.profile.metrics = nlohmann::json(argv[i]).get<ptxbench::protocol::ProfileMetricSet>();
+      } catch (const ptxbench::protocol::ProtocolError &e) {
+        std::fprintf(stderr, "--profile-metrics: %s\n", e.what());
+        return 2;
+      }
+    } else if (a == "--pc-sampling-buffer-mib")
       settings.profile.pc_sampling_hardware_buffer_mib =
           static_cast<std::uint32_t>(std::max(0, std::atoi(argv[i])));
     else {

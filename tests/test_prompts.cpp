@@ -536,7 +536,36 @@ TEST_CASE("feedback: the hardware profile replaces fixed tips; absent, skipped a
       "once on 132 SMs; grid of 1792 blocks = 13.58 waves");
   CHECK_FALSE(has(f, "deeper TMA pipelines"));   // the fixed tips are gone
   CHECK_FALSE(has(f, "the library's busiest"));  // both are bound by the tensor pipe
-  CHECK_HAS(f, "the FMA pipe also runs integer multiply-adds (address arithmetic)");
+  // Each gloss only beside its figure: this record (an earlier worker's metrics) has no memory roll-up and
+  // none of the FMA, ALU and load/store pipes.
+  CHECK_HAS(f, "compare it with the library's figure for that unit. Occupancy and its limiter");
+  CHECK_FALSE(has(f, "Memory throughput is"));
+  CHECK_HAS(f, "- SM throughput ");
+  {  // the standard set: no roll-ups, the ALU and load/store pipes beside the others
+    evaluator::Verdict standard = v;
+    auto kp = standard.kernel_profile();
+    REQUIRE(kp.has_value());
+    std::erase_if(kp->metrics, [](const protocol::ProfileMetric &m) {
+      return m.name == "sm__throughput.avg.pct_of_peak_sustained_elapsed";
+    });
+    kp->metrics.push_back(
+        {"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", "FMA pipe", "%", 20.0, 2.0, true});
+    kp->metrics.push_back(
+        {"sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active", "ALU pipe", "%", 12.5, 3.5, true});
+    kp->metrics.push_back({"sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active", "load/store pipe",
+                           "%", 4.0, 1.5, true});
+    standard.profiling.figures["kernel_profile"] = *kp;
+    const std::string g = builder().feedback(task, standard);
+    CHECK_FALSE(has(g, "SM throughput"));
+    CHECK_HAS(g,
+              "; FMA pipe 20.0% (library 2.0%); ALU pipe 12.5% (library 3.5%); load/store pipe 4.0% "
+              "(library 1.5%)\n");
+    CHECK_HAS(
+        g,
+        "The FMA pipe also runs integer multiply-adds (address arithmetic). The ALU pipe runs integer "
+        "adds, logic, shifts and comparisons. The load/store pipe counts issued global, local and shared "
+        "memory instructions. Occupancy");
+  }
   {  // a library bound elsewhere is named beside the kernel's busiest unit
     evaluator::Verdict other = v;
     auto &metrics = other.profiling.figures["kernel_profile"]["metrics"];
@@ -574,6 +603,10 @@ TEST_CASE("feedback: PC samples name the warp states and the hottest PTX lines w
   CHECK_HAS(f, "  (these lines hold 12% of the samples: the time is spread over many lines)\n");
   CHECK_HAS(f, "SASS LDSM.16.M88.4): ldmatrix.sync.aligned.m8n8.x4.shared.b16");
   CHECK_FALSE(has(f, "line 564 ("));  // three lines, no more
+  // The full set's memory roll-up is glossed where shown.
+  CHECK_HAS(f,
+            "Memory throughput is the busiest of the memory units (DRAM, L2, L1/shared). The FMA pipe also "
+            "runs integer multiply-adds (address arithmetic). Occupancy");
   // Sampled, but the lines could not be named: the states stay, the reason replaces the lines.
   auto kp = v.kernel_profile();
   REQUIRE(kp.has_value());

@@ -566,7 +566,19 @@ TEST_CASE("protocol: the profile's PC samples and hot lines survive a round trip
   policy.pc_sampling_min_time = std::chrono::milliseconds(2);
   policy.pc_sampling_hardware_buffer_mib = 64;
   policy.pc_sampling_worker_sleep_ms = 5;
+  CHECK(nlohmann::json(policy)["metrics"] == "standard");
+  policy.metrics = p::ProfileMetricSet::full;
   CHECK(round_trip(policy) == policy);
+  CHECK(nlohmann::json(policy)["metrics"] == "full");
+  // A policy written before the metric sets reads as the standard set; an unknown set is refused by name.
+  CHECK(nlohmann::json::parse(R"({"enabled": true})").get<p::ProfilePolicy>().metrics ==
+        p::ProfileMetricSet::standard);
+  try {
+    (void)nlohmann::json::parse(R"({"metrics": "everything"})").get<p::ProfilePolicy>();
+    FAIL("an unknown metric set was accepted");
+  } catch (const p::ProtocolError &e) {
+    CHECK(std::string(e.what()).find("known: standard, full") != std::string::npos);
+  }
   CHECK(nlohmann::json(policy)["pc_sampling_worker_sleep_ms"] == 5);
   CHECK_THROWS_AS(
       (void)nlohmann::json::parse(R"({"pc_sampling_worker_sleep_ms": 5000})").get<p::ProfilePolicy>(),

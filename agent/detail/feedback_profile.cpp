@@ -192,21 +192,31 @@ std::string profile_section(const evaluator::Verdict &v, const std::string &libr
   out += bullet({figure(*p, "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
                  figure(*p, "sm__inst_issued.avg.pct_of_peak_sustained_active"),
                  figure(*p, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
-                 figure(*p, "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active")});
+                 figure(*p, "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"),
+                 figure(*p, "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active"),
+                 figure(*p, "sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active")});
   out +=
-      bullet({figure(*p, "dram__throughput.avg.pct_of_peak_sustained_elapsed"), figure(*p, "dram__bytes.sum"),
+      bullet({figure(*p, "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"),
+              figure(*p, "dram__throughput.avg.pct_of_peak_sustained_elapsed"), figure(*p, "dram__bytes.sum"),
               figure(*p, "lts__throughput.avg.pct_of_peak_sustained_elapsed"),
               figure(*p, "lts__t_sector_hit_rate.pct"),
               figure(*p, "l1tex__throughput.avg.pct_of_peak_sustained_active")});
   out += "- " + occupancy_line(*p) + "\n";
   out += sampling_lines(p->pc_sampling);
+  out += "The busiest unit bounds the kernel: compare it with the library's figure for that unit. ";
+  // Each gloss only where its figure is shown.
+  if (p->find("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"))
+    out += "Memory throughput is the busiest of the memory units (DRAM, L2, L1/shared). ";
+  if (p->find("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"))
+    out += "The FMA pipe also runs integer multiply-adds (address arithmetic). ";
+  if (p->find("sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active"))
+    out += "The ALU pipe runs integer adds, logic, shifts and comparisons. ";
+  if (p->find("sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active"))
+    out += "The load/store pipe counts issued global, local and shared memory instructions. ";
   out +=
-      "The busiest unit bounds the kernel: compare it with the library's figure for that unit. Memory "
-      "throughput is the busiest of the memory units (DRAM, L2, L1/shared); the FMA pipe also runs integer "
-      "multiply-adds (address arithmetic). Occupancy and its limiter matter when too few warps hide latency; "
-      "a "
-      "design with one block per SM (warp specialization, setmaxnreg) is register-limited by choice, so read "
-      "its tensor-pipe and issue-slot figures instead.\n";
+      "Occupancy and its limiter matter when too few warps hide latency; a design with one block per SM "
+      "(warp specialization, setmaxnreg) is register-limited by choice, so read its tensor-pipe and "
+      "issue-slot figures instead.\n";
   return out;
 }
 

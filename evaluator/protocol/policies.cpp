@@ -1,10 +1,31 @@
 #include "evaluator/protocol/policies.hpp"
 
 #include "evaluator/protocol/fields.hpp"
+#include "util/enum_names.hpp"
 
 namespace ptxbench::protocol {
 
 using codec::Bounds;
+
+namespace {
+
+// Written verbatim as `metrics`: never rename one.
+constexpr util::EnumName<ProfileMetricSet> kProfileMetricSetNames[] = {
+    {ProfileMetricSet::standard, "standard"}, {ProfileMetricSet::full, "full"}};
+
+}  // namespace
+
+std::string_view to_string(ProfileMetricSet s) {
+  return util::enum_to_string(kProfileMetricSetNames, s);
+}
+
+void to_json(nlohmann::json &j, ProfileMetricSet s) {
+  j = std::string(to_string(s));
+}
+
+void from_json(const nlohmann::json &j, ProfileMetricSet &s) {
+  codec::read_enum(j, s, kProfileMetricSetNames);
+}
 
 // The field lists: a name, the member, and what the reader accepts.
 template <class IO>
@@ -64,6 +85,7 @@ void fields(IO &io, WorkerLimits &p) {
 template <class IO>
 void fields(IO &io, ProfilePolicy &p) {
   io("enabled", p.enabled);
+  io("metrics", p.metrics);
   io("budget_seconds", p.budget);
   io("library", p.library);
   io("pc_sampling", p.pc_sampling);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -150,15 +151,32 @@ struct WorkerLimits {
   PTXBENCH_PROTOCOL_EQUALITY(WorkerLimits)
 };
 
+/// Which hardware metrics the profile stage measures (Nsight Compute's names). Written verbatim
+/// (to_string) as `metrics`: never rename one.
+enum class ProfileMetricSet {
+  /// issue slots; the tensor, FMA, ALU and load/store pipes; DRAM, L2 and L1/shared throughput; DRAM
+  /// bytes, L2 hit rate, achieved occupancy, duration and SM clock: 5 range-profiler passes on Hopper
+  standard,
+  /// standard plus Nsight Compute's two speed-of-light roll-ups, sm__throughput and
+  /// gpu__compute_memory_throughput: 9 passes (sm__throughput alone needs 8), so each profiled launch is
+  /// replayed almost twice as often
+  full,
+};
+std::string_view to_string(ProfileMetricSet s);
+void to_json(nlohmann::json &j, ProfileMetricSet s);
+void from_json(const nlohmann::json &j, ProfileMetricSet &s);
+
 /// The profile stage (hardware metrics of a correct kernel's launch, beside the library's).
 /// JSON: durations as seconds, keys ending in _seconds.
 struct ProfilePolicy {
   bool enabled = true;  ///< profile correct kernels (the figures feed the speed feedback)
+  /// the metrics measured; `full` adds two roll-ups that cost four more replays of the launch
+  ProfileMetricSet metrics = ProfileMetricSet::standard;
   /// ms; the stage is skipped (reason recorded) when its estimated GPU time, CUPTI's set-up plus the launch
-  /// replayed once per profiler pass (9 on an H200) with the profiler's work around each, would pass this.
-  /// 0.75 s profiles kernels up to about 15 ms per launch (every fast and mid-speed reference solution) and
-  /// leaves the naive ones (a 26 ms GEMM, 180-580 ms attention kernels) to their timing figures, so their
-  /// verdicts stay as cheap as without the stage
+  /// replayed once per profiler pass (5 for the standard metrics on Hopper, 9 for the full set) with the
+  /// profiler's work around each, would pass this. 0.75 s profiles kernels up to about 15 ms per launch
+  /// (every fast and mid-speed reference solution) and leaves the naive ones (a 26 ms GEMM, 180-580 ms
+  /// attention kernels) to their timing figures, so their verdicts stay as cheap as without the stage
   std::chrono::milliseconds budget{750};
   /// true: the library's launch on the same workload is profiled too (once per workload shape and GPU,
   /// then read from the selection cache folder), so every figure can stand beside the library's

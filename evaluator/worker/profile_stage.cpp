@@ -137,16 +137,16 @@ int ProfileStage::sampled_launches(double launch_ms) const {
       launch_ms, static_cast<double>(ctx_.job().profile.pc_sampling_min_time.count()), kMaxSampledLaunches);
 }
 
-std::string ProfileStage::profile_passes_key() {
+std::string ProfileStage::profile_passes_key() const {
   std::string key = "profile-passes";
-  for (const auto &m : profile_metric_catalog()) key += std::string("|") + m.name;
+  for (const auto &name : profile_metric_names(ctx_.job().profile.metrics)) key += "|" + name;
   return key;
 }
 
 RangeMetrics ProfileStage::profile_candidate(const JobWorkload &w, TensorSet &tensors,
                                              detail::PackedParams &params, int max_passes) {
   return profile_range(
-      ctx_.device().ctx, ctx_.device().facts.ordinal, profile_metric_names(),
+      ctx_.device().ctx, ctx_.device().facts.ordinal, profile_metric_names(ctx_.job().profile.metrics),
       [&] {
         ctx_.poison_outputs(w.spec, tensors);
         ctx_.reset_workspace(tensors);
@@ -173,7 +173,7 @@ std::optional<std::map<std::string, double>> ProfileStage::library_figures(const
   // The workload without the candidate's launch plan: the library's figures depend on the shape.
   json shape = w;
   shape.erase("launch");
-  const std::vector<std::string> names = profile_metric_names();
+  const std::vector<std::string> names = profile_metric_names(ctx_.job().profile.metrics);
   std::string key = "library-profile|" + ctx_.job().family + "|" + ctx_.job().reference + "|" + shape.dump();
   for (const auto &n : names) key += "|" + n;
   if (auto cached = selection_cache_get(key); cached && cached->is_object()) {

@@ -195,10 +195,11 @@ int serve_prestarted(int device_ordinal, const std::string &lock_path, bool cupt
     mark("library_warmup");
   }
   // The profiler's host-side set-up is the same for every job on this GPU: made now, while no job waits
-  // (a job that arrives meanwhile waits for it, as its profile stage would have).
+  // (a job that arrives meanwhile waits for it, as its profile stage would have). The default metric set:
+  // a job asking for the full set makes its own.
   if (cupti && ::poll(&job_waiting, 1, 0) == 0) {
-    if (std::string why = detail::prepare_range_profiler(device->ctx, device->facts.ordinal,
-                                                         detail::profile_metric_names());
+    if (std::string why = detail::prepare_range_profiler(
+            device->ctx, device->facts.ordinal, detail::profile_metric_names(protocol::ProfileMetricSet{}));
         !why.empty())
       warm["profiler"] = why;
     mark("profiler_setup");

@@ -32,8 +32,8 @@ class ProfileStage {
   std::optional<int> profile_max_passes(double launch_ms, Clock::time_point start);
   /// Launches of `launch_ms` sampled together (ProfilePolicy::pc_sampling_min_time).
   int sampled_launches(double launch_ms) const;
-  /// Selection-cache key of the metric catalog's pass count on this GPU.
-  static std::string profile_passes_key();
+  /// Selection-cache key of the pass count of the job's metric set on this GPU.
+  std::string profile_passes_key() const;
   /// The range profiler's figures of one launch of the candidate (outputs poisoned before each pass).
   RangeMetrics profile_candidate(const JobWorkload &w, TensorSet &tensors, detail::PackedParams &params,
                                  int max_passes);
