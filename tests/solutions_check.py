@@ -153,6 +153,20 @@ def profile_row(task, sol, v):
             top_text, f"{p.get('wall_seconds', 0):.2f}", f"{phases.get('pc_sampling', 0):.2f}"]
 
 
+def sampling_problem(v):
+    """Why a profiled verdict's PC sampling counts as broken: the sampler ran on the kernel and gave no sample
+    of it (a launch too slow for the sampling budget is skipped on purpose and is not a problem). None if fine."""
+    p = (v or {}).get("stages", {}).get("profile") or {}
+    kp = (p.get("figures") or {}).get("kernel_profile") or {}
+    pc = kp.get("pc_sampling")
+    if p.get("status") != "ok" or not pc or pc.get("samples"):
+        return None
+    why = pc.get("unavailable") or ""
+    if "does not fit" in why:
+        return None
+    return "PC sampling gave no samples: " + why[:120]
+
+
 def print_table(hdr, rows):
     widths = [max(len(str(r[i])) for r in rows + [hdr]) for i in range(len(hdr))]
     for r in [hdr] + rows:
@@ -209,6 +223,8 @@ def main():
                 with open(os.path.join(args.out, f"{task}.{sol}.json"), "w") as f:
                     f.write(r.stdout)
             bad = differences_gpu(expected[sol], v) if args.gpu else differences_cpu(expected[sol], v)
+            if args.gpu and (why := sampling_problem(v)):
+                bad.append(why)
             if bad:
                 problems.append(f"{task}/{sol}: " + ", ".join(bad))
             rows.append(row(task, sol, v, "yes" if not bad else "NO: " + ", ".join(bad), wall))

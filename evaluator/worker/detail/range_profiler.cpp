@@ -33,8 +33,7 @@ class HostObject {
     CUpti_Profiler_Host_Initialize_Params p = {CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
     p.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
     p.pChipName = chip;
-    // Optional for the chips this CUPTI release knows; empty = none.
-    p.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
+    p.pCounterAvailabilityImage = availability.data();
     const CUptiResult r = cuptiProfilerHostInitialize(&p);
     object_ = p.pHostObject;
     return r;
@@ -74,9 +73,6 @@ struct HostConfig {
   int device_ordinal = -1;
   CUcontext ctx = nullptr;
   std::vector<std::string> requested;
-  /// false: the config was made for the chip as CUPTI knows it, without asking the driver which counters
-  /// are free now (that query was 70-120 ms of a verdict on an H100); true after CUPTI refused such a config
-  bool with_availability = false;
   std::string reason;  ///< non-empty: CUPTI refused the set-up (the call and its error)
   std::vector<std::uint8_t> availability;
   HostObject host;
@@ -110,18 +106,20 @@ void build_host_config(HostConfig &hc) {
     return refuse("cuptiDeviceGetChipName", r);
   step("initialize");
 
-  if (hc.with_availability) {
-    CUpti_Profiler_GetCounterAvailability_Params avail = {
-        CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
-    avail.ctx = hc.ctx;
-    if (CUptiResult r = cuptiProfilerGetCounterAvailability(&avail); r != CUPTI_SUCCESS)
-      return refuse("cuptiProfilerGetCounterAvailability", r);
-    hc.availability.resize(avail.counterAvailabilityImageSize);
-    avail.pCounterAvailabilityImage = hc.availability.data();
-    if (CUptiResult r = cuptiProfilerGetCounterAvailability(&avail); r != CUPTI_SUCCESS)
-      return refuse("cuptiProfilerGetCounterAvailability", r);
-    step("counter_availability");
-  }
+  // The driver's counter availability is required here, not optional: a host object made without it
+  // (CUPTI accepts that for the chips it knows, and it saves 70-120 ms) left CUPTI's PC sampler returning no
+  // samples at all for every kernel whose module holds wgmma, on an H100 (driver 580), while mma.sync and
+  // FFMA kernels were still sampled.
+  CUpti_Profiler_GetCounterAvailability_Params avail = {
+      CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
+  avail.ctx = hc.ctx;
+  if (CUptiResult r = cuptiProfilerGetCounterAvailability(&avail); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerGetCounterAvailability", r);
+  hc.availability.resize(avail.counterAvailabilityImageSize);
+  avail.pCounterAvailabilityImage = hc.availability.data();
+  if (CUptiResult r = cuptiProfilerGetCounterAvailability(&avail); r != CUPTI_SUCCESS)
+    return refuse("cuptiProfilerGetCounterAvailability", r);
+  step("counter_availability");
 
   if (CUptiResult r = hc.host.init(chip.pChipName, hc.availability); r != CUPTI_SUCCESS)
     return refuse("cuptiProfilerHostInitialize", r);
@@ -173,19 +171,18 @@ void build_host_config(HostConfig &hc) {
 }
 
 /// The process's host configuration for these metrics on this context, made now unless made before
-/// (`made_now` says which); `with_availability` remakes one made without the driver's counter availability.
+/// (`made_now` says which).
 const HostConfig &host_config(CUcontext ctx, int device_ordinal, const std::vector<std::string> &metrics,
-                              bool &made_now, bool with_availability = false) {
+                              bool &made_now) {
   auto &slot = host_config_slot();
-  made_now = !slot || slot->ctx != ctx || slot->device_ordinal != device_ordinal ||
-             slot->requested != metrics || (with_availability && !slot->with_availability);
+  made_now =
+      !slot || slot->ctx != ctx || slot->device_ordinal != device_ordinal || slot->requested != metrics;
   if (made_now) {
     slot.reset();  // the old host object is deinitialized before a new one is made
     slot = std::make_unique<HostConfig>();
     slot->ctx = ctx;
     slot->device_ordinal = device_ordinal;
     slot->requested = metrics;
-    slot->with_availability = with_availability;
     build_host_config(*slot);
   }
   return *slot;
@@ -316,12 +313,9 @@ std::string evaluate_ranges(const TargetObject &target, const HostConfig &hc,
 
 }  // namespace
 
-namespace {
-
-/// One try of profile_range with the host configuration `hc`.
-RangeMetrics profile_with(CUcontext ctx, const HostConfig &hc, bool made_now,
-                          const std::function<void()> &prepare, const std::function<void()> &work,
-                          int max_passes) {
+RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<std::string> &metrics,
+                           const std::function<void()> &prepare, const std::function<void()> &work,
+                           int max_passes) {
   RangeMetrics out;
   const auto t0 = std::chrono::steady_clock::now();
   const auto seconds = [](auto from) {
@@ -331,6 +325,8 @@ RangeMetrics profile_with(CUcontext ctx, const HostConfig &hc, bool made_now,
     out.reason = std::move(why);
     return out;
   };
+  bool made_now = false;
+  const HostConfig &hc = host_config(ctx, device_ordinal, metrics, made_now);
   if (made_now)
     out.setup_steps = hc.steps;
   else
@@ -361,25 +357,6 @@ RangeMetrics profile_with(CUcontext ctx, const HostConfig &hc, bool made_now,
   out.values = combine_kernel_ranges(ranges);
   out.passes_seconds = seconds(t1);
   out.available = true;
-  return out;
-}
-
-}  // namespace
-
-RangeMetrics profile_range(CUcontext ctx, int device_ordinal, const std::vector<std::string> &metrics,
-                           const std::function<void()> &prepare, const std::function<void()> &work,
-                           int max_passes) {
-  bool made_now = false;
-  const HostConfig &hc = host_config(ctx, device_ordinal, metrics, made_now);
-  RangeMetrics out = profile_with(ctx, hc, made_now, prepare, work, max_passes);
-  if (out.available || hc.with_availability || !hc.reason.empty() || out.passes > max_passes) return out;
-  // CUPTI refused a config made without the driver's counter availability (counters reserved by another
-  // profiling session, or a virtualized GPU): once more with it, which may need other passes.
-  const std::string first_refusal = out.reason;
-  const HostConfig &checked = host_config(ctx, device_ordinal, metrics, made_now, true);
-  out = profile_with(ctx, checked, made_now, prepare, work, max_passes);
-  out.setup_steps["refused_without_availability"] = 0;
-  if (!out.available) out.reason += " (and without the counter availability: " + first_refusal + ")";
   return out;
 }
 

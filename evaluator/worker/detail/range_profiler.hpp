@@ -23,8 +23,8 @@ struct RangeMetrics {
   int passes = 0;                        ///< passes the metrics took
   int kernels = 0;                       ///< kernel launches the work held (ranges combined)
   double setup_seconds = 0;              ///< s: CUPTI set-up before the first pass (config image, enable)
-  /// s per set-up step (initialize, counter_availability when asked, host_object, config_image, enable,
-  /// counter_data), so the set-up's cost can be attributed
+  /// s per set-up step (initialize, counter_availability, host_object, config_image, enable, counter_data),
+  /// so the set-up's cost can be attributed
   std::map<std::string, double> setup_steps;
   double passes_seconds = 0;  ///< s: the passes, decoding and evaluation
   /// s per step of the passes, summed over passes (prepare, start, work, stop), then decode and evaluate,
@@ -32,9 +32,8 @@ struct RangeMetrics {
   std::map<std::string, double> pass_steps;
 };
 
-/// Makes CUPTI's host-side set-up for `metrics` on this context (host object, config image; the driver's
-/// counter availability only after CUPTI refused a config made without it) ahead, so the next profile_range
-/// with the same metrics skips it; "" or CUPTI's refusal.
+/// Makes CUPTI's host-side set-up for `metrics` on this context (counter availability, host object, config
+/// image) ahead, so the next profile_range with the same metrics skips it; "" or CUPTI's refusal.
 std::string prepare_range_profiler(CUcontext ctx, int device_ordinal,
                                    const std::vector<std::string> &metrics);
 
