@@ -601,6 +601,11 @@ TEST_CASE("feedback: PC samples name the warp states and the hottest PTX lines w
             "  line 366 (5%; barrier 99%; SASS BRA): @%p14 bra \t$L__BB0_4;\n");  // states under 1% left out
   CHECK_HAS(f, "  line 543 (3%; long_scoreboard 98%, selected 1%; SASS LDSM.16.M88.4)");
   CHECK_HAS(f, "  (these lines hold 12% of the samples: the time is spread over many lines)\n");
+  // Line 366 waits at a barrier: the note says where such a stall is counted.
+  CHECK_HAS(
+      f,
+      "  (warps held at a block barrier such as bar.sync are counted at the first instruction after it: "
+      "a line waiting on `barrier` means the warps wait there for the block's slowest warp to arrive)\n");
   CHECK_HAS(f, "SASS LDSM.16.M88.4): ldmatrix.sync.aligned.m8n8.x4.shared.b16");
   CHECK_FALSE(has(f, "line 564 ("));  // three lines, no more
   // The full set's memory roll-up is glossed where shown.
@@ -617,6 +622,7 @@ TEST_CASE("feedback: PC samples name the warp states and the hottest PTX lines w
   CHECK_HAS(unmapped, "- where the warps are (77042 PC samples of one launch)");
   CHECK_HAS(unmapped, "- hot lines not named: the SASS listing has no line info\n");
   CHECK_FALSE(has(unmapped, "hottest lines"));
+  CHECK_FALSE(has(unmapped, "block barrier such as bar.sync"));  // no barrier line shown, no note
   // A kernel of microseconds sampled over several launches says so.
   kp->pc_sampling.launches = 8;
   v.profiling.figures["kernel_profile"] = *kp;

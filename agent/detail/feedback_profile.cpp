@@ -149,6 +149,15 @@ std::string sampling_lines(const protocol::PcSampling &s) {
   if (shown * 2 < s.samples)
     out += fmt::format("  (these lines hold {} of the samples: the time is spread over many lines)\n",
                        percent_of(shown, s.samples));
+  // A barrier stall lands on the instruction after the barrier, which is often a branch or an add: say so,
+  // or the line reads as if that instruction were slow.
+  for (std::size_t i = 0; i < s.hot_lines.size() && i < kShownHotLines; ++i)
+    if (!s.hot_lines[i].reasons.empty() && s.hot_lines[i].reasons.front().reason == "barrier") {
+      out +=
+          "  (warps held at a block barrier such as bar.sync are counted at the first instruction after it: "
+          "a line waiting on `barrier` means the warps wait there for the block's slowest warp to arrive)\n";
+      break;
+    }
   return out;
 }
 
