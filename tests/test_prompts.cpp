@@ -605,9 +605,30 @@ TEST_CASE("feedback: PC samples name the warp states and the hottest PTX lines w
   CHECK_HAS(
       f,
       "  (warps held at a block barrier such as bar.sync are counted at the first instruction after it: "
-      "a line waiting on `barrier` means the warps wait there for the block's slowest warp to arrive)\n");
+      "such a line waiting on `barrier` means the warps wait there for the block's slowest warp to "
+      "arrive)\n");
+  CHECK_FALSE(has(f, "on a wgmma.wait_group line"));
   CHECK_HAS(f, "SASS LDSM.16.M88.4): ldmatrix.sync.aligned.m8n8.x4.shared.b16");
   CHECK_FALSE(has(f, "line 564 ("));  // three lines, no more
+  // A warpgroup's wgmma.wait_group also reports `barrier`: that line gets its own note, not the bar.sync one.
+  {
+    auto wg = v.kernel_profile();
+    REQUIRE(wg.has_value());
+    REQUIRE(!wg->pc_sampling.hot_lines.empty());
+    protocol::HotLine &top = wg->pc_sampling.hot_lines.front();
+    REQUIRE(top.reasons.front().reason == "barrier");
+    top.opcodes = {"WARPGROUP.DEPBAR.LE"};
+    top.text = "wgmma.wait_group.sync.aligned 1;";
+    Verdict w = v;
+    w.profiling.figures["kernel_profile"] = *wg;
+    const std::string waits = builder().feedback(task, w);
+    CHECK_HAS(waits, "SASS WARPGROUP.DEPBAR.LE): wgmma.wait_group.sync.aligned 1;\n");
+    CHECK_HAS(waits,
+              "  (`barrier` on a wgmma.wait_group line is the warpgroup waiting for its own earlier wgmma "
+              "operations to complete, which is expected while the tensor pipe is busy; it is not a block "
+              "barrier)\n");
+    CHECK_FALSE(has(waits, "block barrier such as bar.sync"));
+  }
   // The full set's memory roll-up is glossed where shown.
   CHECK_HAS(f,
             "Memory throughput is the busiest of the memory units (DRAM, L2, L1/shared). The FMA pipe also "

@@ -149,15 +149,26 @@ std::string sampling_lines(const protocol::PcSampling &s) {
   if (shown * 2 < s.samples)
     out += fmt::format("  (these lines hold {} of the samples: the time is spread over many lines)\n",
                        percent_of(shown, s.samples));
-  // A barrier stall lands on the instruction after the barrier, which is often a branch or an add: say so,
-  // or the line reads as if that instruction were slow.
-  for (std::size_t i = 0; i < s.hot_lines.size() && i < kShownHotLines; ++i)
-    if (!s.hot_lines[i].reasons.empty() && s.hot_lines[i].reasons.front().reason == "barrier") {
-      out +=
-          "  (warps held at a block barrier such as bar.sync are counted at the first instruction after it: "
-          "a line waiting on `barrier` means the warps wait there for the block's slowest warp to arrive)\n";
-      break;
-    }
+  // CUPTI's `barrier` state covers two waits: at a block barrier, charged to the first instruction after it
+  // (often a branch or an add, which reads as if that instruction were slow), and a warpgroup's
+  // wgmma.wait_group (SASS WARPGROUP.DEPBAR) waiting for its own wgmma operations. One note for each shown.
+  bool block_barrier = false, wgmma_wait = false;
+  for (std::size_t i = 0; i < s.hot_lines.size() && i < kShownHotLines; ++i) {
+    const protocol::HotLine &h = s.hot_lines[i];
+    if (h.reasons.empty() || h.reasons.front().reason != "barrier") continue;
+    const bool warpgroup = !h.opcodes.empty() && h.opcodes.front().starts_with("WARPGROUP");
+    (warpgroup ? wgmma_wait : block_barrier) = true;
+  }
+  if (block_barrier)
+    out +=
+        "  (warps held at a block barrier such as bar.sync are counted at the first instruction after it: "
+        "such a line waiting on `barrier` means the warps wait there for the block's slowest warp to "
+        "arrive)\n";
+  if (wgmma_wait)
+    out +=
+        "  (`barrier` on a wgmma.wait_group line is the warpgroup waiting for its own earlier wgmma "
+        "operations to complete, which is expected while the tensor pipe is busy; it is not a block "
+        "barrier)\n";
   return out;
 }
 
