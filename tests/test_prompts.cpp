@@ -538,7 +538,7 @@ TEST_CASE("feedback: the hardware profile replaces fixed tips; absent, skipped a
   CHECK_FALSE(has(f, "the library's busiest"));  // both are bound by the tensor pipe
   // Each gloss only beside its figure: this record (an earlier worker's metrics) has no memory roll-up and
   // none of the FMA, ALU and load/store pipes.
-  CHECK_HAS(f, "compare it with the library's figure for that unit. Occupancy and its limiter");
+  CHECK_HAS(f, "the hot lines say what keeps it waiting. Occupancy and its limiter");
   CHECK_FALSE(has(f, "Memory throughput is"));
   CHECK_HAS(f, "- SM throughput ");
   {  // the standard set: no roll-ups, the ALU and load/store pipes beside the others
@@ -608,6 +608,11 @@ TEST_CASE("feedback: PC samples name the warp states and the hottest PTX lines w
       "such a line waiting on `barrier` means the warps wait there for the block's slowest warp to "
       "arrive)\n");
   CHECK_FALSE(has(f, "on a wgmma.wait_group line"));
+  // The lines' states that the summary's five did not explain are glossed once, the others not again.
+  CHECK_HAS(
+      f,
+      "  (their other warp states: barrier (waiting at a block barrier, or in wgmma.wait_group for its "
+      "warpgroup's wgmma operations); long_scoreboard (waiting for a global or local memory result))\n");
   CHECK_HAS(f, "SASS LDSM.16.M88.4): ldmatrix.sync.aligned.m8n8.x4.shared.b16");
   CHECK_FALSE(has(f, "line 564 ("));  // three lines, no more
   // A warpgroup's wgmma.wait_group also reports `barrier`: that line gets its own note, not the bar.sync one.
@@ -672,7 +677,19 @@ TEST_CASE("feedback: targets absent from the PTX are named as such; resources be
             "in PTX no, in SASS (HGMMA) no, executed 0 times (warp-level). Your PTX has no wgmma.mma_async "
             "instruction");
   CHECK_FALSE(has(f, "ptxas removed or never emitted it"));  // it was never written
-  CHECK_HAS(f, "Resources: 168 registers/thread, spills 16 B stored / 24 B loaded");
+  CHECK_HAS(f,
+            "Resources: 168 registers/thread, spills 16 B stored / 24 B loaded, 0 B static shared, 0 B "
+            "stack; no ptxas warnings\n");
+  // ptxas's warnings are listed verbatim, each named as a place to start.
+  {
+    Verdict w = v;
+    w.compile.figures["warnings"] = json::array(
+        {"ptxas warning : (C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized"});
+    const std::string fw = builder().feedback(task, w);
+    CHECK_HAS(fw, "0 B stack\nptxas warnings (each one a place to start):\n");
+    CHECK_HAS(fw, "wgmma.mma_async instructions are serialized");
+    CHECK_FALSE(has(fw, "no ptxas warnings"));
+  }
   // In the PTX but gone from the SASS: then ptxas is the one to ask.
   v.static_checks.figures["targets_in_ptx"]["wgmma"] = true;
   CHECK_HAS(builder().feedback(task, v),

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -82,7 +84,7 @@ std::string stall_gloss(const std::string &reason) {
       {"not_selected", "ready, but another warp issued"},
       {"long_scoreboard", "waiting for a global or local memory result"},
       {"short_scoreboard", "waiting for a shared memory or special-function result"},
-      {"barrier", "waiting at a block barrier"},
+      {"barrier", "waiting at a block barrier, or in wgmma.wait_group for its warpgroup's wgmma operations"},
       {"membar", "waiting on a memory fence"},
       {"wait", "fixed-latency dependency"},
       {"math_pipe_throttle", "the math pipe it needs is busy"},
@@ -115,8 +117,11 @@ std::string sampling_lines(const protocol::PcSampling &s) {
           ? fmt::format("- where the warps are ({} PC samples over {} launches): ", s.samples, s.launches)
           : fmt::format("- where the warps are ({} PC samples of one launch): ", s.samples);
   std::vector<std::string> parts;
-  for (std::size_t i = 0; i < s.reasons.size() && i < 5; ++i)
+  std::set<std::string> glossed;  // states explained in this line; the hot lines explain the others they show
+  for (std::size_t i = 0; i < s.reasons.size() && i < 5; ++i) {
     parts.push_back(stall_gloss(s.reasons[i].reason) + " " + percent_of(s.reasons[i].samples, s.samples));
+    glossed.insert(s.reasons[i].reason);
+  }
   out += fmt::format("{}", fmt::join(parts, ", ")) + "\n";
   if (s.hot_lines.empty()) {
     if (!s.line_error.empty()) out += "- hot lines not named: " + s.line_error + "\n";
@@ -135,13 +140,17 @@ std::string sampling_lines(const protocol::PcSampling &s) {
           : "");
   std::uint64_t shown = 0;
   for (std::size_t i = 0; i < s.hot_lines.size() && i < kShownHotLines; ++i) shown += s.hot_lines[i].samples;
+  std::vector<std::string> unexplained;  // glosses of the lines' states that the summary line did not list
   for (std::size_t i = 0; i < s.hot_lines.size() && i < kShownHotLines; ++i) {
     const protocol::HotLine &h = s.hot_lines[i];
     std::vector<std::string> reasons;
     // States under 1% of the line's samples are noise beside its main one.
     for (const auto &r : h.reasons)
-      if (reasons.empty() || 100 * r.samples >= h.samples)
+      if (reasons.empty() || 100 * r.samples >= h.samples) {
         reasons.push_back(r.reason + " " + percent_of(r.samples, h.samples));
+        if (glossed.insert(r.reason).second && stall_gloss(r.reason) != r.reason)
+          unexplained.push_back(stall_gloss(r.reason));
+      }
     out += fmt::format("  line {} ({}; {}{}): {}\n", h.line, percent_of(h.samples, s.samples),
                        fmt::format("{}", fmt::join(reasons, ", ")),
                        h.opcodes.empty() ? "" : "; SASS " + h.opcodes.front(), h.text);
@@ -149,6 +158,8 @@ std::string sampling_lines(const protocol::PcSampling &s) {
   if (shown * 2 < s.samples)
     out += fmt::format("  (these lines hold {} of the samples: the time is spread over many lines)\n",
                        percent_of(shown, s.samples));
+  if (!unexplained.empty())
+    out += fmt::format("  (their other warp states: {})\n", fmt::join(unexplained, "; "));
   // CUPTI's `barrier` state covers two waits: at a block barrier, charged to the first instruction after it
   // (often a branch or an add, which reads as if that instruction were slow), and a warpgroup's
   // wgmma.wait_group (SASS WARPGROUP.DEPBAR) waiting for its own wgmma operations. One note for each shown.
@@ -223,7 +234,11 @@ std::string profile_section(const evaluator::Verdict &v, const std::string &libr
               figure(*p, "l1tex__throughput.avg.pct_of_peak_sustained_active")});
   out += "- " + occupancy_line(*p) + "\n";
   out += sampling_lines(p->pc_sampling);
-  out += "The busiest unit bounds the kernel: compare it with the library's figure for that unit. ";
+  out +=
+      "The busiest unit is the first candidate for what bounds the kernel: compare it with the library's "
+      "figure for that unit; when even the busiest unit is well below its peak, the warps' states and the "
+      "hot "
+      "lines say what keeps it waiting. ";
   // Each gloss only where its figure is shown.
   if (p->find("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"))
     out += "Memory throughput is the busiest of the memory units (DRAM, L2, L1/shared). ";

@@ -205,7 +205,10 @@ std::string resources_section(const Verdict &v) {
   if (f.shared_bytes) parts.push_back(fmt::format("{} B static shared", *f.shared_bytes));
   if (f.stack_bytes) parts.push_back(fmt::format("{} B stack", *f.stack_bytes));
   std::string out = parts.empty() ? "not reported" : join(parts, ", ");
-  if (f.warnings && !f.warnings->empty()) out += "\nptxas warnings:\n" + bullet_list(*f.warnings, 6, 300);
+  if (f.warnings && !f.warnings->empty())
+    out += "\nptxas warnings (each one a place to start):\n" + bullet_list(*f.warnings, 6, 300);
+  else if (f.warnings)
+    out += "; no ptxas warnings";
   return out;
 }
 
