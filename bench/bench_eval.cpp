@@ -143,12 +143,20 @@ int main(int argc, char **argv) {
     const double cpu_s = v.parse.wall_seconds + v.static_checks.wall_seconds + v.compile.wall_seconds;
     const double gpu_s = v.correctness.wall_seconds + v.timing.wall_seconds + v.execution.wall_seconds +
                          v.generalization.wall_seconds;
+    // Whether the profile's PC sampler got samples, and from which kind of worker (a pre-started one waited
+    // in the pool; the sampler has come back empty there).
+    std::string sampled = "not profiled";
+    if (const auto kp = v.kernel_profile())
+      sampled = kp->pc_sampling.samples > 0 ? std::to_string(kp->pc_sampling.samples) + " PC samples"
+                                            : "no PC samples";
+    const bool pooled = v.profile.value("pool", nlohmann::json::object()).value("prestarted", false);
     std::printf(
         "run %d: %s wall %.3f s (parse+static+compile %.3f, correctness %.3f, timing %.3f, execution "
-        "%.3f, generalization %.3f, other %.3f), speedup %.4f\n",
+        "%.3f, generalization %.3f, other %.3f), speedup %.4f; %s, worker %s\n",
         r + 1, status.c_str(), wall, cpu_s, v.correctness.wall_seconds, v.timing.wall_seconds,
         v.execution.wall_seconds, v.generalization.wall_seconds,
-        wall - cpu_s - gpu_s - v.sanitizer.wall_seconds, speedup);
+        wall - cpu_s - gpu_s - v.sanitizer.wall_seconds, speedup, sampled.c_str(),
+        pooled ? "pre-started in the pool" : "started for this job");
     std::fflush(stdout);
   }
   if (!verdicts_path.empty()) {
