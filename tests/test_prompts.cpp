@@ -529,6 +529,15 @@ TEST_CASE("feedback: the hardware profile replaces fixed tips; absent, skipped a
   CHECK_HAS(f,
             "DRAM throughput 19.4% (library 22.1%); DRAM bytes 962 MB (library 944 MB); L2 hit rate 76.2% "
             "(library 66.3%)");
+  {  // three significant digits, trailing zeros kept: 2 GB reads as 2.00 GB beside 985 MB
+    auto kp = v.kernel_profile();
+    REQUIRE(kp.has_value());
+    for (auto &m : kp->metrics)
+      if (m.name == "dram__bytes.sum") m.value = 2.0e9;
+    Verdict w = v;
+    w.profiling.figures["kernel_profile"] = *kp;
+    CHECK_HAS(builder().feedback(task, w), "DRAM bytes 2.00 GB (library 944 MB)");
+  }
   CHECK_HAS(
       f,
       "occupancy: 1 block of 384 threads per SM = 12 warps, 18.8% of the SM's 64 warp slots, limited by "

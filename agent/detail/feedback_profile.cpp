@@ -18,15 +18,21 @@ namespace {
 using protocol::KernelProfile;
 using protocol::ProfileMetric;
 
+/// Three significant digits, trailing zeros kept ("2.00", "16.2", "985"), so equal precision reads equal.
+std::string three_digits(double v) {
+  const int before = v >= 1 ? static_cast<int>(std::floor(std::log10(v))) + 1 : 1;
+  return fmt::format("{:.{}f}", v, std::max(0, 3 - before));
+}
+
 std::string quantity(double v, const std::string &unit) {
   if (unit == "%") return fmt::format("{:.1f}%", v);
-  if (unit == "ns") return v >= 1e6 ? fmt::format("{:.3g} ms", v / 1e6) : fmt::format("{:.3g} us", v / 1e3);
+  if (unit == "ns") return v >= 1e6 ? three_digits(v / 1e6) + " ms" : three_digits(v / 1e3) + " us";
   if (unit == "byte") {
-    if (v >= 1e9) return fmt::format("{:.3g} GB", v / 1e9);
-    if (v >= 1e6) return fmt::format("{:.3g} MB", v / 1e6);
-    return fmt::format("{:.3g} KB", v / 1e3);
+    if (v >= 1e9) return three_digits(v / 1e9) + " GB";
+    if (v >= 1e6) return three_digits(v / 1e6) + " MB";
+    return three_digits(v / 1e3) + " KB";
   }
-  if (unit == "Hz") return fmt::format("{:.3g} GHz", v / 1e9);
+  if (unit == "Hz") return three_digits(v / 1e9) + " GHz";
   return fmt::format("{:.4g} {}", v, unit);
 }
 
