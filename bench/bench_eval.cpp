@@ -143,8 +143,8 @@ int main(int argc, char **argv) {
     const double cpu_s = v.parse.wall_seconds + v.static_checks.wall_seconds + v.compile.wall_seconds;
     const double gpu_s = v.correctness.wall_seconds + v.timing.wall_seconds + v.execution.wall_seconds +
                          v.generalization.wall_seconds;
-    // Whether the profile's PC sampler got samples, and from which kind of worker (a pre-started one waited
-    // in the pool; the sampler has come back empty there).
+    // Whether the profile's PC sampler got samples, beside the kind of worker that ran the job, so that a
+    // sampling gap can be tied to pre-started workers.
     std::string sampled = "not profiled";
     if (const auto kp = v.kernel_profile())
       sampled = kp->pc_sampling.samples > 0 ? std::to_string(kp->pc_sampling.samples) + " PC samples"

@@ -144,11 +144,15 @@ std::string sampling_lines(const protocol::PcSampling &s) {
       s.line_source == "kernel.cu"
           ? "; the code of an inlined __device__ function is counted at the line of your kernel that calls it"
           : "");
-  std::uint64_t shown = 0;
-  for (std::size_t i = 0; i < s.hot_lines.size() && i < kShownHotLines; ++i) shown += s.hot_lines[i].samples;
+  std::uint64_t shown = 0;  // samples of the lines shown
   std::vector<std::string> unexplained;  // glosses of the lines' states that the summary line did not list
+  // CUPTI's `barrier` state covers two waits: at a block barrier, charged to the first instruction after it
+  // (often a branch or an add, which reads as if that instruction were slow), and a warpgroup's
+  // wgmma.wait_group (SASS WARPGROUP.DEPBAR) waiting for its own wgmma operations. One note for each shown.
+  bool block_barrier = false, wgmma_wait = false;
   for (std::size_t i = 0; i < s.hot_lines.size() && i < kShownHotLines; ++i) {
     const protocol::HotLine &h = s.hot_lines[i];
+    shown += h.samples;
     std::vector<std::string> reasons;
     // States under 1% of the line's samples are noise beside its main one.
     for (const auto &r : h.reasons)
@@ -157,6 +161,8 @@ std::string sampling_lines(const protocol::PcSampling &s) {
         if (glossed.insert(r.reason).second && stall_gloss(r.reason) != r.reason)
           unexplained.push_back(stall_gloss(r.reason));
       }
+    if (!h.reasons.empty() && h.reasons.front().reason == "barrier")
+      (!h.opcodes.empty() && h.opcodes.front().starts_with("WARPGROUP") ? wgmma_wait : block_barrier) = true;
     out += fmt::format("  line {} ({}; {}{}): {}\n", h.line, percent_of(h.samples, s.samples),
                        fmt::format("{}", fmt::join(reasons, ", ")),
                        h.opcodes.empty() ? "" : "; SASS " + h.opcodes.front(), h.text);
@@ -166,16 +172,6 @@ std::string sampling_lines(const protocol::PcSampling &s) {
                        percent_of(shown, s.samples));
   if (!unexplained.empty())
     out += fmt::format("  (their other warp states: {})\n", fmt::join(unexplained, "; "));
-  // CUPTI's `barrier` state covers two waits: at a block barrier, charged to the first instruction after it
-  // (often a branch or an add, which reads as if that instruction were slow), and a warpgroup's
-  // wgmma.wait_group (SASS WARPGROUP.DEPBAR) waiting for its own wgmma operations. One note for each shown.
-  bool block_barrier = false, wgmma_wait = false;
-  for (std::size_t i = 0; i < s.hot_lines.size() && i < kShownHotLines; ++i) {
-    const protocol::HotLine &h = s.hot_lines[i];
-    if (h.reasons.empty() || h.reasons.front().reason != "barrier") continue;
-    const bool warpgroup = !h.opcodes.empty() && h.opcodes.front().starts_with("WARPGROUP");
-    (warpgroup ? wgmma_wait : block_barrier) = true;
-  }
   if (block_barrier)
     out +=
         "  (warps held at a block barrier such as bar.sync are counted at the first instruction after it: "
@@ -242,9 +238,8 @@ std::string profile_section(const evaluator::Verdict &v, const std::string &libr
   out += sampling_lines(p->pc_sampling);
   out +=
       "The busiest unit is the first candidate for what bounds the kernel: compare it with the library's "
-      "figure for that unit; when even the busiest unit is well below its peak, the warps' states and the "
-      "hot "
-      "lines say what keeps it waiting. ";
+      "figure for that unit; when even the busiest unit is well below its peak, the warps' states and "
+      "the hot lines say what keeps it waiting. ";
   // Each gloss only where its figure is shown.
   if (p->find("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"))
     out += "Memory throughput is the busiest of the memory units (DRAM, L2, L1/shared). ";

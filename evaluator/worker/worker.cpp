@@ -198,8 +198,9 @@ int serve_prestarted(int device_ordinal, const std::string &lock_path, bool cupt
   // (a job that arrives meanwhile waits for it, as its profile stage would have). The default metric set:
   // a job asking for the full set makes its own.
   if (cupti && ::poll(&job_waiting, 1, 0) == 0) {
-    if (std::string why = detail::prepare_range_profiler(
-            device->ctx, device->facts.ordinal, detail::profile_metric_names(protocol::ProfileMetricSet{}));
+    if (std::string why =
+            detail::prepare_range_profiler(device->ctx, device->facts.ordinal,
+                                           detail::profile_metric_names(protocol::ProfilePolicy{}.metrics));
         !why.empty())
       warm["profiler"] = why;
     mark("profiler_setup");

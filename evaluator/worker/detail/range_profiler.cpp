@@ -106,10 +106,9 @@ void build_host_config(HostConfig &hc) {
     return refuse("cuptiDeviceGetChipName", r);
   step("initialize");
 
-  // The driver's counter availability is required here, not optional: a host object made without it
-  // (CUPTI accepts that for the chips it knows, and it saves 70-120 ms) left CUPTI's PC sampler returning no
-  // samples at all for every kernel whose module holds wgmma, on an H100 (driver 580), while mma.sync and
-  // FFMA kernels were still sampled.
+  // The driver's counter availability is required, though CUPTI accepts a host object without it for the
+  // chips it knows: with such a host object its PC sampler takes no samples of kernels whose module holds
+  // wgmma.
   CUpti_Profiler_GetCounterAvailability_Params avail = {
       CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE};
   avail.ctx = hc.ctx;
