@@ -195,6 +195,11 @@ std::string prepare_range_profiler(CUcontext ctx, int device_ordinal,
   return host_config(ctx, device_ordinal, metrics, made_now).reason;
 }
 
+bool range_profiler_prepared(CUcontext ctx, int device_ordinal, const std::vector<std::string> &metrics) {
+  const auto &slot = host_config_slot();
+  return slot && slot->ctx == ctx && slot->device_ordinal == device_ordinal && slot->requested == metrics;
+}
+
 namespace {
 
 /// Enables the range profiler on the context with per-kernel ranges and sizes the counter data for them.

@@ -37,6 +37,10 @@ struct RangeMetrics {
 std::string prepare_range_profiler(CUcontext ctx, int device_ordinal,
                                    const std::vector<std::string> &metrics);
 
+/// Whether that set-up for `metrics` on this context was made already (by prepare_range_profiler or an
+/// earlier profile_range).
+bool range_profiler_prepared(CUcontext ctx, int device_ordinal, const std::vector<std::string> &metrics);
+
 /// Collects `metrics` over `work`, run once per pass the metrics need (at most `max_passes`). `prepare`
 /// runs before each pass, outside the measured range (e.g. re-poisoning outputs), so every pass starts
 /// from the same state. Metrics CUPTI does not know on this chip are left out and listed in `unavailable`.

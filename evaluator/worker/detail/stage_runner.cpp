@@ -4,7 +4,9 @@
 #include "evaluator/worker/detail/correctness_stage.hpp"
 #include "evaluator/worker/detail/execution_stage.hpp"
 #include "evaluator/worker/detail/generalization_stage.hpp"
+#include "evaluator/worker/detail/profile_metrics.hpp"
 #include "evaluator/worker/detail/profile_stage.hpp"
+#include "evaluator/worker/detail/range_profiler.hpp"
 #include "evaluator/worker/detail/timing_stage.hpp"
 #include "evaluator/worker/family.hpp"
 
@@ -44,6 +46,17 @@ int Worker::run() {
   TimingStage timing(ctx_);
   bool correct = true;
   if (job.wants("correctness")) correct = correctness.run();
+  // The range profiler's host-side set-up (counter availability, config image) before the execution
+  // stage's SASS-metrics session, never after it: made after that session, CUPTI's PC sampler takes no
+  // samples in this process. A no-op when the pre-started worker made it while waiting for the job.
+  if (correct && job.wants("profile")) {
+    const auto t = Clock::now();
+    const bool ahead = range_profiler_prepared(ctx_.device().ctx, ctx_.device().facts.ordinal,
+                                               profile_metric_names(job.profile.metrics));
+    (void)prepare_range_profiler(ctx_.device().ctx, ctx_.device().facts.ordinal,
+                                 profile_metric_names(job.profile.metrics));
+    if (!ahead) ctx_.result().worker["phase_seconds"]["profiler_setup_in_job"] = seconds_since(t);
+  }
   if (job.wants("timing")) {
     if (correct)
       timing.run();
