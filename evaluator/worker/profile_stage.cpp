@@ -281,10 +281,19 @@ protocol::PcSampling ProfileStage::sample_launch(const JobWorkload &w, const Ten
   const int launches = sampled_launches(ms);
   const int period = detail::pc_sampling_period_log2(ms * launches, ctx_.device().facts.sm_count, mhz,
                                                      static_cast<double>(ctx_.job().profile.pc_samples));
-  // Each try loads its own copy of the module while sampling is on (see sample_pcs).
-  std::vector<std::unique_ptr<detail::CandidateKernel>> copies;
+  // Each try loads its own copy of the module while sampling is on (see sample_pcs). The last try's session
+  // and the copies are torn down after the result is written (tens of ms the verdict need not wait for);
+  // the session goes first, as it would have before the copies' modules were unloaded.
+  struct Teardown {
+    std::vector<std::unique_ptr<detail::CandidateKernel>> copies;
+    std::shared_ptr<void> session;  ///< declared last: destroyed first
+  };
+  const auto teardown = std::make_shared<Teardown>();
+  ctx_.release_after_finish(teardown);
   const auto sample = [&](detail::PcSamplingMode mode) {
-    detail::CandidateKernel &sampled = *copies.emplace_back(std::make_unique<detail::CandidateKernel>());
+    teardown->session.reset();  // an earlier try's session, disabled before the next one is enabled
+    detail::CandidateKernel &sampled =
+        *teardown->copies.emplace_back(std::make_unique<detail::CandidateKernel>());
     detail::PcSamples got = detail::sample_pcs(
         ctx_.device().ctx, period,
         [&]() -> std::string {
@@ -313,7 +322,8 @@ protocol::PcSampling ProfileStage::sample_launch(const JobWorkload &w, const Ten
         },
         detail::SamplerOptions{
             mode, static_cast<std::size_t>(ctx_.job().profile.pc_sampling_hardware_buffer_mib) << 20,
-            ctx_.job().profile.pc_sampling_worker_sleep_ms});
+            ctx_.job().profile.pc_sampling_worker_sleep_ms},
+        &teardown->session);
     const std::string prefix =
         mode == detail::PcSamplingMode::continuous ? "pc_sampling_continuous_" : "pc_sampling_";
     for (const auto &[step, seconds] : got.steps)

@@ -143,7 +143,7 @@ std::string configure_sampling(CUcontext ctx, int period_log2, const SamplerOpti
   auto mode = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE);
   mode.attributeData.collectionModeData.collectionMode =
       options.mode == PcSamplingMode::continuous ? CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS
-                                                  : CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED;
+                                                 : CUPTI_PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED;
   config.push_back(mode);
   auto start_stop = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL);
   start_stop.attributeData.enableStartStopControlData.enableStartStopControl = 1;
@@ -158,7 +158,8 @@ std::string configure_sampling(CUcontext ctx, int period_log2, const SamplerOpti
   }
   if (options.worker_sleep_ms > 0) {
     auto sleep = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_WORKER_THREAD_PERIODIC_SLEEP_SPAN);
-    sleep.attributeData.workerThreadPeriodicSleepSpanData.workerThreadPeriodicSleepSpan = options.worker_sleep_ms;
+    sleep.attributeData.workerThreadPeriodicSleepSpanData.workerThreadPeriodicSleepSpan =
+        options.worker_sleep_ms;
     config.push_back(sleep);
   }
   auto buffer = attribute(CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER);
@@ -255,7 +256,8 @@ class Collector {
 }  // namespace
 
 PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::string()> &prepare,
-                     const std::function<void()> &work, const SamplerOptions &options) {
+                     const std::function<void()> &work, const SamplerOptions &options,
+                     std::shared_ptr<void> *keep_enabled) {
   PcSamples out;
   out.period_log2 = period_log2;
   const auto t0 = std::chrono::steady_clock::now();
@@ -270,17 +272,16 @@ PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::st
     out.steps[name] = std::chrono::duration<double>(now - step_start).count();
     step_start = now;
   };
-  SamplingSession session(ctx);
-  if (CUptiResult r = session.enable(); r != CUPTI_SUCCESS)
+  const auto session = std::make_shared<SamplingSession>(ctx);
+  if (keep_enabled) *keep_enabled = session;
+  if (CUptiResult r = session->enable(); r != CUPTI_SUCCESS)
     return finish(cupti_error("cuptiPCSamplingEnable", r));
   step("enable");
   StallReasons reasons;
   if (std::string why = load_stall_reasons(ctx, reasons); !why.empty()) return finish(why);
   step("stall_reasons");
   auto first = std::make_unique<CollectionBuffer>(kPcsPerBuffer, reasons.collect.size());
-  if (std::string why =
-          configure_sampling(ctx, period_log2, options, reasons, *first);
-      !why.empty())
+  if (std::string why = configure_sampling(ctx, period_log2, options, reasons, *first); !why.empty())
     return finish(why);
   step("configure");
   if (std::string why = prepare(); !why.empty()) return finish(why);

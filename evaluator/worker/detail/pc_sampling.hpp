@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -63,8 +64,12 @@ int pc_sampling_launches(double launch_ms, double min_ms, int max_launches);
 /// that (the samples of older ones count as non-user kernels' and come without PCs), so `prepare` loads
 /// the module `work` launches; a non-empty answer from it is why nothing was sampled. Names of warp states
 /// are CUPTI's without the "smsp__pcsamp_warps_issue_stalled_" prefix; "_not_issued" duplicates are left out.
+/// `keep_enabled`: when set, the session is handed over there instead of disabled on return (disabled when
+/// the last copy goes), so its tear-down can wait until the result is written; no other CUPTI session can
+/// start on the context until then.
 PcSamples sample_pcs(CUcontext ctx, int period_log2, const std::function<std::string()> &prepare,
-                     const std::function<void()> &work, const SamplerOptions &options = {});
+                     const std::function<void()> &work, const SamplerOptions &options = {},
+                     std::shared_ptr<void> *keep_enabled = nullptr);
 
 /// CUPTI's stall reason name in short form: "smsp__pcsamp_warps_issue_stalled_long_scoreboard" ->
 /// "long_scoreboard"; "" for the "_not_issued" variants (counted again under the plain name).

@@ -42,6 +42,7 @@ void StageContext::finish() {
   result_.finished = true;
   result_.worker["clock"]["finished"] = monotonic_seconds();
   flush();
+  after_finish_.clear();
 }
 
 void StageContext::fatal(const std::string &stage, Status status, const std::string &summary, json figures) {

@@ -70,6 +70,9 @@ class StageContext {
   void flush();
   void set_stage(const std::string &name, protocol::StageResult stage);
   void finish();
+  /// Keeps `held` alive until finish() has written the result, then destroys it there: for tear-down
+  /// (a PC-sampling session, module copies) that need not delay the verdict.
+  void release_after_finish(std::shared_ptr<void> held) { after_finish_.push_back(std::move(held)); }
   /// A stage ended the worker (runtime_error, timeout, launch_error): record and exit now.
   /// _Exit: no destructors, since a faulted or hung context must not be touched again.
   [[noreturn]] void fatal(const std::string &stage, Status status, const std::string &summary,
@@ -140,6 +143,7 @@ class StageContext {
   std::unique_ptr<BufferPool> kept_pool_;                ///< owns kept_'s buffers
   std::unique_ptr<FamilyHandler> family_;
   detail::CandidateKernel kernel_;
+  std::vector<std::shared_ptr<void>> after_finish_;  ///< see release_after_finish()
 };
 
 }  // namespace ptxbench::worker::detail
