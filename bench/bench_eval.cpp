@@ -2,7 +2,9 @@
 // default), where it goes (stages, the worker's phases, the pool), and how well
 // its speedup repeats. Evaluations run back to back in one process, as in a run:
 // from the second on, the worker was pre-started while the previous one ended.
-//   bench_eval --task gemm_n7168_k5120 --response tasks/solutions/.../response.md [--runs 5]
+// --gap-s S waits S seconds between evaluations, as a run waits for the model's
+// next answer (a pre-started worker finishes its set-up meanwhile).
+//   bench_eval --task gemm_n7168_k5120 --response tasks/solutions/.../response.md [--runs 5] [--gap-s S]
 //              [--tasks-dir DIR] [--worker PATH] [--all-trials] [--no-prestart] [--no-prestart-cupti]
 //              [--wait-for-exit] [--[no-]autocorrelated-ci] [--no-library-preroll]
 //              [--min-seconds S] [--no-reuse-inputs] [--paired-min-samples N]   (the timing policy's
@@ -26,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -42,6 +45,7 @@ namespace ev = ptxbench::evaluator;
 int main(int argc, char **argv) {
   std::string task_id, response_path, tasks_dir, verdicts_path;
   int runs = 5;
+  double gap_s = 0;  // s between evaluations
   ev::EvaluatorSettings settings;
   ev::TimingPolicy &timing = settings.timing;
   // Switches that set one setting each (to compare settings within one session).
@@ -76,6 +80,8 @@ int main(int argc, char **argv) {
       response_path = argv[i];
     else if (a == "--runs")
       runs = std::max(1, std::atoi(argv[i]));
+    else if (a == "--gap-s")
+      gap_s = std::max(0.0, std::atof(argv[i]));
     else if (a == "--min-seconds")
       timing.min_seconds = std::atof(argv[i]);
     else if (a == "--paired-min-samples")
@@ -130,6 +136,7 @@ int main(int argc, char **argv) {
   std::vector<ev::Verdict> verdicts;
   std::string status;
   for (int r = 0; r < runs; ++r) {
+    if (r > 0 && gap_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(gap_s));
     const auto start = std::chrono::steady_clock::now();
     const ev::Verdict v = ev::evaluate(*task, *response, settings);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -150,13 +157,18 @@ int main(int argc, char **argv) {
       sampled = kp->pc_sampling.samples > 0 ? std::to_string(kp->pc_sampling.samples) + " PC samples"
                                             : "no PC samples";
     const bool pooled = v.profile.value("pool", nlohmann::json::object()).value("prestarted", false);
+    std::string setup;
+    if (const auto it = v.profile.find("worker_setup"); it != v.profile.end() && it->is_object())
+      if (const auto ph = it->find("phase_seconds"); ph != it->end() && ph->is_object())
+        for (const auto &[phase, s] : ph->items())
+          if (phase != "idle" && phase != "lock_wait") setup += (setup.empty() ? "" : ",") + phase;
     std::printf(
         "run %d: %s wall %.3f s (parse+static+compile %.3f, correctness %.3f, timing %.3f, execution "
-        "%.3f, generalization %.3f, other %.3f), speedup %.4f; %s, worker %s\n",
+        "%.3f, generalization %.3f, other %.3f), speedup %.4f; %s, worker %s (set up: %s)\n",
         r + 1, status.c_str(), wall, cpu_s, v.correctness.wall_seconds, v.timing.wall_seconds,
         v.execution.wall_seconds, v.generalization.wall_seconds,
         wall - cpu_s - gpu_s - v.sanitizer.wall_seconds, speedup, sampled.c_str(),
-        pooled ? "pre-started in the pool" : "started for this job");
+        pooled ? "pre-started in the pool" : "started for this job", setup.c_str());
     std::fflush(stdout);
   }
   if (!verdicts_path.empty()) {

@@ -2,7 +2,7 @@
 """What the profile stage adds to a verdict: bench_eval as shipped, without PC sampling, without the stage.
 
 For every case TASK/SOLUTION (a folder under tasks/solutions) runs bench_eval three times in a row on the
-same machine (median of --runs full evaluations each): as shipped, with --no-pc-sampling and with
+same machine (median of --runs full evaluations each, back to back or --gap-s apart): as shipped, with --no-pc-sampling and with
 --no-profile. Prints per case the median verdict wall of each, what the stage adds (shipped minus
 no-profile, and the stage's own seconds in the median run), and where its seconds go (the stage's phases:
 metrics of the candidate and the library, each CUPTI set-up step, PC sampling and its steps), largest
@@ -25,6 +25,8 @@ def bench(args, case, extra, log):
     task, sol = case.split("/")
     cmd = [args.bench_eval, "--task", task, "--runs", str(args.runs), "--tasks-dir", args.tasks_dir,
            "--response", os.path.join(args.tasks_dir, "solutions", task, sol, "response.md")] + extra
+    if args.gap_s > 0:
+        cmd += ["--gap-s", str(args.gap_s)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     with open(log, "w") as f:
         f.write(done.stdout + "\n--- stderr\n" + done.stderr)
@@ -44,6 +46,9 @@ def main():
     ap.add_argument("--tasks-dir", default=os.path.join(ROOT, "tasks"))
     ap.add_argument("--out", default=".", help="folder for the bench_eval logs")
     ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--gap-s", type=float, default=0,
+                    help="seconds between evaluations (a run's wait for the model's next answer, during which a "
+                         "pre-started worker finishes its set-up); 0 = back to back")
     ap.add_argument("--also", action="append", default=[], metavar="NAME=ARGS",
                     help="one more mode: bench_eval with these extra arguments (e.g. 'buf32=--pc-sampling-buffer-mib 32')")
     args = ap.parse_args()

@@ -45,7 +45,8 @@
 #                           each stage's share of GPU time. GPU_CHECK_MIX_SAMPLES / _TURNS (default 4 / 3),
 #                           GPU_CHECK_MIX_LIMIT (seconds, default 420; a run stopped there prints its figures)
 #   GPU_CHECK_PROFILE_COST=1 bench/profile_cost.py: bench_eval as shipped, --no-pc-sampling and --no-profile per
-#                           case (GPU_CHECK_PROFILE_COST_CASES, _RUNS): what the profile stage adds, by phase
+#                           case (GPU_CHECK_PROFILE_COST_CASES, _RUNS; _GAP_S: seconds between evaluations, as a
+#                           run's wait for the model, default 0 = back to back): what the stage adds, by phase
 #   GPU_CHECK_NCU=1         bench/profile_vs_ncu.py: every profile figure next to ncu --metrics for the same
 #                           kernel and shape (GPU_CHECK_NCU_CASES; reuses the verdicts of the evaluations)
 #   GPU_CHECK_BORDERLINE=1  bench/borderline_repeat.py: the borderline corpus kernel evaluated
@@ -170,7 +171,7 @@ fi
 if [[ -n ${GPU_CHECK_PROFILE_COST:-} ]]; then
   echo "== profile cost: bench_eval as shipped, --no-pc-sampling, --no-profile (median of ${GPU_CHECK_PROFILE_COST_RUNS:-5})"
   python3 "$ROOT/bench/profile_cost.py" "$BUILD/bench/bench_eval" --runs "${GPU_CHECK_PROFILE_COST_RUNS:-5}" \
-    --out "$OUT/profile_cost" --cases ${GPU_CHECK_PROFILE_COST_CASES:-gemm_n4096_k4096/wgmma_tma \
+    --gap-s "${GPU_CHECK_PROFILE_COST_GAP_S:-0}" --out "$OUT/profile_cost" --cases ${GPU_CHECK_PROFILE_COST_CASES:-gemm_n4096_k4096/wgmma_tma \
     gemm_n7168_k5120/wgmma_tma gemm_n7168_k5120/mma_sync mha_fwd_d128/flash_fwd} 2>"$OUT/profile_cost.progress" \
     | tee "$OUT/profile_cost_table.txt"
 fi
