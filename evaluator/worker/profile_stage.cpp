@@ -282,8 +282,8 @@ protocol::PcSampling ProfileStage::sample_launch(const JobWorkload &w, const Ten
   const int period = detail::pc_sampling_period_log2(ms * launches, ctx_.device().facts.sm_count, mhz,
                                                      static_cast<double>(ctx_.job().profile.pc_samples));
   // Each try loads its own copy of the module while sampling is on (see sample_pcs). The last try's session
-  // and the copies are torn down after the result is written (tens of ms the verdict need not wait for);
-  // the session goes first, as it would have before the copies' modules were unloaded.
+  // and the copies are torn down after the result is written, since the verdict need not wait for them;
+  // the session is disabled before the copies' modules are unloaded.
   struct Teardown {
     std::vector<std::unique_ptr<detail::CandidateKernel>> copies;
     std::shared_ptr<void> session;  ///< declared last: destroyed first

@@ -189,15 +189,12 @@ const HostConfig &host_config(CUcontext ctx, int device_ordinal, const std::vect
 
 }  // namespace
 
-std::string prepare_range_profiler(CUcontext ctx, int device_ordinal,
-                                   const std::vector<std::string> &metrics) {
-  bool made_now = false;
-  return host_config(ctx, device_ordinal, metrics, made_now).reason;
-}
-
-bool range_profiler_prepared(CUcontext ctx, int device_ordinal, const std::vector<std::string> &metrics) {
-  const auto &slot = host_config_slot();
-  return slot && slot->ctx == ctx && slot->device_ordinal == device_ordinal && slot->requested == metrics;
+std::string prepare_range_profiler(CUcontext ctx, int device_ordinal, const std::vector<std::string> &metrics,
+                                   bool *made_now) {
+  bool made = false;
+  std::string reason = host_config(ctx, device_ordinal, metrics, made).reason;
+  if (made_now) *made_now = made;
+  return reason;
 }
 
 namespace {

@@ -34,12 +34,9 @@ struct RangeMetrics {
 
 /// Makes CUPTI's host-side set-up for `metrics` on this context (counter availability, host object, config
 /// image) ahead, so the next profile_range with the same metrics skips it; "" or CUPTI's refusal.
-std::string prepare_range_profiler(CUcontext ctx, int device_ordinal,
-                                   const std::vector<std::string> &metrics);
-
-/// Whether that set-up for `metrics` on this context was made already (by prepare_range_profiler or an
-/// earlier profile_range).
-bool range_profiler_prepared(CUcontext ctx, int device_ordinal, const std::vector<std::string> &metrics);
+/// `made_now` (when given) says whether it was made by this call or already there.
+std::string prepare_range_profiler(CUcontext ctx, int device_ordinal, const std::vector<std::string> &metrics,
+                                   bool *made_now = nullptr);
 
 /// Collects `metrics` over `work`, run once per pass the metrics need (at most `max_passes`). `prepare`
 /// runs before each pass, outside the measured range (e.g. re-poisoning outputs), so every pass starts

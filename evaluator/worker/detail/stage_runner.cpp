@@ -48,14 +48,14 @@ int Worker::run() {
   if (job.wants("correctness")) correct = correctness.run();
   // The range profiler's host-side set-up (counter availability, config image) before the execution
   // stage's SASS-metrics session, never after it: made after that session, CUPTI's PC sampler takes no
-  // samples in this process. A no-op when the pre-started worker made it while waiting for the job.
+  // samples in this process. A no-op when the pre-started worker made it while waiting for the job; a
+  // refusal is kept with the set-up and reported by the profile stage.
   if (correct && job.wants("profile")) {
     const auto t = Clock::now();
-    const bool ahead = range_profiler_prepared(ctx_.device().ctx, ctx_.device().facts.ordinal,
-                                               profile_metric_names(job.profile.metrics));
+    bool made_now = false;
     (void)prepare_range_profiler(ctx_.device().ctx, ctx_.device().facts.ordinal,
-                                 profile_metric_names(job.profile.metrics));
-    if (!ahead) ctx_.result().worker["phase_seconds"]["profiler_setup_in_job"] = seconds_since(t);
+                                 profile_metric_names(job.profile.metrics), &made_now);
+    if (made_now) ctx_.result().worker["phase_seconds"]["profiler_setup_in_job"] = seconds_since(t);
   }
   if (job.wants("timing")) {
     if (correct)
